@@ -1,0 +1,397 @@
+"""Cluster inventory from the API server, handed to the engine as immutable snapshots.
+
+:class:`ClusterSource` runs one :class:`~webhook.kube.watcher.ResourceWatcher` per kind
+(Nodes, GPU Pods, the device-plugin ConfigMap) and one publisher thread. Watchers only
+update their own dict and raise a flag; the publisher coalesces bursts (5,000 ADDED events
+on start, a rolling relabel of a node pool) into one :class:`ClusterState` and swaps it in.
+A request reads one ``ClusterState`` from start to end: nothing in it changes under it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from kubernetes import client
+
+from webhook.kube.trim import configmap_data, trim_node, trim_pod
+from webhook.kube.watcher import (
+    KindSpec,
+    ResourceWatcher,
+    WatchTimings,
+    key_by_name,
+    key_by_namespace_name,
+)
+
+__all__ = ["ClusterSource", "ClusterState", "Health", "KindHealth"]
+
+log = logging.getLogger(__name__)
+
+#: The field selector for pods that can hold a device: completed pods are left out by the
+#: API server itself (a pod that completes arrives as DELETED).
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """One immutable view of the cluster, as the engine sees it.
+
+    ``nodes`` and ``gpu_pods`` are tuples sorted by name (pods by ``namespace/name``) of
+    the plain dicts made by :func:`~webhook.kube.trim.trim_node` and
+    :func:`~webhook.kube.trim.trim_pod`. Those dicts are shared between successive
+    snapshots (an unchanged node is the same object): treat them as read-only.
+    """
+
+    #: Trimmed Node objects (``metadata.name``/``labels``, ``spec.taints``,
+    #: ``status.allocatable``/``capacity``), sorted by name.
+    nodes: tuple[dict[str, Any], ...]
+    #: Pods that ask for ``nvidia.com/*`` and are not Succeeded/Failed, trimmed.
+    gpu_pods: tuple[dict[str, Any], ...]
+    #: The device-plugin ConfigMap's ``data``; None when not configured or not found.
+    configmap: Mapping[str, str] | None
+    #: ``{"nodes": rv, "pods": rv, "configmap": rv}`` as of the data in this snapshot.
+    resource_versions: Mapping[str, str]
+    #: True once every watched kind has been listed.
+    synced: bool
+    #: ``time.monotonic()`` when the data was last known current (all watches open).
+    last_sync_monotonic: float
+    #: API errors and watch restarts so far (all kinds), when the snapshot was built.
+    errors: int
+    watch_restarts: int
+    #: False while the last attempt of some watcher failed to reach the API server.
+    api_reachable: bool
+    #: Increases by one per published snapshot.
+    generation: int
+    #: ``time.monotonic()`` when this snapshot was built.
+    built_monotonic: float
+
+    def node_list(self) -> dict[str, Any]:
+        """The nodes as a ``kind: List`` document, the shape of ``kubectl get nodes -o yaml``."""
+        return {"apiVersion": "v1", "kind": "List", "items": list(self.nodes)}
+
+
+@dataclass(frozen=True)
+class KindHealth:
+    """One watcher's condition."""
+
+    synced: bool
+    reachable: bool | None
+    streaming: bool
+    resource_version: str | None
+    objects: int
+    lists: int
+    relists: int
+    watches: int
+    watch_restarts: int
+    errors: int
+    events: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Health:
+    """What ``/readyz`` and ``/metrics`` need to know about the source."""
+
+    #: Every kind has been listed at least once (a snapshot exists).
+    synced: bool
+    #: No watcher's last attempt failed to reach the API server.
+    api_reachable: bool
+    #: Seconds since the data was last known current; None before the first sync.
+    sync_age_seconds: float | None
+    #: Seconds since the current snapshot was built; None before the first one.
+    snapshot_age_seconds: float | None
+    watch_restarts: int
+    relists: int
+    errors: int
+    snapshots: int
+    callback_errors: int
+    last_error: str | None
+    kinds: Mapping[str, KindHealth]
+
+
+class ClusterSource:
+    """Watches Nodes, GPU Pods and the device-plugin ConfigMap; publishes ClusterStates.
+
+    ``api_client`` is a ``kubernetes.client.ApiClient`` (see :func:`webhook.kube.load_client`).
+    ``configmap`` is ``(namespace, name)`` of the device-plugin ConfigMap, or None to not
+    watch one; it is watched with ``fieldSelector=metadata.name=<name>`` so that RBAC can
+    grant just that ConfigMap. ``watch_pods=False`` leaves pods out (``gpu_pods`` stays
+    empty). ``on_snapshot`` runs on the publisher thread after each new snapshot; it should
+    only swap a reference. The first snapshot is published once every kind has been listed.
+
+    Call :meth:`start`, then read :attr:`current` (or wait with :meth:`wait_synced`);
+    :meth:`stop` ends the threads. Also a context manager.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        configmap: tuple[str, str] | None,
+        on_snapshot: Callable[[ClusterState], None] | None = None,
+        watch_pods: bool = True,
+        timings: WatchTimings | None = None,
+    ) -> None:
+        self.timings = timings or WatchTimings()
+        self.configmap = configmap
+        self._on_snapshot = on_snapshot
+        self._cond = threading.Condition()
+        self._dirty = False
+        self._first_change = 0.0
+        self._last_change = 0.0
+        self._stopping = False
+        self._current: ClusterState | None = None
+        self._published_reachable: bool | None = None
+        self._publisher: threading.Thread | None = None
+        self.snapshots = 0
+        self.callback_errors = 0
+
+        core = client.CoreV1Api(api_client)
+        specs = [KindSpec("nodes", core.list_node, key_by_name, trim_node)]
+        if watch_pods:
+            pods = functools.partial(
+                core.list_pod_for_all_namespaces, field_selector=POD_FIELD_SELECTOR
+            )
+            specs.append(KindSpec("pods", pods, key_by_namespace_name, trim_pod))
+        if configmap is not None:
+            namespace, name = configmap
+            cms = functools.partial(
+                core.list_namespaced_config_map, namespace, field_selector=f"metadata.name={name}"
+            )
+            specs.append(KindSpec("configmap", cms, key_by_name, configmap_data))
+        self.watchers: dict[str, ResourceWatcher] = {
+            spec.name: ResourceWatcher(spec, self.timings, self._changed, self._status_changed)
+            for spec in specs
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ClusterSource:
+        """Start the watcher threads and the publisher thread (all daemons)."""
+        self._publisher = threading.Thread(
+            target=self._publish_loop, name="kube-snapshots", daemon=True
+        )
+        self._publisher.start()
+        for watcher in self.watchers.values():
+            watcher.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every thread; the last snapshot stays readable."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        for watcher in self.watchers.values():
+            watcher.stop()
+        deadline = time.monotonic() + timeout
+        for watcher in self.watchers.values():
+            watcher.join(max(0.0, deadline - time.monotonic()))
+        if self._publisher is not None:
+            self._publisher.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> ClusterSource:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def current(self) -> ClusterState | None:
+        """The latest snapshot, or None before the first sync. One atomic read."""
+        return self._current
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait until the first snapshot is published; True if it was."""
+        return self.wait_for(lambda s: s.synced, timeout)
+
+    def wait_for(self, predicate: Callable[[ClusterState], bool], timeout: float) -> bool:
+        """Wait until a published snapshot satisfies ``predicate``; True if one did."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                state = self._current
+                if state is not None and predicate(state):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+
+    @property
+    def watch_restarts(self) -> int:
+        """Watch streams that ended and were reopened, all kinds (a counter)."""
+        return sum(w.restarts for w in self.watchers.values())
+
+    @property
+    def api_errors(self) -> int:
+        """Failed API requests and broken streams, all kinds (a counter)."""
+        return sum(w.errors for w in self.watchers.values())
+
+    @property
+    def relists(self) -> int:
+        """Lists made again after a 410 Gone, all kinds (a counter)."""
+        return sum(w.relists for w in self.watchers.values())
+
+    @property
+    def api_reachable(self) -> bool:
+        """False while some watcher's last attempt failed to reach the API server."""
+        return all(w.reachable is not False for w in self.watchers.values())
+
+    @property
+    def synced(self) -> bool:
+        """True once every kind has been listed."""
+        return all(w.synced for w in self.watchers.values())
+
+    def snapshot_age(self) -> float | None:
+        """Seconds since the data was last known current (None before the first sync)."""
+        last = self._last_sync()
+        return None if last is None else max(0.0, time.monotonic() - last)
+
+    def _last_sync(self) -> float | None:
+        times = [w.last_ok_effective for w in self.watchers.values()]
+        return None if any(t is None for t in times) else min(t for t in times if t is not None)
+
+    def health(self) -> Health:
+        """The source's condition now, for readiness and metrics."""
+        state = self._current
+        now = time.monotonic()
+        kinds = {
+            name: KindHealth(
+                synced=w.synced,
+                reachable=w.reachable,
+                streaming=w.streaming,
+                resource_version=w.resource_version,
+                objects=len(w.view()[1]),
+                lists=w.lists,
+                relists=w.relists,
+                watches=w.watches,
+                watch_restarts=w.restarts,
+                errors=w.errors,
+                events=w.events,
+                last_error=w.last_error,
+            )
+            for name, w in self.watchers.items()
+        }
+        errors = [w.last_error for w in self.watchers.values() if w.last_error]
+        return Health(
+            synced=self.synced,
+            api_reachable=self.api_reachable,
+            sync_age_seconds=self.snapshot_age(),
+            snapshot_age_seconds=None if state is None else now - state.built_monotonic,
+            watch_restarts=self.watch_restarts,
+            relists=self.relists,
+            errors=self.api_errors,
+            snapshots=self.snapshots,
+            callback_errors=self.callback_errors,
+            last_error=errors[-1] if errors else None,
+            kinds=MappingProxyType(kinds),
+        )
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for a Prometheus collector (``*_total`` are counters)."""
+        h = self.health()
+        state = self._current
+        return {
+            "watch_restarts_total": float(h.watch_restarts),
+            "api_errors_total": float(h.errors),
+            "relists_total": float(h.relists),
+            "snapshots_total": float(h.snapshots),
+            "snapshot_callback_errors_total": float(h.callback_errors),
+            "sync_age_seconds": -1.0 if h.sync_age_seconds is None else h.sync_age_seconds,
+            "api_reachable": 1.0 if h.api_reachable else 0.0,
+            "synced": 1.0 if h.synced else 0.0,
+            "nodes": float(len(state.nodes)) if state else 0.0,
+            "gpu_pods": float(len(state.gpu_pods)) if state else 0.0,
+        }
+
+    # ------------------------------------------------------------------ publishing
+
+    def _changed(self) -> None:
+        # Called by watcher threads: only note the change; the publisher does the work.
+        now = time.monotonic()
+        with self._cond:
+            if not self._dirty:
+                self._dirty = True
+                self._first_change = now
+            self._last_change = now
+            self._cond.notify_all()
+
+    def _status_changed(self) -> None:
+        # Reachability is part of the snapshot: publish when it flips, not on every call.
+        if self._current is not None and self.api_reachable != self._published_reachable:
+            self._changed()
+
+    def _publish_loop(self) -> None:
+        t = self.timings
+        while True:
+            with self._cond:
+                while not self._dirty and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                # The first snapshot goes out at once: readiness waits for it.
+                if self._current is not None:
+                    while not self._stopping:
+                        now = time.monotonic()
+                        deadline = min(
+                            self._last_change + t.debounce, self._first_change + t.debounce_max
+                        )
+                        if now >= deadline:
+                            break
+                        self._cond.wait(deadline - now)
+                self._dirty = False
+            if not self.synced:
+                continue  # the last kind to list will set the flag again
+            state = self._build()
+            with self._cond:
+                self._current = state
+                self._published_reachable = state.api_reachable
+                self.snapshots += 1
+                self._cond.notify_all()
+            log.debug(
+                "snapshot %d: %d nodes, %d GPU pods, configmap %s",
+                state.generation,
+                len(state.nodes),
+                len(state.gpu_pods),
+                "absent" if state.configmap is None else f"{len(state.configmap)} keys",
+            )
+            if self._on_snapshot is not None:
+                try:
+                    self._on_snapshot(state)
+                except Exception:
+                    # A failing consumer must not stop the inventory from updating.
+                    self.callback_errors += 1
+                    log.exception("on_snapshot callback failed for snapshot %d", state.generation)
+
+    def _build(self) -> ClusterState:
+        views = {name: w.view()[1] for name, w in self.watchers.items()}
+        configmap: Mapping[str, str] | None = None
+        if "configmap" in views and views["configmap"]:
+            configmap = MappingProxyType(views["configmap"][0])
+        previous = self._current
+        rvs = {name: w.data_resource_version or "" for name, w in self.watchers.items()}
+        now = time.monotonic()
+        last = self._last_sync()
+        return ClusterState(
+            nodes=views["nodes"],
+            gpu_pods=views.get("pods", ()),
+            configmap=configmap,
+            resource_versions=MappingProxyType(rvs),
+            synced=True,
+            last_sync_monotonic=now if last is None else last,
+            errors=self.api_errors,
+            watch_restarts=self.watch_restarts,
+            api_reachable=self.api_reachable,
+            generation=1 if previous is None else previous.generation + 1,
+            built_monotonic=now,
+        )

@@ -1,0 +1,455 @@
+"""List-then-watch one kind of object, keep a trimmed copy, survive API trouble.
+
+One :class:`ResourceWatcher` runs one daemon thread. It calls the generated client's list
+function (``CoreV1Api.list_node`` and friends) with ``_preload_content=False`` and parses the
+JSON itself: the client's model objects cost several times more CPU for 5,000 nodes and are
+thrown away by the trimming anyway (see ``bench/kube_inventory.py``).
+
+The protocol is the one client-go's reflector follows:
+
+* list (paged with ``limit``/``continue``), remember the list's resourceVersion;
+* watch from it with bookmarks; every event and bookmark advances the resourceVersion;
+* a stream that ends (server timeout, dropped connection) resumes from the last
+  resourceVersion, without a list;
+* ``410 Gone`` (the resourceVersion was compacted away) means events were lost: list again;
+* any other failure waits an exponential backoff with jitter, then resumes; the stored
+  objects are kept meanwhile, so the webhook goes on answering from the last known state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+__all__ = ["KindSpec", "ResourceWatcher", "WatchTimings", "key_by_name", "key_by_namespace_name"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WatchTimings:
+    """Timings of the watchers and of the snapshot debouncer, in seconds.
+
+    The defaults suit a real cluster; tests shrink them so that recoveries take
+    milliseconds.
+    """
+
+    #: First retry delay after a failure; doubles (``backoff_factor``) per failure.
+    backoff_initial: float = 0.2
+    #: Ceiling of the retry delay.
+    backoff_max: float = 30.0
+    backoff_factor: float = 2.0
+    #: Each delay is drawn from ``[d * (1 - jitter), d]`` so replicas do not retry in step.
+    backoff_jitter: float = 0.5
+    #: A watch stream that stayed up this long counts as healthy: the backoff starts over.
+    backoff_reset_after: float = 10.0
+    #: Server-side watch timeout; each watch draws from ``[t, 2t)`` like client-go, so
+    #: that many webhooks do not reconnect at the same moment.
+    watch_timeout: float = 300.0
+    #: TCP connect timeout of every request.
+    connect_timeout: float = 10.0
+    #: Read timeout of a list request (a single read, not the whole body).
+    list_read_timeout: float = 60.0
+    #: Extra read timeout beyond the watch timeout, to detect a dead connection.
+    watch_read_margin: float = 30.0
+    #: Items per list page (``limit``); 0 lists everything in one response.
+    page_size: int = 500
+    #: Changes within this quiet time are coalesced into one snapshot...
+    debounce: float = 0.05
+    #: ...but a snapshot is never delayed more than this after the first change.
+    debounce_max: float = 0.5
+
+    def backoff(self, failures: int, rnd: Callable[[], float] = random.random) -> float:
+        """The delay before retry number ``failures`` (1 for the first retry)."""
+        if failures <= 0:
+            return 0.0
+        base = min(self.backoff_max, self.backoff_initial * self.backoff_factor ** (failures - 1))
+        return base * (1.0 - self.backoff_jitter * rnd())
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """What to watch and how to keep it.
+
+    ``call`` is a generated list function with its fixed arguments bound, e.g.
+    ``functools.partial(core.list_namespaced_config_map, "gpu-operator",
+    field_selector="metadata.name=device-plugin-config")``. ``trim`` returns the value to
+    keep for an object, or None to not keep it (a pod without GPU requests).
+    """
+
+    name: str
+    call: Callable[..., Any]
+    key: Callable[[dict[str, Any]], str]
+    trim: Callable[[dict[str, Any]], Any]
+
+
+class _Gone(Exception):
+    """The resourceVersion is too old (410): the stored state must be rebuilt by a list."""
+
+
+class _StreamError(Exception):
+    """A watch ERROR event other than 410, e.g. a 500 from the API server."""
+
+    def __init__(self, code: int | None, message: str) -> None:
+        super().__init__(f"watch error {code}: {message}")
+        self.code = code
+
+
+def key_by_name(obj: dict[str, Any]) -> str:
+    """The key of a cluster-scoped object: its name."""
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def key_by_namespace_name(obj: dict[str, Any]) -> str:
+    """The key of a namespaced object: ``namespace/name``."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason or ''}".strip()
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return f"{type(exc.reason).__name__}: {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a failure says the API server cannot be reached (vs. it said no)."""
+    if isinstance(exc, ApiException):
+        # 0: the client never got an HTTP status; 5xx: the server (or a proxy) is in trouble.
+        return exc.status is None or exc.status == 0 or exc.status >= 500
+    return isinstance(exc, urllib3.exceptions.HTTPError | OSError)
+
+
+def _retry_after(exc: BaseException) -> float:
+    headers = getattr(exc, "headers", None)
+    try:
+        return float(headers.get("Retry-After", 0)) if headers else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+class ResourceWatcher:
+    """Keeps ``{key: trimmed object}`` for one kind, in step with the API server.
+
+    ``on_change`` is called (from the watcher thread, without locks held) after the stored
+    objects changed; ``on_status`` after reachability or sync status changed. Both must be
+    quick: :class:`~webhook.kube.source.ClusterSource` only sets a flag.
+    """
+
+    def __init__(
+        self,
+        spec: KindSpec,
+        timings: WatchTimings,
+        on_change: Callable[[], None],
+        on_status: Callable[[], None],
+    ) -> None:
+        self.spec = spec
+        self.timings = timings
+        self._on_change = on_change
+        self._on_status = on_status
+        self._lock = threading.Lock()
+        self._items: dict[str, Any] = {}
+        self._view: tuple[int, tuple[Any, ...]] = (0, ())
+        self._stop = threading.Event()
+        self._resp: urllib3.BaseHTTPResponse | None = None
+        self._thread: threading.Thread | None = None
+        # Set while a watch stream is open, and whether the current/last one was healthy:
+        # a failure mid-stream says nothing about reachability, and a long healthy stream
+        # that breaks should not inherit the backoff of earlier failures.
+        self._in_stream = False
+        self._stream_healthy = False
+        #: Bumped on every change of the stored objects.
+        self.version = 0
+        #: The last resourceVersion seen (list, event or bookmark); None: must list.
+        self.resource_version: str | None = None
+        #: The resourceVersion as of the last change of the stored objects.
+        self.data_resource_version: str | None = None
+        self.synced = False
+        self.reachable: bool | None = None
+        self.streaming = False
+        self.last_ok: float | None = None
+        self.last_error: str | None = None
+        # Counters, only ever increased (exported as Prometheus counters).
+        self.lists = 0
+        self.relists = 0
+        self.watches = 0
+        self.restarts = 0
+        self.errors = 0
+        self.events = 0
+
+    # ------------------------------------------------------------------ control
+
+    def start(self) -> None:
+        """Start the watcher thread (a daemon: it never blocks interpreter exit)."""
+        self._thread = threading.Thread(
+            target=self._run, name=f"kube-watch-{self.spec.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end, and unblock it if it is reading a stream."""
+        self._stop.set()
+        with self._lock:
+            resp = self._resp
+        if resp is not None:
+            try:
+                # A blocked socket read only returns when the socket is shut down.
+                resp.shutdown()  # type: ignore[no-untyped-call]
+            except Exception:
+                log.debug("shutting down the %s stream failed", self.spec.name, exc_info=True)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end; True if it did."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def view(self) -> tuple[int, tuple[Any, ...]]:
+        """``(version, stored objects sorted by key)``; rebuilt only when version moved."""
+        with self._lock:
+            if self._view[0] != self.version:
+                items = self._items
+                self._view = (self.version, tuple(items[k] for k in sorted(items)))
+            return self._view
+
+    @property
+    def last_ok_effective(self) -> float | None:
+        """When the stored state was last known current: now while a watch is open."""
+        return time.monotonic() if self.streaming else self.last_ok
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            delay = 0.0
+            try:
+                if self.resource_version is None:
+                    self._list()
+                    failures = 0
+                if self._watch():
+                    failures = 0
+                continue  # the stream ended cleanly (server timeout): resume at once
+            except _Gone as exc:
+                # Events were lost: rebuild from a list. At once the first time; if lists
+                # keep failing, the backoff below applies through ``failures``.
+                log.info("%s: %s; listing again", self.spec.name, exc)
+                self.relists += 1
+                self.resource_version = None
+                if failures:
+                    failures += 1
+                    delay = self.timings.backoff(failures)
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                mid_stream = self._in_stream
+                if mid_stream and self._stream_healthy:
+                    failures = 0
+                failures += 1
+                self.errors += 1
+                self.last_error = _describe(exc)
+                delay = max(self.timings.backoff(failures), _retry_after(exc))
+                level = logging.WARNING if failures <= 3 or failures % 20 == 0 else logging.DEBUG
+                log.log(
+                    level,
+                    "%s: %s (failure %d); retrying in %.2fs, keeping the last state",
+                    self.spec.name,
+                    self.last_error,
+                    failures,
+                    delay,
+                )
+                if not mid_stream:
+                    self._set_reachable(not _unreachable(exc))
+            finally:
+                self._in_stream = self.streaming = False
+            if delay:
+                self._stop.wait(delay)
+        log.debug("%s watcher stopped", self.spec.name)
+
+    def _set_reachable(self, value: bool) -> None:
+        if self.reachable != value:
+            self.reachable = value
+            if value:
+                log.info("%s: API server reachable", self.spec.name)
+            self._on_status()
+
+    def _request_timeout(self, read: float) -> tuple[float, float]:
+        return (self.timings.connect_timeout, read)
+
+    def _list(self) -> None:
+        """List everything (page by page); replace the stored objects; remember the rv."""
+        t = self.timings
+        items: dict[str, Any] = {}
+        token: str | None = None
+        rv = ""
+        spec = self.spec
+        while True:
+            kwargs: dict[str, Any] = {
+                "_preload_content": False,
+                "_request_timeout": self._request_timeout(t.list_read_timeout),
+            }
+            if t.page_size:
+                kwargs["limit"] = t.page_size
+            if token:
+                kwargs["_continue"] = token
+            resp = spec.call(**kwargs)
+            try:
+                body = resp.data
+            finally:
+                resp.release_conn()
+            doc = json.loads(body)
+            del body  # the raw page can be large; do not hold it while trimming
+            meta = doc.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or "")
+            for obj in doc.get("items") or ():
+                kept = spec.trim(obj)
+                if kept is not None:
+                    items[spec.key(obj)] = kept
+            token = meta.get("continue")
+            del doc
+            if not token:
+                break
+        self.lists += 1
+        with self._lock:
+            old = self._items
+            # Keep the old dict object for unchanged entries: snapshots share them, and an
+            # unchanged relist then yields no new snapshot at all.
+            changed = len(old) != len(items)
+            for key, value in items.items():
+                prev = old.get(key)
+                if prev is not None and prev == value:
+                    items[key] = prev
+                else:
+                    changed = True
+            self._items = items
+            self.resource_version = rv
+            if changed or not self.synced:
+                self.version += 1
+                self.data_resource_version = rv
+            first = not self.synced
+            self.synced = True
+        self.last_ok = time.monotonic()
+        log.info("%s: listed %d objects at resourceVersion %s", spec.name, len(items), rv)
+        self._set_reachable(True)
+        if changed or first:
+            self._on_change()
+        self._on_status()
+
+    def _watch(self) -> bool:
+        """Watch from the stored resourceVersion until the stream ends.
+
+        Returns True when the stream was healthy (it delivered something or stayed up for
+        ``backoff_reset_after``); raises on errors, :class:`_Gone` on 410.
+        """
+        t = self.timings
+        timeout = int(t.watch_timeout * (1.0 + random.random())) or 1  # noqa: S311 - spread, not secrets
+        resp = self.spec.call(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            _preload_content=False,
+            _request_timeout=self._request_timeout(timeout + t.watch_read_margin),
+        )
+        self.watches += 1
+        opened = time.monotonic()
+        with self._lock:
+            self._resp = resp
+        if self._stop.is_set():  # stop() ran before _resp was visible to it
+            resp.close()
+            return True
+        self._in_stream = self.streaming = True
+        self._stream_healthy = False
+        self.last_ok = opened
+        self._set_reachable(True)
+        self._on_status()
+        try:
+            for lines in self._batches(resp):
+                changed = self._apply(lines)
+                self._stream_healthy = True
+                self.last_ok = time.monotonic()
+                if changed:
+                    self._on_change()
+                if self._stop.is_set():
+                    break
+        finally:
+            self.streaming = False
+            if time.monotonic() - opened >= t.backoff_reset_after:
+                self._stream_healthy = True
+            if not self._stop.is_set():
+                self.restarts += 1
+            with self._lock:
+                self._resp = None
+            resp.release_conn()
+        self._in_stream = False
+        self.last_ok = time.monotonic()
+        return self._stream_healthy
+
+    @staticmethod
+    def _batches(resp: urllib3.BaseHTTPResponse) -> Iterator[list[bytes]]:
+        """Yield the complete lines that arrived together (one chunk usually holds one)."""
+        if resp.chunked and resp.supports_chunked_reads():
+            chunks: Iterator[bytes] = resp.stream(None, decode_content=True)
+        else:
+            chunks = iter(lambda: resp.read1(65536), b"")
+        buf = b""
+        for chunk in chunks:
+            buf += chunk
+            if b"\n" not in chunk:
+                continue
+            *lines, buf = buf.split(b"\n")
+            yield [line for line in lines if line.strip()]
+
+    def _apply(self, lines: list[bytes]) -> bool:
+        """Apply watch events to the stored objects; True if they changed."""
+        spec = self.spec
+        changed = False
+        error: Exception | None = None
+        with self._lock:
+            items = self._items
+            for line in lines:
+                event = json.loads(line)
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    code = obj.get("code")
+                    message = str(obj.get("message", ""))
+                    error = (
+                        _Gone(f"watch expired: {message}")
+                        if code == 410
+                        else _StreamError(code, message)
+                    )
+                    break
+                self.events += 1
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if kind != "BOOKMARK":
+                    key = spec.key(obj)
+                    kept = None if kind == "DELETED" else spec.trim(obj)
+                    if kept is None:
+                        if items.pop(key, None) is not None:
+                            changed = True
+                    elif items.get(key) != kept:
+                        items[key] = kept
+                        changed = True
+                if rv:
+                    self.resource_version = str(rv)
+            if changed:
+                self.version += 1
+                self.data_resource_version = self.resource_version
+        if error is not None:
+            if changed:
+                self._on_change()
+            raise error
+        return changed

@@ -1,0 +1,83 @@
+"""Files in, immutable policy and inventory out: the only place the policy core's inputs are read.
+
+The core never opens files; this shell reads them, resolves references relative to the policy
+file, and turns every problem into a PolicyError naming the file, the field and the reason.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.policy import Inventory, Policy, PolicyError, parse_policy
+from webhook.policy.inventory import inventory_from_nodes, inventory_from_policy
+
+EXAMPLE_POLICY = "example-policy.yaml"
+
+
+def _yaml_documents(text: str, source: str) -> list[Any]:
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise PolicyError(source, where, f"not valid YAML: {problem}") from None
+
+
+def read_text(path: str | Path) -> str:
+    """A file's text, with a PolicyError (not a traceback) when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise PolicyError(str(path), "", "not a UTF-8 text file") from None
+
+
+def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Policy:
+    """Parse a policy document; ``configFile`` references resolve against ``base``."""
+    docs = _yaml_documents(text, source)
+    if len(docs) != 1:
+        raise PolicyError(source, "", f"expected one YAML document, found {len(docs)}")
+
+    def read(ref: str) -> str:
+        if base is None:
+            raise OSError(2, "references need a policy file on disk")
+        return (base / ref).read_text(encoding="utf-8")
+
+    return parse_policy(docs[0], source=source, read=read)
+
+
+def load_policy(path: str | Path | None) -> Policy:
+    """The policy in ``path``, or the bundled example policy when ``path`` is None."""
+    if path is None:
+        text = resources.files("webhook.data").joinpath(EXAMPLE_POLICY).read_text("utf-8")
+        return policy_from_text(text, source=f"<bundled {EXAMPLE_POLICY}>")
+    path = Path(path)
+    return policy_from_text(read_text(path), source=str(path), base=path.parent)
+
+
+def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
+    """Node objects from a ``kubectl get nodes -o yaml`` dump (a List), or Node documents."""
+    nodes: list[dict[str, Any]] = []
+    for i, doc in enumerate(_yaml_documents(text, source)):
+        if not isinstance(doc, dict):
+            raise PolicyError(source, f"document {i + 1}", "expected a Node or a List of Nodes")
+        items = doc.get("items") if doc.get("kind", "").endswith("List") else [doc]
+        for j, item in enumerate(items or []):
+            if not isinstance(item, dict) or item.get("kind", "Node") != "Node":
+                raise PolicyError(source, f"items[{j}]", "expected a Node")
+            nodes.append(item)
+    return nodes
+
+
+def load_inventory(policy: Policy, nodes_path: str | Path | None) -> Inventory:
+    """The inventory from a node dump when given, else the one the policy implies."""
+    if nodes_path is None:
+        return inventory_from_policy(policy)
+    nodes = nodes_from_text(read_text(nodes_path), source=str(nodes_path))
+    return inventory_from_nodes(nodes, policy, source=f"nodes in {nodes_path}")

@@ -1,0 +1,20 @@
+"""The pure policy core: no flask, no kubernetes, no network, no files opened."""
+
+from webhook.policy.decision import RULES, Decision, RuleResult
+from webhook.policy.engine import review
+from webhook.policy.errors import PolicyError
+from webhook.policy.inventory import Inventory, inventory_from_nodes, inventory_from_policy
+from webhook.policy.model import Policy, parse_policy
+
+__all__ = [
+    "RULES",
+    "Decision",
+    "Inventory",
+    "Policy",
+    "PolicyError",
+    "RuleResult",
+    "inventory_from_nodes",
+    "inventory_from_policy",
+    "parse_policy",
+    "review",
+]

@@ -1,0 +1,71 @@
+"""What a review returns: the verdict, one result per rule, warnings and the mutation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["pass", "fail", "warn", "skip", "error"]
+
+# Stable rule ids: users match on them in suites, alerts and audit logs. Never rename one.
+RULES: dict[str, str] = {
+    "gpu-ephemeral-container": "ephemeral containers ask for no GPU",
+    "gpu-resource-name": "GPU resource names are ones the device plugin advertises",
+    "gpu-quantity": "GPU quantities are whole, positive numbers",
+    "gpu-requests-equal-limits": "GPU requests equal GPU limits",
+    "gpu-container-forms": "one kind of GPU per container",
+    "gpu-intent": "the pod's GPU annotations are well formed",
+    "gpu-node-selection": "node selection agrees with the GPU request",
+    "gpu-shared-request-above-one": "at most one shared GPU per container",
+    "gpu-resource-offered": "some node offers what the pod asks for",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RuleResult:
+    """One rule's verdict on one object (or one container of it)."""
+
+    rule: str
+    status: Status
+    message: str = ""
+    container: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form used by the CLI, the harness and audit annotations."""
+        out: dict[str, Any] = {"rule": self.rule, "status": self.status, "message": self.message}
+        if self.container is not None:
+            out["container"] = self.container
+        return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of ``review()``; the server, the CLI and the harness all read this."""
+
+    kind: str
+    namespace: str | None
+    name: str | None
+    allowed: bool
+    results: tuple[RuleResult, ...]
+    warnings: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+    mutated: Mapping[str, Any] | None = None
+    patch: tuple[dict[str, Any], ...] = ()
+    enforcement: str = "enforce"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """Ids of the rules that failed, in order, without repeats."""
+        return tuple(dict.fromkeys(r.rule for r in self.results if r.status == "fail"))
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        """Ids of the rules that failed or warned (what audit annotations record)."""
+        return tuple(dict.fromkeys(r.rule for r in self.results if r.status in ("fail", "warn")))
+
+    @property
+    def denial(self) -> str:
+        """The message a denied user reads: every failed rule, one sentence each."""
+        return "; ".join(f"[{r.rule}] {r.message}" for r in self.results if r.status == "fail")

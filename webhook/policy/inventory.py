@@ -1,0 +1,392 @@
+"""What the cluster offers: pools of nodes, each advertising GPU resources under some name.
+
+The inventory is an immutable snapshot built from one of three sources, best first:
+
+1. Node objects (a ``kubectl get nodes -o yaml`` dump, or the live watch): ``status.allocatable``
+   is the truth about resource names and slots, GFD labels the truth about products
+   (GPU-SHARING.md §4); disagreements between the two are recorded, not hidden.
+2. The pools the policy declares (``spec.pools``), expanded with the device-plugin config.
+3. The device-plugin config alone: resource names per config key, products unknown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.policy.model import DeclaredPool, Policy
+from webhook.policy.plugin_config import PluginConfig
+from webhook.policy.products import base_model, product_label, product_value
+from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
+
+SHARING_LABEL_STRATEGIES = ("none", "time-slicing", "mps")
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One resource name advertised by one pool.
+
+    ``form`` is the name pods must ask for; ``profile`` the MIG profile each unit really is
+    (also under ``migStrategy: single``, where the name is plain ``nvidia.com/gpu``).
+    ``selector`` is the node label (key, value) that picks exactly this offer's nodes, when
+    one is known.
+    """
+
+    form: ResourceForm
+    profile: str | None
+    product: str | None
+    replicas: int
+    strategy: str
+    fail_requests_greater_than_one: bool
+    devices: int | None
+    slots: int | None
+    memory_mib: int | None
+    selector: tuple[str, str] | None
+
+    @property
+    def shared(self) -> bool:
+        """True when several pods share each device."""
+        return self.replicas > 1
+
+    @property
+    def model(self) -> str | None:
+        """The GPU model, without ``-MIG-...`` and ``-SHARED``."""
+        return None if self.product is None else base_model(self.product)
+
+    def describe(self) -> str:
+        """``NVIDIA-L20-SHARED (8 slots)``: how messages name an offer."""
+        what = self.product or "unknown product"
+        if self.slots is None:
+            return what
+        return f"{what} ({self.slots} slot{'' if self.slots == 1 else 's'})"
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """Nodes that run the same device-plugin config key on the same GPU model."""
+
+    name: str
+    config_key: str | None
+    mig_strategy: str
+    nodes: tuple[str, ...]
+    offers: tuple[Offer, ...]
+    node_count: int = 0
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """An immutable snapshot of the pools; a request reads one snapshot from start to end."""
+
+    pools: tuple[Pool, ...]
+    source: str
+    disagreements: tuple[str, ...] = ()
+    _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        index: dict[str, list[tuple[Pool, Offer]]] = defaultdict(list)
+        for pool in self.pools:
+            for offer in pool.offers:
+                index[offer.form.name].append((pool, offer))
+        object.__setattr__(self, "_by_name", {k: tuple(v) for k, v in index.items()})
+
+    def offers(self) -> Iterable[tuple[Pool, Offer]]:
+        """Every (pool, offer) pair."""
+        for pool in self.pools:
+            for offer in pool.offers:
+                yield pool, offer
+
+    def offering(self, name: str) -> tuple[tuple[Pool, Offer], ...]:
+        """The (pool, offer) pairs that advertise the resource ``name``."""
+        return self._by_name.get(name, ())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every advertised resource name, sorted."""
+        return tuple(sorted(self._by_name))
+
+    def summary(self, names: Iterable[str] | None = None) -> str:
+        """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), Tesla-T4-SHARED (3 slots)``, per name."""
+        parts = []
+        for name in sorted(names if names is not None else self._by_name):
+            offers = ", ".join(o.describe() for _, o in self.offering(name))
+            parts.append(f"{name}: {offers}" if offers else name)
+        return "; ".join(parts) if parts else "no GPU resources"
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _offer_from_config(
+    form: ResourceForm,
+    profile: str | None,
+    config: PluginConfig | None,
+    *,
+    model: str | None,
+    devices: int | None,
+    memory: int | None,
+    mig_strategy: str,
+    selector_fallback: tuple[str, str] | None,
+) -> Offer:
+    replicas = config.replicas(form) if config is not None else 1
+    renamed = bool(config and config.rename_by_default and replicas > 1)
+    product = None
+    if model is not None:
+        unit = ResourceForm(profile, False)
+        product = product_value(model, unit, replicas=replicas, renamed=renamed)
+    selector = (
+        (product_label(form, mig_strategy), product) if product is not None else selector_fallback
+    )
+    return Offer(
+        form=form.with_renamed(renamed),
+        profile=profile,
+        product=product,
+        replicas=replicas,
+        strategy=(config.strategy if config is not None and replicas > 1 else "none"),
+        fail_requests_greater_than_one=bool(config and config.fail_requests_greater_than_one),
+        devices=devices,
+        slots=None if devices is None else devices * replicas,
+        memory_mib=memory,
+        selector=selector,
+    )
+
+
+def _declared_pool(policy: Policy, pool: DeclaredPool) -> Pool:
+    config = policy.configs.get(pool.config)
+    mig = config.mig_strategy if config is not None else "none"
+    nodes = pool.nodes
+    common: dict[str, Any] = {"model": pool.product, "memory": pool.memory_mib, "mig_strategy": mig}
+    fallback = _config_selector(policy, pool.config)
+    offers: list[Offer] = []
+    gpu = ResourceForm(None, False)
+    if mig == "mixed" and pool.mig_devices:
+        for profile, count in pool.mig_devices:
+            form = ResourceForm(profile, False)
+            offers.append(
+                _offer_from_config(
+                    form,
+                    profile,
+                    config,
+                    devices=count * nodes,
+                    selector_fallback=fallback,
+                    **common,
+                )
+            )
+    elif mig == "single" and pool.mig_devices:
+        profile, count = pool.mig_devices[0]
+        offers.append(
+            _offer_from_config(
+                gpu, profile, config, devices=count * nodes, selector_fallback=fallback, **common
+            )
+        )
+    else:
+        offers.append(
+            _offer_from_config(
+                gpu,
+                None,
+                config,
+                devices=pool.gpus_per_node * nodes,
+                selector_fallback=fallback,
+                **common,
+            )
+        )
+    name = f"{pool.config}/{pool.product}" if pool.product else pool.config
+    return Pool(
+        name=name,
+        config_key=pool.config,
+        mig_strategy=mig,
+        nodes=(),
+        offers=tuple(offers),
+        node_count=nodes,
+    )
+
+
+def _config_selector(policy: Policy, key: str) -> tuple[str, str] | None:
+    # Nodes on the fallback key need not carry the label, so it cannot select them.
+    return None if key == policy.default_config else (policy.node_label, key)
+
+
+def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
+    forms = [ResourceForm(None, False)]
+    if config.mig_strategy == "mixed":
+        forms += [r.form for r in config.resources if r.form.profile is not None]
+    offers = tuple(
+        _offer_from_config(
+            form,
+            form.profile,
+            config,
+            model=None,
+            devices=None,
+            memory=None,
+            mig_strategy=config.mig_strategy,
+            selector_fallback=_config_selector(policy, key),
+        )
+        for form in forms
+    )
+    return Pool(name=key, config_key=key, mig_strategy=config.mig_strategy, nodes=(), offers=offers)
+
+
+def inventory_from_policy(policy: Policy) -> Inventory:
+    """The inventory the policy implies: its declared pools, or one pool per config key."""
+    if policy.pools:
+        pools = tuple(_declared_pool(policy, p) for p in policy.pools)
+        return Inventory(pools=pools, source=f"pools declared in {policy.source}")
+    pools = tuple(_config_pool(policy, k, c) for k, c in policy.configs.items())
+    return Inventory(pools=pools, source=f"device-plugin config in {policy.source}")
+
+
+@dataclass(slots=True)
+class _NodeOffers:
+    key: str | None
+    mig_strategy: str
+    model: str | None
+    offers: list[Offer]
+
+
+def _node_offers(
+    node: Mapping[str, Any], policy: Policy, problems: list[str]
+) -> _NodeOffers | None:
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", "?"))
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    allocatable: Mapping[str, Any] = (node.get("status") or {}).get("allocatable") or {}
+    gpu_resources = [(k, v) for k, v in allocatable.items() if k.startswith(PREFIX)]
+    key = labels.get(policy.node_label)
+    config = policy.config_for(key)
+    effective_key = key if key in policy.configs else policy.default_config
+    mig_strategy = labels.get("nvidia.com/mig.strategy") or (
+        config.mig_strategy if config else "none"
+    )
+    offers = []
+    model = None
+    for resource, raw in gpu_resources:
+        form = parse_resource(resource)
+        slots = _int(raw)
+        if form is None or not slots:
+            continue
+        original = form.original
+        product = labels.get(f"{original}.product")
+        replicas = _int(labels.get(f"{original}.replicas")) or 1
+        strategy = labels.get(f"{original}.sharing-strategy") or (
+            "none" if replicas == 1 else "time-slicing"
+        )
+        count = _int(labels.get(f"{original}.count"))
+        # allocatable wins for names: a .shared name means replicated even if labels say 1.
+        if form.renamed and replicas == 1:
+            problems.append(
+                f"node {name}: allocatable has {resource} but label {original}.replicas says "
+                f"{labels.get(f'{original}.replicas', 'nothing')}: GFD may read another config "
+                "than the plugin"
+            )
+            replicas = max(2, config.replicas(form) if config else 2)
+        if config is not None and config.advertised(form.with_renamed(False)).name != resource:
+            problems.append(
+                f"node {name}: advertises {resource}, but config {effective_key!r} "
+                f"would advertise {config.advertised(form.with_renamed(False)).name}"
+            )
+        if (
+            product is not None
+            and replicas > 1
+            and not form.renamed
+            and not product.endswith("-SHARED")
+        ):
+            problems.append(
+                f"node {name}: {original}.product={product} lacks -SHARED although "
+                f"{resource} is shared"
+            )
+        if product is not None and product.endswith("-SHARED") and (replicas == 1 or form.renamed):
+            problems.append(
+                f"node {name}: {original}.product={product} says shared, allocatable says "
+                f"{resource}: {slots}"
+            )
+        profile = form.profile
+        if profile is None and product is not None and "-MIG-" in product:
+            # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.
+            profile = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
+        if model is None and product is not None:
+            model = base_model(product)
+        fail = config.fail_requests_greater_than_one if config else strategy == "mps"
+        offers.append(
+            Offer(
+                form=form,
+                profile=profile,
+                product=product,
+                replicas=replicas,
+                strategy=strategy if replicas > 1 else "none",
+                fail_requests_greater_than_one=fail,
+                devices=count if count is not None else max(1, slots // replicas),
+                slots=slots,
+                memory_mib=_int(labels.get(f"{original}.memory")),
+                selector=(product_label(form, mig_strategy), product) if product else None,
+            )
+        )
+    if not offers:
+        return None
+    return _NodeOffers(key=effective_key, mig_strategy=mig_strategy, model=model, offers=offers)
+
+
+def _merge(offers: list[Offer], extra: list[Offer]) -> list[Offer]:
+    merged = {(o.form, o.product): o for o in offers}
+    for o in extra:
+        prev = merged.get((o.form, o.product))
+        if prev is None:
+            merged[(o.form, o.product)] = o
+            continue
+        merged[(o.form, o.product)] = Offer(
+            form=o.form,
+            profile=o.profile,
+            product=o.product,
+            replicas=max(prev.replicas, o.replicas),
+            strategy=prev.strategy,
+            fail_requests_greater_than_one=prev.fail_requests_greater_than_one
+            or o.fail_requests_greater_than_one,
+            devices=(prev.devices or 0) + (o.devices or 0),
+            slots=(prev.slots or 0) + (o.slots or 0),
+            memory_mib=prev.memory_mib,
+            selector=prev.selector,
+        )
+    return list(merged.values())
+
+
+def inventory_from_nodes(
+    nodes: Iterable[Mapping[str, Any]], policy: Policy, *, source: str
+) -> Inventory:
+    """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
+
+    Nodes without any ``nvidia.com/`` GPU resource in ``status.allocatable`` are not pools.
+    """
+    grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
+    problems: list[str] = []
+    for node in nodes:
+        found = _node_offers(node, policy, problems)
+        if found is None:
+            continue
+        name = str((node.get("metadata") or {}).get("name", "?"))
+        group_key = (found.key, found.model)
+        if group_key not in grouped:
+            grouped[group_key] = (found, [name], list(found.offers))
+        else:
+            first, names, offers = grouped[group_key]
+            names.append(name)
+            grouped[group_key] = (first, names, _merge(offers, found.offers))
+    pools = []
+    for (key, model), (first, names, offers) in sorted(grouped.items(), key=lambda kv: str(kv[0])):
+        label = "/".join(p for p in (key, model) if p) or "unlabelled"
+        pools.append(
+            Pool(
+                name=label,
+                config_key=key,
+                mig_strategy=first.mig_strategy,
+                nodes=tuple(sorted(names)),
+                offers=tuple(sorted(offers, key=lambda o: (o.form.name, o.product or ""))),
+                node_count=len(names),
+            )
+        )
+    return Inventory(pools=tuple(pools), source=source, disagreements=tuple(problems))

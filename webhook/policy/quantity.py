@@ -1,0 +1,86 @@
+"""Kubernetes quantities, as far as extended resources (GPUs) need them.
+
+The API server accepts only integer quantities for extended resources ("must be an integer"),
+but a manifest can spell an integer many ways: ``1``, ``"1"``, ``'2'``, ``"1000m"``, ``1.0``.
+We parse the full quantity grammar so that the message for ``"500m"`` or ``0.5`` can say what
+the value means, not merely that it failed to parse.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_QUANTITY = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$"
+)
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+
+
+class QuantityError(ValueError):
+    """A GPU quantity that Kubernetes or the device plugin would refuse; the text says why."""
+
+
+def _value(raw: object) -> Fraction:
+    if isinstance(raw, bool) or raw is None:
+        raise QuantityError(f"{raw!r} is not a quantity")
+    if isinstance(raw, int):
+        return Fraction(raw)
+    if isinstance(raw, float):
+        if math.isnan(raw) or raw in (float("inf"), float("-inf")):
+            raise QuantityError(f"{raw!r} is not a quantity")
+        return Fraction(raw)
+    if not isinstance(raw, str):
+        raise QuantityError(f"{raw!r} is not a quantity")
+    match = _QUANTITY.match(raw.strip())
+    if match is None:
+        raise QuantityError(f"{raw!r} is not a quantity")
+    value = Fraction(match["num"])
+    suffix = match["suffix"]
+    if suffix in _BINARY:
+        value *= _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        value *= _DECIMAL[suffix]
+    elif suffix:
+        exponent = int(suffix[1:])
+        if abs(exponent) > 30:
+            raise QuantityError(f"{raw!r} is out of range")
+        value *= Fraction(10) ** exponent
+    return -value if match["sign"] == "-" else value
+
+
+def parse_gpu_quantity(raw: object) -> int:
+    """Return the whole, positive number of devices ``raw`` asks for.
+
+    Raises QuantityError for anything the API server or the device plugin would refuse:
+    fractions (``"500m"``, ``0.5``), zero, negative numbers and text that is no quantity.
+    """
+    # Fast path: the overwhelming majority of manifests say 1 or "1".
+    if type(raw) is int and raw > 0:
+        return raw
+    if type(raw) is str and raw.isdigit() and raw[0] != "0":
+        return int(raw)
+    value = _value(raw)
+    if value.denominator != 1:
+        raise QuantityError(
+            f"{raw!r} is {float(value):g} of a device: GPUs are whole devices, "
+            "ask for an integer (time-slicing, MPS or MIG share a GPU, not a fraction of one)"
+        )
+    if value == 0:
+        raise QuantityError(f"{raw!r} asks for no device: remove the resource instead")
+    if value < 0:
+        raise QuantityError(f"{raw!r} is negative")
+    return int(value)
