@@ -75,9 +75,8 @@ def cmd_review(args: argparse.Namespace) -> int:
         colour = args.colour == "always" or (args.colour == "auto" and sys.stdout.isatty())
         print(text_report(pairs, colour=colour), end="")
         denied = sum(not d.allowed for d in decisions)
-        print(
-            f"{len(decisions)} reviewed, {denied} denied (policy {policy.source}, {inventory.source})"
-        )
+        print(f"{len(decisions)} reviewed, {denied} denied")
+        print(f"policy: {policy.source}; inventory: {inventory.source}")
     return EXIT_DENIED if any(not d.allowed for d in decisions) else EXIT_OK
 
 
@@ -85,7 +84,7 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policy",
         help="policy file (SharingPolicy, device-plugin ConfigMap or config file); "
-        "default: the bundled example",,
+        "default: the bundled example",
     )
     p.add_argument("--nodes", help="node dump (kubectl get nodes -o yaml) to use as the inventory")
 
