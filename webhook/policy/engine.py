@@ -353,6 +353,15 @@ def _place(ask: _Ask, intent: _Intent, inventory: Inventory, results: _Results) 
             ask.label,
         )
         return
+    if form.renamed and intent.sharing == "exclusive":
+        results.add(
+            "gpu-intent",
+            "fail",
+            f"{ask.label} asks for {form.name}, a shared GPU, but annotation "
+            f"{SHARING_ANNOTATION}=exclusive asks for an exclusive one: drop one of the two",
+            ask.label,
+        )
+        return
     shared_only = form.renamed or intent.sharing == "shared"
     cands = by_kind
     if shared_only:
