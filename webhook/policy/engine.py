@@ -17,7 +17,7 @@ from webhook.policy.decision import RULES, Decision, RuleResult, Status
 from webhook.policy.inventory import Inventory, Offer, Pool
 from webhook.policy.model import Policy
 from webhook.policy.patch import diff
-from webhook.policy.products import base_model
+from webhook.policy.products import base_model, model_key
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.resources import PREFIX, ResourceForm, is_mig_profile, parse_resource
 from webhook.policy.workloads import Workload, container_label, containers, locate
@@ -232,9 +232,7 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
     raw_products = annotations.get(PRODUCT_ANNOTATION)
     products = frozenset()
     if isinstance(raw_products, str) and raw_products.strip():
-        products = frozenset(
-            base_model(p.strip()).upper() for p in raw_products.split(",") if p.strip()
-        )
+        products = frozenset(model_key(p.strip()) for p in raw_products.split(",") if p.strip())
     mig = annotations.get(MIG_ANNOTATION)
     if mig is not None:
         mig = str(mig).removeprefix("mig-").replace(".me", "+me")
@@ -383,7 +381,7 @@ def _place(ask: _Ask, intent: _Intent, inventory: Inventory, results: _Results) 
         (p, o)
         for p, o in cands
         if (intent.config_key is None or p.config_key == intent.config_key)
-        and (not intent.products or (o.model or "").upper() in intent.products)
+        and (not intent.products or o.model_key in intent.products)
         and _selection_admits(intent, o)
     ]
     if not selected:

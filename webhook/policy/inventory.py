@@ -18,7 +18,7 @@ from typing import Any
 
 from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.plugin_config import PluginConfig
-from webhook.policy.products import base_model, product_label, product_value
+from webhook.policy.products import base_model, model_key, product_label, product_value
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
 
 SHARING_LABEL_STRATEGIES = ("none", "time-slicing", "mps")
@@ -54,6 +54,11 @@ class Offer:
     def model(self) -> str | None:
         """The GPU model, without ``-MIG-...`` and ``-SHARED``."""
         return None if self.product is None else base_model(self.product)
+
+    @property
+    def model_key(self) -> str | None:
+        """The model as product annotations are compared with it (see products.model_key)."""
+        return None if self.product is None else model_key(self.product)
 
     def describe(self) -> str:
         """``NVIDIA-L20-SHARED (8 slots)``: how messages name an offer."""
@@ -273,7 +278,10 @@ def _node_offers(
             continue
         original = form.original
         product = labels.get(f"{original}.product")
-        replicas = _int(labels.get(f"{original}.replicas")) or 1
+        labelled = _int(labels.get(f"{original}.replicas"))
+        # No GFD labels: the config the node runs says how far it is shared.
+        replicas = labelled if labelled is not None else (config.replicas(form) if config else 1)
+        replicas = max(replicas, 1)
         strategy = labels.get(f"{original}.sharing-strategy") or (
             "none" if replicas == 1 else "time-slicing"
         )
@@ -306,6 +314,14 @@ def _node_offers(
                 f"node {name}: {original}.product={product} says shared, allocatable says "
                 f"{resource}: {slots}"
             )
+        if count is not None and replicas > 1 and slots == count:
+            # A plugin not restarted since the ConfigMap changed (it does not watch it): GFD
+            # labels the new sharing, the running plugin still hands out whole devices.
+            problems.append(
+                f"node {name}: labels say {original} x{count} shared {replicas} ways, allocatable "
+                f"says {resource}: {slots}: restart the device plugin; treated as not shared"
+            )
+            replicas = 1
         profile = form.profile
         if profile is None and product is not None and "-MIG-" in product:
             # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.

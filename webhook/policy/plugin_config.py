@@ -166,6 +166,10 @@ def parse_plugin_config(doc: object, *, key: str, source: str) -> PluginConfig:
         rename, fail_flag, resources = _replicated(mps, source, "sharing.mps")
         # MPS always enforced it before v0.20; from v0.20 it defaults to true.
         fail = True if fail_flag is None else fail_flag
+        if mig_strategy == "mixed":
+            raise PolicyError(
+                source, "flags.migStrategy", "using --mig-strategy=mixed is not supported with MPS"
+            )
         for i, res in enumerate(resources):
             if res.form.profile is not None:
                 raise PolicyError(

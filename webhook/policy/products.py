@@ -68,6 +68,11 @@ def base_model(product: str) -> str:
     return _MIG_PART.sub("", product)
 
 
+def model_key(product: str) -> str:
+    """A model name for comparisons: case-insensitive, and older drivers omit ``NVIDIA-``."""
+    return base_model(product).upper().removeprefix("NVIDIA-")
+
+
 def product_label(form: ResourceForm, mig_strategy: str) -> str:
     """The label key that carries the product for ``form`` on a node with ``mig_strategy``.
 

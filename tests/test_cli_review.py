@@ -1,0 +1,105 @@
+"""``gpu-policy review`` as a user runs it: a real process, real files, exit codes and output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonpatch
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "webhook.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: infer, namespace: ml, annotations: {gpu-policy.io/product: NVIDIA-L20}}
+spec:
+  containers:
+  - name: main
+    image: vllm
+    resources: {limits: {nvidia.com/gpu: 1}}
+"""
+GREEDY = POD.replace("infer", "greedy").replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 2")
+CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {}\n"
+
+
+def test_allowed_pod_exits_0_and_shows_the_diff() -> None:
+    result = run("review", "-", stdin=POD)
+    assert result.returncode == 0, result.stderr
+    assert "ALLOWED Pod/infer -n ml" in result.stdout
+    assert "+    nvidia.com/gpu.product: NVIDIA-L20-SHARED" in result.stdout
+    assert "1 reviewed, 0 denied" in result.stdout
+
+
+def test_denied_pod_exits_1_with_the_reason() -> None:
+    result = run(
+        "review",
+        "--policy",
+        str(SEED003 / "policy.yaml"),
+        "--nodes",
+        str(SEED003 / "nodes.yaml"),
+        "-",
+        stdin=GREEDY,
+    )
+    assert result.returncode == 1
+    assert "DENIED Pod/greedy" in result.stdout
+    assert "gpu-shared-request-above-one" in result.stdout
+
+
+def test_json_output_shape_and_patch() -> None:
+    docs = "\n---\n".join([POD, GREEDY, CONFIGMAP])
+    result = run("review", "-o", "json", "-", stdin=docs)
+    assert result.returncode == 1
+    out = json.loads(result.stdout)
+    assert [(o["kind"], o["name"], o["allowed"]) for o in out] == [
+        ("Pod", "infer", True),
+        ("Pod", "greedy", False),
+        ("ConfigMap", "c", True),
+    ]
+    for key in ("results", "warnings", "patch", "mutated"):
+        assert key in out[0]
+    assert {"rule", "status", "message"} <= set(out[1]["results"][0])
+    assert jsonpatch.apply_patch(yaml.safe_load(POD), out[0]["patch"]) == out[0]["mutated"]
+    assert out[2]["results"][0]["status"] == "skip"
+
+
+def test_yaml_output() -> None:
+    result = run("review", "-o", "yaml", "-", stdin=POD)
+    assert yaml.safe_load(result.stdout)[0]["allowed"] is True
+
+
+def test_usage_and_file_errors_exit_2_without_traceback(tmp_path: Path) -> None:
+    missing = run("review", str(tmp_path / "nope.yaml"))
+    assert (
+        missing.returncode == 2
+        and "cannot read" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\nspec: [unclosed\n")
+    broken = run("review", str(bad))
+    assert (
+        broken.returncode == 2
+        and "not valid YAML" in broken.stderr
+        and "Traceback" not in broken.stderr
+    )
+    bad_policy = run("review", "--policy", str(bad), "-", stdin=POD)
+    assert bad_policy.returncode == 2 and str(bad) in bad_policy.stderr
+    assert run("review").returncode == 2
