@@ -162,7 +162,7 @@ def test_policy_errors_name_the_policy_field(tmp_path: Path) -> None:
     bad.write_text(
         "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n  devicePlugin:\n    configMapFile: missing.yaml\n"
     )
-    with pytest.raises(PolicyError, match="cannot read missing.yaml"):
+    with pytest.raises(PolicyError, match=r"cannot read missing\.yaml"):
         load_policy(bad)
     bad.write_text("spec: [unclosed\n")
     with pytest.raises(PolicyError, match="line"):
