@@ -376,7 +376,7 @@ class ClusterSource:
     def _build(self) -> ClusterState:
         views = {name: w.view()[1] for name, w in self.watchers.items()}
         configmap: Mapping[str, str] | None = None
-        if "configmap" in views and views["configmap"]:
+        if views.get("configmap"):
             configmap = MappingProxyType(views["configmap"][0])
         previous = self._current
         rvs = {name: w.data_resource_version or "" for name, w in self.watchers.items()}

@@ -205,7 +205,7 @@ class ResourceWatcher:
         if resp is not None:
             try:
                 # A blocked socket read only returns when the socket is shut down.
-                resp.shutdown()  # type: ignore[no-untyped-call]
+                resp.shutdown()
             except Exception:
                 log.debug("shutting down the %s stream failed", self.spec.name, exc_info=True)
 
@@ -261,7 +261,14 @@ class ResourceWatcher:
                 self.errors += 1
                 self.last_error = _describe(exc)
                 delay = max(self.timings.backoff(failures), _retry_after(exc))
-                level = logging.WARNING if failures <= 3 or failures % 20 == 0 else logging.DEBUG
+                # A healthy stream that broke is routine (API server restart, LB idle cut);
+                # repeated failures are not, but say so only now and then.
+                if mid_stream and failures == 1:
+                    level = logging.INFO
+                elif failures <= 3 or failures % 20 == 0:
+                    level = logging.WARNING
+                else:
+                    level = logging.DEBUG
                 log.log(
                     level,
                     "%s: %s (failure %d); retrying in %.2fs, keeping the last state",
@@ -355,14 +362,21 @@ class ResourceWatcher:
         """
         t = self.timings
         timeout = int(t.watch_timeout * (1.0 + random.random())) or 1  # noqa: S311 - spread, not secrets
-        resp = self.spec.call(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout,
-            _preload_content=False,
-            _request_timeout=self._request_timeout(timeout + t.watch_read_margin),
-        )
+        try:
+            resp = self.spec.call(
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _preload_content=False,
+                _request_timeout=self._request_timeout(timeout + t.watch_read_margin),
+            )
+        except ApiException as exc:
+            # Usually 410 arrives as an ERROR event in a 200 stream, but a server may also
+            # refuse the watch request itself with it.
+            if exc.status == 410:
+                raise _Gone(f"watch refused: {exc.reason}") from exc
+            raise
         self.watches += 1
         opened = time.monotonic()
         with self._lock:
@@ -375,6 +389,7 @@ class ResourceWatcher:
         self.last_ok = opened
         self._set_reachable(True)
         self._on_status()
+        complete = False
         try:
             for lines in self._batches(resp):
                 changed = self._apply(lines)
@@ -384,6 +399,8 @@ class ResourceWatcher:
                     self._on_change()
                 if self._stop.is_set():
                     break
+            else:
+                complete = True
         finally:
             self.streaming = False
             if time.monotonic() - opened >= t.backoff_reset_after:
@@ -392,6 +409,10 @@ class ResourceWatcher:
                 self.restarts += 1
             with self._lock:
                 self._resp = None
+            if not complete:
+                # A stream left half-read cannot go back to the pool: close the socket
+                # (the server then ends its side too).
+                resp.close()
             resp.release_conn()
         self._in_stream = False
         self.last_ok = time.monotonic()
@@ -400,7 +421,11 @@ class ResourceWatcher:
     @staticmethod
     def _batches(resp: urllib3.BaseHTTPResponse) -> Iterator[list[bytes]]:
         """Yield the complete lines that arrived together (one chunk usually holds one)."""
-        if resp.chunked and resp.supports_chunked_reads():
+        if (
+            isinstance(resp, urllib3.HTTPResponse)
+            and resp.chunked
+            and resp.supports_chunked_reads()
+        ):
             chunks: Iterator[bytes] = resp.stream(None, decode_content=True)
         else:
             chunks = iter(lambda: resp.read1(65536), b"")

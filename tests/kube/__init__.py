@@ -1,0 +1,1 @@
+"""Tests of webhook.kube against a loopback fake API server, with the real client."""

@@ -1,0 +1,638 @@
+"""A loopback fake of the Kubernetes API server, for tests and benchmarks.
+
+It speaks enough of the real list/watch protocol for Nodes, Pods (cluster-wide) and
+ConfigMaps that the real ``kubernetes`` Python client can drive it unchanged:
+
+* ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/configmaps`` (and the
+  namespaced pods path) return a JSON list with ``metadata.resourceVersion``; ``limit`` and
+  ``continue`` page through a consistent snapshot, as the API server does;
+* ``?watch=true&resourceVersion=N`` streams newline-delimited watch events (ADDED, MODIFIED,
+  DELETED, BOOKMARK with ``allowWatchBookmarks``) over a chunked response that ends after
+  ``timeoutSeconds``; a resourceVersion older than the last :meth:`FakeApiServer.compact`
+  gets an ERROR event carrying a ``410 Expired`` Status, exactly like a real watch cache;
+  without a resourceVersion (or with ``0``) the stream starts with synthetic ADDED events;
+* ``fieldSelector`` supports ``metadata.name``, ``metadata.namespace``, ``spec.nodeName`` and
+  ``status.phase`` with ``=``, ``==`` and ``!=``; like the real server, an object that stops
+  (starts) matching during a watch is sent as DELETED (ADDED).
+
+Test controls: :meth:`add`, :meth:`modify`, :meth:`delete` (each bumps one global
+resourceVersion), :meth:`compact`, :meth:`drop_watches` (cut every open stream mid-chunk),
+:meth:`bookmark`, :meth:`go_down` (``"503"``, ``"close"`` or ``"refuse"``) and :meth:`come_back`;
+:attr:`requests` records every request so that a test can count lists and watches.
+
+Plain HTTP on 127.0.0.1, port chosen by the kernel. Standard library only.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import contextlib
+import copy
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = ["FakeApiServer", "Request"]
+
+# resource (URL plural) -> (kind, namespaced)
+_RESOURCES: dict[str, tuple[str, bool]] = {
+    "nodes": ("Node", False),
+    "pods": ("Pod", True),
+    "configmaps": ("ConfigMap", True),
+}
+_KIND_TO_RESOURCE = {kind: res for res, (kind, _) in _RESOURCES.items()}
+_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
+
+Key = tuple[str, str]  # (namespace or "", name)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the fake received."""
+
+    method: str
+    path: str
+    resource: str | None  # "nodes", "pods", "configmaps" or None
+    verb: str  # "list", "watch" or "other"
+    query: dict[str, str]
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Event:
+    rv: int
+    resource: str
+    type: str  # ADDED, MODIFIED, DELETED
+    old: dict[str, Any] | None
+    new: dict[str, Any]  # for DELETED: the last state, stamped with the deletion's rv
+    raw: bytes  # json of ``new``
+
+
+@dataclass(eq=False)  # identity hashing: kept in a set
+class _Watch:
+    resource: str
+    bookmarks: bool
+    dropped: bool = False
+    bookmark_requested: bool = False
+
+
+class _Selector:
+    """A parsed fieldSelector: a conjunction of ``field=value`` / ``field!=value`` terms."""
+
+    def __init__(self, text: str) -> None:
+        self.terms: list[tuple[str, bool, str]] = []
+        for term in filter(None, (t.strip() for t in text.split(","))):
+            if "!=" in term:
+                name, value = term.split("!=", 1)
+                equal = False
+            elif "==" in term:
+                name, value = term.split("==", 1)
+                equal = True
+            elif "=" in term:
+                name, value = term.split("=", 1)
+                equal = True
+            else:
+                raise ValueError(f"invalid field selector term: {term!r}")
+            if name not in _FIELDS:
+                raise ValueError(f'field label not supported: "{name}"')
+            self.terms.append((name, equal, value))
+
+    def matches(self, obj: dict[str, Any] | None) -> bool:
+        if obj is None:
+            return False
+        for name, equal, value in self.terms:
+            section, attr = name.split(".", 1)
+            actual = (obj.get(section) or {}).get(attr) or ""
+            if (actual == value) != equal:
+                return False
+        return True
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+class FakeApiServer:
+    """A loopback fake Kubernetes API server for Nodes, Pods and ConfigMaps.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. ``bookmark_interval``
+    (seconds) makes every watch that asked for bookmarks receive one that often; ``None``
+    sends bookmarks only when :meth:`bookmark` is called.
+    """
+
+    def __init__(self, *, bookmark_interval: float | None = None) -> None:
+        self.bookmark_interval = bookmark_interval
+        self.requests: list[Request] = []
+        self._cond = threading.Condition()
+        self._rv = 1
+        self._floor = 0  # watches from a resourceVersion below this get 410 Gone
+        self._objects: dict[str, dict[Key, dict[str, Any]]] = {r: {} for r in _RESOURCES}
+        self._raw: dict[str, dict[Key, bytes]] = {r: {} for r in _RESOURCES}
+        self._events: list[_Event] = []
+        self._event_rvs: list[int] = []
+        self._snapshots: dict[int, dict[str, list[tuple[Key, dict[str, Any], bytes]]]] = {}
+        self._watches: set[_Watch] = set()
+        self._connections: set[socket.socket] = set()
+        self._down: str | None = None
+        self._stopping = False
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def url(self) -> str:
+        """The base URL to give ``kubernetes.client.Configuration.host``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeApiServer:
+        """Listen on 127.0.0.1 (port 0 the first time, the same port after ``refuse``)."""
+        self._stopping = False
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-apiserver-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and cut every open connection."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._close_listener()
+        self._cut_connections()
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _close_listener(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+    def _cut_connections(self) -> None:
+        with self._cond:
+            conns = list(self._connections)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    # ----------------------------------------------------------------- store
+
+    @property
+    def resource_version(self) -> int:
+        """The current global resourceVersion."""
+        with self._cond:
+            return self._rv
+
+    def add(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (its ``kind`` picks the resource); return the stored copy."""
+        resource, key = self._locate(obj)
+        with self._cond:
+            if key in self._objects[resource]:
+                raise KeyError(f"{resource} {key} already exists")
+            return self._commit(resource, key, "ADDED", copy.deepcopy(obj))
+
+    def add_many(self, objs: Iterable[dict[str, Any]]) -> None:
+        """Create many objects under one lock (one resourceVersion each)."""
+        with self._cond:
+            for obj in objs:
+                resource, key = self._locate(obj)
+                self._commit(resource, key, "ADDED", copy.deepcopy(obj))
+
+    def modify(
+        self,
+        kind: str,
+        name: str,
+        change: Callable[[dict[str, Any]], None],
+        *,
+        namespace: str = "",
+    ) -> dict[str, Any]:
+        """Apply ``change`` to a copy of an object and store it as a MODIFIED event."""
+        resource = _KIND_TO_RESOURCE[kind]
+        with self._cond:
+            obj = copy.deepcopy(self._objects[resource][(namespace, name)])
+            change(obj)
+            return self._commit(resource, (namespace, name), "MODIFIED", obj)
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` in place of the existing object of the same kind and name."""
+        resource, key = self._locate(obj)
+        with self._cond:
+            if key not in self._objects[resource]:
+                raise KeyError(f"{resource} {key} does not exist")
+            return self._commit(resource, key, "MODIFIED", copy.deepcopy(obj))
+
+    def delete(self, kind: str, name: str, *, namespace: str = "") -> None:
+        """Delete an object (a DELETED event with a new resourceVersion)."""
+        resource = _KIND_TO_RESOURCE[kind]
+        with self._cond:
+            obj = copy.deepcopy(self._objects[resource][(namespace, name)])
+            self._commit(resource, (namespace, name), "DELETED", obj)
+
+    def get(self, kind: str, name: str, *, namespace: str = "") -> dict[str, Any]:
+        """A copy of a stored object."""
+        with self._cond:
+            return copy.deepcopy(self._objects[_KIND_TO_RESOURCE[kind]][(namespace, name)])
+
+    def _locate(self, obj: dict[str, Any]) -> tuple[str, Key]:
+        resource = _KIND_TO_RESOURCE[obj["kind"]]
+        meta = obj["metadata"]
+        namespaced = _RESOURCES[resource][1]
+        namespace = meta.get("namespace", "default") if namespaced else ""
+        if namespaced:
+            meta["namespace"] = namespace
+        return resource, (namespace, meta["name"])
+
+    def _commit(self, resource: str, key: Key, type_: str, obj: dict[str, Any]) -> dict[str, Any]:
+        # Caller holds the lock. One global counter, like etcd's revision.
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        obj.setdefault("apiVersion", "v1")
+        raw = json.dumps(obj, separators=(",", ":")).encode()
+        old = self._objects[resource].get(key)
+        if type_ == "DELETED":
+            del self._objects[resource][key]
+            del self._raw[resource][key]
+        else:
+            self._objects[resource][key] = obj
+            self._raw[resource][key] = raw
+        self._events.append(_Event(self._rv, resource, type_, old, obj, raw))
+        self._event_rvs.append(self._rv)
+        self._cond.notify_all()
+        return copy.deepcopy(obj)
+
+    # ----------------------------------------------------------------- fault injection
+
+    def compact(self) -> int:
+        """Forget the event history up to now, as etcd compaction does.
+
+        A watch from an older resourceVersion then gets ``410 Gone``, and list
+        ``continue`` tokens issued before now expire. Returns the new floor.
+        """
+        with self._cond:
+            self._floor = self._rv
+            self._events.clear()
+            self._event_rvs.clear()
+            self._snapshots.clear()
+            return self._floor
+
+    def drop_watches(self) -> int:
+        """Cut every open watch stream mid-chunk; returns how many were cut."""
+        with self._cond:
+            for w in self._watches:
+                w.dropped = True
+            self._cond.notify_all()
+            return len(self._watches)
+
+    def bookmark(self) -> None:
+        """Send a BOOKMARK at the current resourceVersion to watches that allow them."""
+        with self._cond:
+            for w in self._watches:
+                w.bookmark_requested = True
+            self._cond.notify_all()
+
+    def go_down(self, mode: str = "503") -> None:
+        """Make the API unreachable and cut open connections.
+
+        ``"503"`` answers every request with 503 ServiceUnavailable; ``"close"`` accepts
+        connections and closes them without an answer; ``"refuse"`` stops listening, so
+        connections are refused. The store still accepts changes meanwhile.
+        """
+        if mode not in ("503", "close", "refuse"):
+            raise ValueError(mode)
+        with self._cond:
+            self._down = mode
+            for w in self._watches:
+                w.dropped = True
+            self._cond.notify_all()
+        if mode == "refuse":
+            self._close_listener()
+        self._cut_connections()
+
+    def come_back(self) -> None:
+        """End an outage started by :meth:`go_down`."""
+        with self._cond:
+            mode, self._down = self._down, None
+        if mode == "refuse":
+            self.start()
+
+    @property
+    def open_watches(self) -> int:
+        """How many watch streams are open now."""
+        with self._cond:
+            return len(self._watches)
+
+    def count(self, resource: str, verb: str) -> int:
+        """How many ``list`` or ``watch`` requests ``resource`` has received."""
+        return sum(1 for r in list(self.requests) if r.resource == resource and r.verb == verb)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+        """Wait until ``predicate()`` holds (checked on every store or watch change)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+            return True
+
+    # ----------------------------------------------------------------- serving
+
+    def _list_body(self, resource: str, sel: _Selector, query: dict[str, str]) -> bytes:
+        kind = _RESOURCES[resource][0]
+        limit = int(query.get("limit") or 0)
+        token = query.get("continue")
+        with self._cond:
+            if token:
+                state = json.loads(base64.urlsafe_b64decode(token))
+                snap_rv, start = state["rv"], state["start"]
+                snapshot = self._snapshots.get(snap_rv, {}).get(resource)
+                if snapshot is None:
+                    raise _HttpError(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result. You can start a new list without the continue parameter.",
+                    )
+            else:
+                snap_rv, start = self._rv, 0
+                snapshot = [
+                    (key, obj, self._raw[resource][key])
+                    for key, obj in sorted(self._objects[resource].items())
+                ]
+                if limit:
+                    # Keep the snapshot so continue tokens read a consistent list.
+                    self._snapshots.setdefault(snap_rv, {})[resource] = snapshot
+        items: list[bytes] = []
+        pos = start
+        while pos < len(snapshot) and (not limit or len(items) < limit):
+            _, obj, raw = snapshot[pos]
+            pos += 1
+            if sel.matches(obj):
+                items.append(raw)
+        meta: dict[str, Any] = {"resourceVersion": str(snap_rv)}
+        if limit and pos < len(snapshot):
+            meta["continue"] = base64.urlsafe_b64encode(
+                json.dumps({"rv": snap_rv, "start": pos}).encode()
+            ).decode()
+            meta["remainingItemCount"] = len(snapshot) - pos
+        head = json.dumps(
+            {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta},
+            separators=(",", ":"),
+        ).encode()
+        return head[:-1] + b',"items":[' + b",".join(items) + b"]}"
+
+    def _watch_events(
+        self,
+        watch: _Watch,
+        sel: _Selector,
+        since: int | None,
+        deadline: float,
+        client_gone: Callable[[], bool] = lambda: False,
+    ) -> Iterator[bytes | None]:
+        """Yield watch lines; ``None`` means: cut the connection now."""
+        resource = watch.resource
+        kind = _RESOURCES[resource][0]
+        with self._cond:
+            if since is not None and since < self._floor:
+                msg = f"too old resource version: {since} ({self._floor})"
+                yield _line("ERROR", _status(410, "Expired", msg))
+                return
+            pending: list[bytes] = []
+            if since is None:
+                # No resourceVersion: synthetic ADDED events for the current state.
+                for _, obj in sorted(self._objects[resource].items()):
+                    if sel.matches(obj):
+                        pending.append(_line("ADDED", obj))
+                since = self._rv
+        yield from pending
+        next_bookmark = (
+            time.monotonic() + self.bookmark_interval if self.bookmark_interval else None
+        )
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    idx = bisect.bisect_right(self._event_rvs, since)
+                    has_events = any(e.resource == resource for e in self._events[idx:])
+                    due = next_bookmark is not None and now >= next_bookmark
+                    if (
+                        has_events
+                        or client_gone()
+                        or watch.dropped
+                        or self._stopping
+                        or watch.bookmark_requested
+                        or due
+                        or now >= deadline
+                    ):
+                        break
+                    wake = deadline if next_bookmark is None else min(deadline, next_bookmark)
+                    # Wake now and then to notice a client that went away, as a Go
+                    # server does: an idle watch must not hold its handler forever.
+                    self._cond.wait(max(0.0, min(wake - now, 0.1)))
+                if watch.dropped or self._stopping or client_gone():
+                    lines: list[bytes | None] = [None]
+                else:
+                    lines = []
+                    for ev in self._events[idx:]:
+                        if ev.resource != resource:
+                            continue
+                        line = _event_line(ev, sel)
+                        if line is not None:
+                            lines.append(line)
+                    if self._events:
+                        since = max(since, self._event_rvs[-1])
+                    if watch.bookmarks and (watch.bookmark_requested or due):
+                        # Everything up to the current rv has been sent: say so.
+                        bm = {"kind": kind, "apiVersion": "v1", "metadata": {}}
+                        bm["metadata"]["resourceVersion"] = str(self._rv)
+                        lines.append(_line("BOOKMARK", bm))
+                        since = max(since, self._rv)
+                    watch.bookmark_requested = False
+                    if due and self.bookmark_interval:
+                        next_bookmark = time.monotonic() + self.bookmark_interval
+            yield from lines
+            if lines and lines[-1] is None:
+                return
+            if time.monotonic() >= deadline:
+                return
+
+
+def _line(type_: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def _event_line(ev: _Event, sel: _Selector) -> bytes | None:
+    before = sel.matches(ev.old)
+    after = sel.matches(ev.new)
+    if ev.type == "DELETED":
+        type_ = "DELETED" if before else None
+    elif ev.type == "ADDED" or not before:
+        type_ = "ADDED" if after else None
+    else:
+        # A watched object that stops matching the selector is reported as deleted.
+        type_ = "MODIFIED" if after else "DELETED"
+    if type_ is None:
+        return None
+    return b'{"type":"' + type_.encode() + b'","object":' + ev.raw + b"}\n"
+
+
+class _HttpError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeApiServer  # set on the subclass made in FakeApiServer.start
+    protocol_version = "HTTP/1.1"  # keep-alive and chunked watches, like the real server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.fake._cond:
+            self.fake._connections.add(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            with self.fake._cond:
+                self.fake._connections.discard(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Quiet: a test run would otherwise print a line per request.
+        pass
+
+    def _send_json(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, code: int, reason: str, message: str) -> None:
+        self._send_json(code, json.dumps(_status(code, reason, message)).encode())
+
+    def _cut(self) -> None:
+        # Abort without a final chunk: the client sees a connection lost mid-stream.
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _client_gone(self) -> bool:
+        # Readable with no data means the peer closed (a client sends nothing else
+        # while it reads a watch).
+        try:
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            return bool(ready) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def do_GET(self) -> None:
+        fake = self.fake
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        parts = url.path.strip("/").split("/")
+        resource: str | None = None
+        namespace: str | None = None
+        if parts[:2] == ["api", "v1"]:
+            if len(parts) == 3:
+                resource = parts[2]
+            elif len(parts) == 5 and parts[2] == "namespaces":
+                namespace, resource = parts[3], parts[4]
+        watch = query.get("watch") in ("true", "1")
+        verb = "other" if resource is None else "watch" if watch else "list"
+        fake.requests.append(Request("GET", url.path, resource, verb, query))
+
+        down = fake._down
+        if down == "close" or down == "refuse":
+            self._cut()
+            return
+        if down == "503":
+            self._error(503, "ServiceUnavailable", "the fake API server is down")
+            return
+        if resource not in _RESOURCES or (namespace is not None and not _RESOURCES[resource][1]):
+            self._error(
+                404, "NotFound", f"the server could not find the requested resource {url.path}"
+            )
+            return
+        try:
+            sel = _Selector(query.get("fieldSelector", ""))
+            if namespace is not None:
+                sel.terms.append(("metadata.namespace", True, namespace))
+            if not watch:
+                self._send_json(200, fake._list_body(resource, sel, query))
+                return
+            rv_text = query.get("resourceVersion") or "0"
+            since = None if rv_text == "0" else int(rv_text)
+        except _HttpError as exc:
+            self._error(exc.code, exc.reason, exc.message)
+            return
+        except ValueError as exc:
+            self._error(400, "BadRequest", str(exc))
+            return
+        self._stream_watch(resource, sel, since, query)
+
+    def _stream_watch(
+        self, resource: str, sel: _Selector, since: int | None, query: dict[str, str]
+    ) -> None:
+        fake = self.fake
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        watch = _Watch(resource, bookmarks=query.get("allowWatchBookmarks") == "true")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with fake._cond:
+            fake._watches.add(watch)
+            fake._cond.notify_all()
+        try:
+            deadline = time.monotonic() + timeout
+            events = fake._watch_events(watch, sel, since, deadline, self._client_gone)
+            for line in events:
+                if line is None:
+                    self._cut()
+                    return
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+        finally:
+            with fake._cond:
+                fake._watches.discard(watch)
+                fake._cond.notify_all()
