@@ -8,6 +8,7 @@ validating webhooks see, so a mutated pod always passes its own validation.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -230,7 +231,7 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
         )
         sharing = None
     raw_products = annotations.get(PRODUCT_ANNOTATION)
-    products = frozenset()
+    products: frozenset[str] = frozenset()
     if isinstance(raw_products, str) and raw_products.strip():
         products = frozenset(model_key(p.strip()) for p in raw_products.split(",") if p.strip())
     mig = annotations.get(MIG_ANNOTATION)
@@ -525,10 +526,9 @@ def _apply_selection(spec: dict[str, Any], wanted: dict[str, set[str]], changes:
         expr = {"key": key, "operator": "In", "values": sorted(values)}
         if terms and all(_term_within(t, key, values) for t in terms):
             continue
-        import copy
-
-        affinity = (
-            copy.deepcopy(spec.get("affinity")) if isinstance(spec.get("affinity"), Mapping) else {}
+        current = spec.get("affinity")
+        affinity: dict[str, Any] = (
+            copy.deepcopy(dict(current)) if isinstance(current, Mapping) else {}
         )
         node_affinity = affinity.setdefault("nodeAffinity", {})
         required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
