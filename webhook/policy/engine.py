@@ -109,12 +109,12 @@ class _Results:
 
 def _gpu_entries(container: Mapping[str, Any]) -> list[_Entry]:
     resources = container.get("resources")
-    if not isinstance(resources, Mapping):
+    if not isinstance(resources, dict):
         return []
     requests = resources.get("requests")
     limits = resources.get("limits")
-    requests = requests if isinstance(requests, Mapping) else {}
-    limits = limits if isinstance(limits, Mapping) else {}
+    requests = requests if isinstance(requests, dict) else {}
+    limits = limits if isinstance(limits, dict) else {}
     names = [k for k in requests if isinstance(k, str) and k.startswith(PREFIX)]
     names += [
         k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in requests
@@ -129,11 +129,11 @@ def _asks_for_gpu(spec: Mapping[str, Any]) -> bool:
     # The cheap question first: most pods reaching a webhook ask for no GPU at all.
     for _, _, container in containers(spec):
         resources = container.get("resources")
-        if not isinstance(resources, Mapping):
+        if not isinstance(resources, dict):
             continue
         for part in ("limits", "requests"):
             section = resources.get(part)
-            if isinstance(section, Mapping):
+            if isinstance(section, dict):
                 for key in section:
                     if isinstance(key, str) and key.startswith(PREFIX):
                         return True
@@ -221,7 +221,7 @@ def _check_container(
 
 def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
     annotations = workload.metadata.get("annotations")
-    annotations = annotations if isinstance(annotations, Mapping) else {}
+    annotations = annotations if isinstance(annotations, dict) else {}
     sharing = annotations.get(SHARING_ANNOTATION)
     if sharing is not None and sharing not in ("any", "shared", "exclusive"):
         results.add(
@@ -246,7 +246,7 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
             )
             mig = None
     node_selector = workload.spec.get("nodeSelector")
-    node_selector = node_selector if isinstance(node_selector, Mapping) else {}
+    node_selector = node_selector if isinstance(node_selector, dict) else {}
     selectors = tuple(
         (str(k), str(v))
         for k, v in node_selector.items()
@@ -269,13 +269,13 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
 
 def _required_terms(spec: Mapping[str, Any]) -> list[Any] | None:
     affinity = spec.get("affinity")
-    if not isinstance(affinity, Mapping):
+    if not isinstance(affinity, dict):
         return None
     node_affinity = affinity.get("nodeAffinity")
-    if not isinstance(node_affinity, Mapping):
+    if not isinstance(node_affinity, dict):
         return None
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not isinstance(required, Mapping):
+    if not isinstance(required, dict):
         return None
     terms = required.get("nodeSelectorTerms")
     return terms if isinstance(terms, list) else None
@@ -287,11 +287,11 @@ def _affinity_terms(
     terms = _required_terms(spec) or []
     out = []
     for term in terms:
-        if not isinstance(term, Mapping):
+        if not isinstance(term, dict):
             continue
         exprs = []
         for expr in term.get("matchExpressions") or []:
-            if not isinstance(expr, Mapping):
+            if not isinstance(expr, dict):
                 continue
             key = expr.get("key")
             if isinstance(key, str) and key.startswith(PREFIX) and key.endswith(".product"):
@@ -513,11 +513,11 @@ def _selection(asks: list[_Ask], inventory: Inventory, results: _Results) -> dic
 def _apply_selection(spec: dict[str, Any], wanted: dict[str, set[str]], changes: list[str]) -> None:
     for key, values in sorted(wanted.items()):
         node_selector = spec.get("nodeSelector")
-        if isinstance(node_selector, Mapping) and node_selector.get(key) in values:
+        if isinstance(node_selector, dict) and node_selector.get(key) in values:
             continue
         if len(values) == 1:
             value = next(iter(values))
-            new_selector = dict(node_selector) if isinstance(node_selector, Mapping) else {}
+            new_selector = dict(node_selector) if isinstance(node_selector, dict) else {}
             new_selector[key] = value
             spec["nodeSelector"] = new_selector
             changes.append(f"nodeSelector {key}={value}")
@@ -528,7 +528,7 @@ def _apply_selection(spec: dict[str, Any], wanted: dict[str, set[str]], changes:
             continue
         current = spec.get("affinity")
         affinity: dict[str, Any] = (
-            copy.deepcopy(dict(current)) if isinstance(current, Mapping) else {}
+            copy.deepcopy(dict(current)) if isinstance(current, dict) else {}
         )
         node_affinity = affinity.setdefault("nodeAffinity", {})
         required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
@@ -544,11 +544,11 @@ def _apply_selection(spec: dict[str, Any], wanted: dict[str, set[str]], changes:
 
 
 def _term_within(term: Any, key: str, values: set[str]) -> bool:
-    if not isinstance(term, Mapping):
+    if not isinstance(term, dict):
         return False
     for expr in term.get("matchExpressions") or []:
         if (
-            isinstance(expr, Mapping)
+            isinstance(expr, dict)
             and expr.get("key") == key
             and expr.get("operator") == "In"
             and set(expr.get("values") or []) <= values
@@ -559,7 +559,7 @@ def _term_within(term: Any, key: str, values: set[str]) -> bool:
 
 def _tolerated(existing: list[Any], tol: Mapping[str, Any]) -> bool:
     for t in existing:
-        if not isinstance(t, Mapping):
+        if not isinstance(t, dict):
             continue
         operator = t.get("operator") or "Equal"
         effect_ok = not t.get("effect") or t.get("effect") == tol.get("effect")
@@ -602,7 +602,7 @@ def _apply_resources(spec: dict[str, Any], asks: list[_Ask], changes: list[str])
         value = entry.limit if entry.request is _MISSING else entry.request
         for part in ("requests", "limits"):
             section = resources.get(part)
-            section = section if isinstance(section, Mapping) else {}
+            section = section if isinstance(section, dict) else {}
             new: dict[str, Any] = {}
             for key, raw in section.items():
                 new[ask.chosen if key == entry.name else key] = raw
@@ -668,7 +668,7 @@ def review(
     """
     kind = str(obj.get("kind") or "")
     metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    metadata = metadata if isinstance(metadata, dict) else {}
     name = metadata.get("name") or metadata.get("generateName")
     namespace = namespace or metadata.get("namespace")
     mode = policy.enforcement

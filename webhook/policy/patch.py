@@ -34,16 +34,18 @@ def _diff(a: Any, b: Any, path: str, ops: list[Op]) -> None:
             if key not in b:
                 ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
         for key, value in b.items():
-            sub = f"{path}/{escape(key)}"
             if key in a:
-                _diff(a[key], value, sub, ops)
+                old = a[key]
+                if old is not value:
+                    _diff(old, value, f"{path}/{escape(key)}", ops)
             else:
-                ops.append({"op": "add", "path": sub, "value": value})
+                ops.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
         return
     if isinstance(a, list) and isinstance(b, list):
         common = min(len(a), len(b))
         for i in range(common):
-            _diff(a[i], b[i], f"{path}/{i}", ops)
+            if a[i] is not b[i]:
+                _diff(a[i], b[i], f"{path}/{i}", ops)
         for i in range(common, len(b)):
             ops.append({"op": "add", "path": f"{path}/{i}", "value": b[i]})
         # Remove from the end so that earlier indexes stay valid.

@@ -43,15 +43,15 @@ def locate(obj: Mapping[str, Any]) -> Workload | None:
         return None
     node: Any = obj
     for step in TEMPLATE_PATHS[kind]:
-        node = node.get(step) if isinstance(node, Mapping) else None
-    if not isinstance(node, Mapping):
+        node = node.get(step) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
         return None
     spec = node.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):
         return None
     metadata = node.get("metadata")
     return Workload(
-        kind, TEMPLATE_PATHS[kind], metadata if isinstance(metadata, Mapping) else {}, spec
+        kind, TEMPLATE_PATHS[kind], metadata if isinstance(metadata, dict) else {}, spec
     )
 
 
@@ -62,7 +62,7 @@ def containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, int, Mapping[str,
         if not isinstance(items, list):
             continue
         for i, container in enumerate(items):
-            if isinstance(container, Mapping):
+            if isinstance(container, dict):
                 yield list_name, i, container
 
 
