@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
+from kubernetes import client
 
-# The package is importable once installed (`make` installs it editable); running
-# `.venv/bin/pytest tests/kube` from a fresh checkout must work too.
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+from webhook.kube import ClusterSource
 
-from kubernetes import client  # noqa: E402
-
-from webhook.kube import ClusterSource  # noqa: E402
-
-from .apiserver import FakeApiServer  # noqa: E402
-from .helpers import FAST  # noqa: E402
+from .apiserver import FakeApiServer
+from .helpers import FAST
 
 
 @pytest.fixture

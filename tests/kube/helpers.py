@@ -1,4 +1,4 @@
-"""Helpers shared by the kube tests (the conftest has put the repo root on sys.path)."""
+"""Helpers shared by the kube tests."""
 
 from __future__ import annotations
 

@@ -74,6 +74,12 @@ def test_initial_list_is_reflected(fake: FakeApiServer, make_source: MakeSource)
         {"name": "main", "requests": {"nvidia.com/gpu": "2"}}
     ]
     assert dict(state.configmap or {}) == {"any": TIME_SLICING_CONFIG}
+    assert state.configmap_document() == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"namespace": NS, "name": CM},
+        "data": {"any": TIME_SLICING_CONFIG},
+    }
     assert state.synced and state.api_reachable
     assert state.errors == 0 and state.watch_restarts == 0
     assert set(state.resource_versions) == {"nodes", "pods", "configmap"}
@@ -375,6 +381,7 @@ def test_without_pods_or_configmap(fake: FakeApiServer, make_source: MakeSource)
     state = source.current
     assert state is not None
     assert state.configmap is None and state.gpu_pods == ()
+    assert state.configmap_document() is None
     assert set(source.watchers) == {"nodes"}
     assert fake.count("pods", "list") == 0 and fake.count("configmaps", "list") == 0
 

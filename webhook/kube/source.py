@@ -55,8 +55,11 @@ class ClusterState:
     nodes: tuple[dict[str, Any], ...]
     #: Pods that ask for ``nvidia.com/*`` and are not Succeeded/Failed, trimmed.
     gpu_pods: tuple[dict[str, Any], ...]
-    #: The device-plugin ConfigMap's ``data``; None when not configured or not found.
+    #: The device-plugin ConfigMap's ``data`` (read-only); None when not configured or
+    #: not found.
     configmap: Mapping[str, str] | None
+    #: ``(namespace, name)`` of the watched ConfigMap, None when none is watched.
+    configmap_ref: tuple[str, str] | None
     #: ``{"nodes": rv, "pods": rv, "configmap": rv}`` as of the data in this snapshot.
     resource_versions: Mapping[str, str]
     #: True once every watched kind has been listed.
@@ -76,6 +79,18 @@ class ClusterState:
     def node_list(self) -> dict[str, Any]:
         """The nodes as a ``kind: List`` document, the shape of ``kubectl get nodes -o yaml``."""
         return {"apiVersion": "v1", "kind": "List", "items": list(self.nodes)}
+
+    def configmap_document(self) -> dict[str, Any] | None:
+        """The ConfigMap as a document (what ``kubectl get cm -o yaml`` shows), or None."""
+        if self.configmap is None or self.configmap_ref is None:
+            return None
+        namespace, name = self.configmap_ref
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"namespace": namespace, "name": name},
+            "data": dict(self.configmap),
+        }
 
 
 @dataclass(frozen=True)
@@ -386,6 +401,7 @@ class ClusterSource:
             nodes=views["nodes"],
             gpu_pods=views.get("pods", ()),
             configmap=configmap,
+            configmap_ref=self.configmap,
             resource_versions=MappingProxyType(rvs),
             synced=True,
             last_sync_monotonic=now if last is None else last,
