@@ -42,3 +42,58 @@ def _certs(sub: Any) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+@register
+def _inventory(sub: Any) -> None:
+    p = sub.add_parser(
+        "inventory",
+        help="what the cluster offers per pool, what pods hold, what is free",
+        description="Per pool (config key and GPU model): nodes, product, physical GPUs, "
+        "sharing, replicas, advertised resource, slots, slots held by running pods, free.",
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--kubeconfig", help="read the live cluster (a kubeconfig path)")
+    source.add_argument("--nodes", help="a node dump (kubectl get nodes -o yaml)")
+    p.add_argument("--pods", help="a pod dump (kubectl get pods -A -o yaml) for --nodes")
+    p.add_argument("--policy", help="policy file; default: the bundled example")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+    def run(args: argparse.Namespace) -> int:
+        from webhook import inventory_report
+        from webhook.loading import load_inventory, load_policy, objects_from_text, read_text
+
+        policy = load_policy(args.policy)
+        pods: list[Any] = []
+        if args.kubeconfig:
+            from webhook.kube import ClusterSource, load_client
+            from webhook.kube.snapshot import live_view
+
+            ref = policy.configmap_ref
+            cluster = ClusterSource(
+                load_client(args.kubeconfig),
+                configmap=(ref.namespace, ref.name) if ref else None,
+                on_snapshot=lambda _state: None,
+            ).start()
+            try:
+                if not cluster.wait_synced(timeout=args.timeout):
+                    print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
+                    return 2
+                state = cluster.current()
+                assert state is not None
+            finally:
+                cluster.stop()
+            view = live_view(policy, state, source=f"cluster ({args.kubeconfig})")
+            inventory, pods = view.inventory, list(state.gpu_pods)
+            if view.configmap_error:
+                print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}")
+        else:
+            inventory = load_inventory(policy, args.nodes)
+            if args.pods:
+                pods = objects_from_text(read_text(args.pods), source=args.pods)
+        render = inventory_report.as_json if args.output == "json" else inventory_report.text
+        print(render(inventory, pods), end="" if args.output == "table" else "\n")
+        return 0
+
+    p.set_defaults(func=run)

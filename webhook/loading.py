@@ -61,6 +61,19 @@ def load_policy(path: str | Path | None) -> Policy:
     return policy_from_text(read_text(path), source=str(path), base=path.parent)
 
 
+def objects_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
+    """Every object in a dump: the items of ``List`` documents, and plain documents."""
+    out: list[dict[str, Any]] = []
+    for doc in _yaml_documents(text, source):
+        if not isinstance(doc, dict):
+            continue
+        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            out += [item for item in doc["items"] if isinstance(item, dict)]
+        else:
+            out.append(doc)
+    return out
+
+
 def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
     """Node objects from a ``kubectl get nodes -o yaml`` dump (a List), or Node documents."""
     nodes: list[dict[str, Any]] = []

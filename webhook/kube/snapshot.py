@@ -1,0 +1,38 @@
+"""From a cluster snapshot to what the engine reads: the live policy and inventory.
+
+The device-plugin ConfigMap in the cluster replaces the configs of the policy file (one source
+of truth for plugin and webhook); the nodes replace the declared pools. A ConfigMap that does
+not parse keeps the policy's configs and is reported, so that a bad edit never takes effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webhook.kube.source import ClusterState
+from webhook.policy import Inventory, Policy, PolicyError, inventory_from_nodes
+from webhook.policy.plugin_config import parse_plugin_configmap
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The policy and inventory one snapshot gives, and why the ConfigMap was refused if it was."""
+
+    policy: Policy
+    inventory: Inventory
+    configmap_error: str | None = None
+
+
+def live_view(policy: Policy, state: ClusterState, *, source: str = "cluster") -> LiveView:
+    """Combine the policy file with one cluster snapshot."""
+    error = None
+    document = state.configmap_document()
+    if document is not None and state.configmap_ref is not None:
+        ns, name = state.configmap_ref
+        try:
+            configs = parse_plugin_configmap(document, source=f"ConfigMap {ns}/{name}")
+            policy = policy.with_configs(configs)
+        except PolicyError as exc:
+            error = str(exc)
+    inventory = inventory_from_nodes(state.nodes, policy, source=source)
+    return LiveView(policy=policy, inventory=inventory, configmap_error=error)
