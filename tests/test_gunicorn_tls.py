@@ -126,6 +126,32 @@ class Server:
             conn.close()
 
 
+GUNICORN = [
+    sys.executable,
+    "-m",
+    "gunicorn",
+    "-c",
+    "python:webhook.web.gunicorn_conf",
+    "--pythonpath",
+    str(Path(__file__).parent),
+    "test_gunicorn_tls:wsgi_app",
+]
+
+
+def gunicorn_env(tmp_path: Path, tls_dir: Path, port: int, **env: str) -> dict[str, str]:
+    """The environment of docs/contracts.md for a small test server."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "GPU_POLICY_BIND": f"127.0.0.1:{port}",
+        "GPU_POLICY_TLS_DIR": str(tls_dir),
+        "GPU_POLICY_WORKERS": "2",
+        "GPU_POLICY_THREADS": "2",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        **env,
+    }
+
+
 @contextmanager
 def gunicorn(
     tmp_path: Path,
@@ -140,28 +166,14 @@ def gunicorn(
     """
     port = free_port()
     log_file = tmp_path / "gunicorn.log"
-    full_env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "GPU_POLICY_BIND": f"127.0.0.1:{port}",
-        "GPU_POLICY_TLS_DIR": str(tls_dir),
-        "GPU_POLICY_WORKERS": "2",
-        "GPU_POLICY_THREADS": "2",
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-        **env,
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "-c",
-        "python:webhook.web.gunicorn_conf",
-        "--pythonpath",
-        str(Path(__file__).parent),
-        "test_gunicorn_tls:wsgi_app",
-    ]
     with log_file.open("wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            GUNICORN,
+            cwd=REPO,
+            env=gunicorn_env(tmp_path, tls_dir, port, **env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     server = Server(proc, port, client_context(ca_file, cert=client_cert), log_file)
     try:
         wait_until_serving(server)
@@ -506,3 +518,25 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: tls.CertP
         assert [status for status, _ in results] == [200] * 4
         assert all(done > term_at for _, done in results)  # they really were in flight
         assert server.proc.wait(15) == 0, server.log()
+
+
+# --------------------------------------------------------------------------------------------
+# fail fast at start
+# --------------------------------------------------------------------------------------------
+
+
+def test_unusable_certificate_stops_the_server_at_start(
+    tmp_path: Path, certs: tls.CertPaths
+) -> None:
+    certs.key.write_bytes(tls.make_ca("not-the-key", 1)[1])
+    result = subprocess.run(
+        GUNICORN,
+        cwd=REPO,
+        env=gunicorn_env(tmp_path, certs.directory, free_port()),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert "Error: TLS:" in result.stderr and "does not match" in result.stderr

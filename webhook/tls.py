@@ -624,10 +624,7 @@ class ReloadingSSLContext:
             raise TLSError(f"{self.cert_file} or {self.key_file} is unreadable: {e}") from e
         leaf = certs[0]
         if not _same_public_key(leaf, key):
-            raise TLSError(
-                f"{self.key_file} does not match {self.cert_file}"
-                " (a rotation half done? waiting for both files)"
-            )
+            raise TLSError(f"{self.key_file} does not match {self.cert_file}")
         try:
             context = build_server_context(self.cert_file, self.key_file, self.client_ca_file)
         except (OSError, ssl.SSLError) as e:
@@ -666,8 +663,11 @@ class ReloadingSSLContext:
             except TLSError as e:
                 self._failed_stamps = stamps
                 self._last_error = str(e)
+                # Half a rotation (one file replaced, the other not yet) lands here too; the
+                # second file's change makes the next check try again.
                 logger.warning(
-                    "TLS files changed but cannot be used, still serving %s: %s",
+                    "TLS files changed but cannot be used, still serving %s: %s"
+                    " (tried again when they change)",
                     self._describe(self._current.certificate),
                     e,
                 )
