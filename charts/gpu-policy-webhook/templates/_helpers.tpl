@@ -1,0 +1,162 @@
+{{/* Names, labels and the pieces several templates share. */}}
+
+{{- define "gpu-policy-webhook.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: "<release>-<chart>", shortened to 63 characters (a DNS label). */}}
+{{- define "gpu-policy-webhook.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gpu-policy-webhook.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpu-policy-webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu-policy-webhook.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "gpu-policy-webhook.labels" -}}
+helm.sh/chart: {{ include "gpu-policy-webhook.chart" . }}
+{{ include "gpu-policy-webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: admission-webhook
+{{- end }}
+
+{{- define "gpu-policy-webhook.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gpu-policy-webhook.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Service the API server calls; the serving certificate is made for its DNS names. */}}
+{{- define "gpu-policy-webhook.serviceName" -}}
+{{- include "gpu-policy-webhook.fullname" . }}
+{{- end }}
+
+{{/* DNS names of the Service, as the API server addresses it (<svc>.<ns>.svc) and shorter. */}}
+{{- define "gpu-policy-webhook.dnsNames" -}}
+{{- $svc := include "gpu-policy-webhook.serviceName" . }}
+{{- $ns := .Release.Namespace }}
+{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) | toJson }}
+{{- end }}
+
+{{/* The Secret holding tls.crt and tls.key, whichever mode made it. */}}
+{{- define "gpu-policy-webhook.tlsSecretName" -}}
+{{- if eq .Values.certificates.mode "existingSecret" }}
+{{- required "certificates.existingSecret.name is required when certificates.mode=existingSecret" .Values.certificates.existingSecret.name }}
+{{- else }}
+{{- printf "%s-tls" (include "gpu-policy-webhook.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The name of the serving Certificate in certManager mode (for cert-manager.io/inject-ca-from). */}}
+{{- define "gpu-policy-webhook.servingCertificateName" -}}
+{{- printf "%s-serving" (include "gpu-policy-webhook.fullname" .) }}
+{{- end }}
+
+{{- define "gpu-policy-webhook.policyConfigMapName" -}}
+{{- if .Values.policy.existingConfigMap }}
+{{- .Values.policy.existingConfigMap }}
+{{- else }}
+{{- printf "%s-policy" (include "gpu-policy-webhook.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "gpu-policy-webhook.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+The rendered policy file. The device-plugin ConfigMap reference comes from
+.Values.devicePlugin.configMapRef and is written to spec.devicePlugin.configMapRef: the
+server watches exactly the ConfigMap the policy names, and the chart's Role allows reading
+exactly that one, so both come from the same value.
+*/}}
+{{- define "gpu-policy-webhook.policy" -}}
+{{- $spec := deepCopy (.Values.policy.spec | default dict) }}
+{{- $dp := deepCopy (get $spec "devicePlugin" | default dict) }}
+{{- $ref := .Values.devicePlugin.configMapRef }}
+{{- if $ref.name }}
+{{- if hasKey $dp "configMapRef" }}
+{{- fail "policy.spec.devicePlugin.configMapRef is set by the chart from devicePlugin.configMapRef (which also decides what the RBAC Role may read): set that value instead." }}
+{{- end }}
+{{- $_ := set $dp "configMapRef" (dict "namespace" (required "devicePlugin.configMapRef.namespace is required with devicePlugin.configMapRef.name" $ref.namespace) "name" $ref.name) }}
+{{- end }}
+{{- $_ := set $spec "devicePlugin" $dp }}
+{{- $policy := dict "apiVersion" "gpu-policy.io/v1alpha1" "kind" "SharingPolicy" "metadata" (dict "name" (include "gpu-policy-webhook.fullname" .)) "spec" $spec }}
+{{- toYaml $policy }}
+{{- end }}
+
+{{/*
+CEL for matchConditions: true when the pod spec at the given path (a CEL expression such as
+"object.spec.template.spec") has a container or init container that asks for an
+nvidia.com/* resource in requests or limits. Every step is guarded with has(), because the
+objects are untyped here and a missing field is an error (which the API server would answer
+with the failurePolicy) rather than false.
+*/}}
+{{- define "gpu-policy-webhook.asksForNvidia" -}}
+{{- $spec := . }}
+{{- $asks := "has(c.resources) && ((has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('nvidia.com/'))) || (has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('nvidia.com/'))))" }}
+{{- printf "(has(%s.containers) && %s.containers.exists(c, %s)) || (has(%s.initContainers) && %s.initContainers.exists(c, %s))" $spec $spec $asks $spec $spec $asks }}
+{{- end }}
+
+{{/* A matchConditions list for the pod spec found at the path given as .path, guarded by .guard. */}}
+{{- define "gpu-policy-webhook.matchConditions" -}}
+- name: asks-for-nvidia-resource
+  expression: {{ printf "%s && (%s)" .guard (include "gpu-policy-webhook.asksForNvidia" .path) | quote }}
+{{- end }}
+
+{{/* Namespaces no webhook call is made for: kube-system, the release namespace, opt-outs. */}}
+{{- define "gpu-policy-webhook.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ concat (list "kube-system" .Release.Namespace) .Values.webhook.excludeNamespaces | uniq | toJson }}
+    - key: gpu-policy.io/webhook
+      operator: NotIn
+      values: ["disabled"]
+{{- end }}
+
+{{/* clientConfig for a webhook path; .caBundle is the base64 CA or empty (cert-manager injects it). */}}
+{{- define "gpu-policy-webhook.clientConfig" -}}
+clientConfig:
+  service:
+    name: {{ include "gpu-policy-webhook.serviceName" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: {{ .root.Values.service.port }}
+  {{- if .caBundle }}
+  caBundle: {{ .caBundle }}
+  {{- end }}
+{{- end }}
+
+{{/* Settings every webhook entry shares. */}}
+{{- define "gpu-policy-webhook.commonWebhookFields" -}}
+admissionReviewVersions: ["v1"]
+sideEffects: None
+matchPolicy: Equivalent
+failurePolicy: {{ .Values.webhook.failurePolicy }}
+timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
+{{ include "gpu-policy-webhook.namespaceSelector" . }}
+{{- end }}
