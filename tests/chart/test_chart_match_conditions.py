@@ -1,0 +1,200 @@
+"""The matchConditions CEL, taken from the rendered chart, evaluated on sample objects.
+
+The API server evaluates these with cel-go; here the `common-expression-language` library
+(import name ``cel``) evaluates the very same strings. Like cel-go on untyped objects, it
+raises on a missing field, so the expressions' has() guards are exercised too: an error
+would make the API server apply the failurePolicy instead of skipping the object.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from chart_helpers import webhooks
+
+cel = pytest.importorskip("cel", reason="the common-expression-language package is not installed")
+
+pytestmark = pytest.mark.slow
+
+
+def container(name: str = "main", **resources: dict[str, str]) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "busybox"}
+    if resources:
+        c["resources"] = resources
+    return c
+
+
+def pod_spec(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = list(init)
+    return spec
+
+
+GPU = container(limits={"nvidia.com/gpu": "1"})
+GPU_REQUESTS_ONLY = container(requests={"nvidia.com/gpu": "1"})
+MIG = container(limits={"nvidia.com/mig-1g.5gb": "1"}, requests={"nvidia.com/mig-1g.5gb": "1"})
+SHARED = container(limits={"nvidia.com/gpu.shared": "1"})
+CPU = container(requests={"cpu": "500m", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+OTHER_VENDOR = container(limits={"amd.com/gpu": "1", "gpu.nvidia.com/whatever": "1"})
+PLAIN = container()
+EMPTY_RESOURCES = {"name": "main", "image": "busybox", "resources": {}}
+
+
+def pod(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def workload(kind: str, api_version: str, spec: dict[str, Any]) -> dict[str, Any]:
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": spec}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "w"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template},
+    }
+
+
+def cronjob(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "c"},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": spec}}}},
+    }
+
+
+def podtemplate(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "t"},
+        "template": {"spec": spec},
+    }
+
+
+# (id, resource as the webhook rules name it, object, expected)
+SAMPLES: list[tuple[str, str, dict[str, Any], bool]] = [
+    ("pod with nvidia.com/gpu limit", "pods", pod(pod_spec(GPU)), True),
+    ("pod with nvidia.com/gpu request only", "pods", pod(pod_spec(GPU_REQUESTS_ONLY)), True),
+    ("pod with a MIG device", "pods", pod(pod_spec(MIG)), True),
+    ("pod with a .shared GPU", "pods", pod(pod_spec(SHARED)), True),
+    (
+        "pod with GPU in the second container",
+        "pods",
+        pod(pod_spec(CPU, container("b", limits={"nvidia.com/gpu": "1"}))),
+        True,
+    ),
+    ("pod with GPU only in an initContainer", "pods", pod(pod_spec(CPU, init=(GPU,))), True),
+    ("plain pod", "pods", pod(pod_spec(PLAIN)), False),
+    ("pod with only cpu and memory", "pods", pod(pod_spec(CPU)), False),
+    ("pod with empty resources", "pods", pod(pod_spec(EMPTY_RESOURCES)), False),
+    ("pod with other vendors' resources", "pods", pod(pod_spec(OTHER_VENDOR)), False),
+    ("pod with cpu-only initContainer", "pods", pod(pod_spec(PLAIN, init=(CPU,))), False),
+    (
+        "pod without spec",
+        "pods",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+        False,
+    ),
+    (
+        "Deployment with a GPU template",
+        "deployments",
+        workload("Deployment", "apps/v1", pod_spec(GPU)),
+        True,
+    ),
+    (
+        "Deployment, GPU in initContainer",
+        "deployments",
+        workload("Deployment", "apps/v1", pod_spec(PLAIN, init=(GPU,))),
+        True,
+    ),
+    ("plain Deployment", "deployments", workload("Deployment", "apps/v1", pod_spec(CPU)), False),
+    (
+        "StatefulSet with GPU",
+        "statefulsets",
+        workload("StatefulSet", "apps/v1", pod_spec(MIG)),
+        True,
+    ),
+    ("DaemonSet with GPU", "daemonsets", workload("DaemonSet", "apps/v1", pod_spec(GPU)), True),
+    ("ReplicaSet with GPU", "replicasets", workload("ReplicaSet", "apps/v1", pod_spec(GPU)), True),
+    ("Job with GPU", "jobs", workload("Job", "batch/v1", pod_spec(GPU)), True),
+    ("plain Job", "jobs", workload("Job", "batch/v1", pod_spec(PLAIN)), False),
+    (
+        "ReplicationController with GPU",
+        "replicationcontrollers",
+        workload("ReplicationController", "v1", pod_spec(GPU)),
+        True,
+    ),
+    (
+        "Deployment without template",
+        "deployments",
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}},
+        False,
+    ),
+    ("CronJob with a GPU template", "cronjobs", cronjob(pod_spec(GPU)), True),
+    (
+        "CronJob, GPU request in initContainer",
+        "cronjobs",
+        cronjob(pod_spec(PLAIN, init=(GPU_REQUESTS_ONLY,))),
+        True,
+    ),
+    ("plain CronJob", "cronjobs", cronjob(pod_spec(CPU)), False),
+    ("PodTemplate with GPU", "podtemplates", podtemplate(pod_spec(GPU)), True),
+    ("plain PodTemplate", "podtemplates", podtemplate(pod_spec(PLAIN)), False),
+]
+
+
+def _conditions_for(rendered, resource: str, mutating: bool) -> list[str]:
+    """The expressions of the entry whose rules cover ``resource``."""
+    kind = "MutatingWebhookConfiguration" if mutating else "ValidatingWebhookConfiguration"
+    found = [
+        [c["expression"] for c in hook["matchConditions"]]
+        for k, hook in webhooks(rendered)
+        if k == kind and any(resource in rule["resources"] for rule in hook["rules"])
+    ]
+    assert len(found) == 1, f"{len(found)} {kind} entries cover {resource}"
+    return found[0]
+
+
+def _matches(expressions: list[str], obj: dict[str, Any]) -> bool:
+    # All matchConditions must hold; the API server passes object, oldObject, request.
+    context = {"object": copy.deepcopy(obj), "oldObject": None, "request": {"operation": "CREATE"}}
+    return all(cel.evaluate(e, context) is True for e in expressions)
+
+
+@pytest.mark.parametrize(
+    ("resource", "obj", "expected"), [s[1:] for s in SAMPLES], ids=[s[0] for s in SAMPLES]
+)
+def test_validating_match_conditions(
+    default_render, resource: str, obj: dict[str, Any], expected: bool
+) -> None:
+    assert _matches(_conditions_for(default_render, resource, mutating=False), obj) is expected
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [(s[2], s[3]) for s in SAMPLES if s[1] == "pods"],
+    ids=[s[0] for s in SAMPLES if s[1] == "pods"],
+)
+def test_mutating_match_conditions(default_render, obj: dict[str, Any], expected: bool) -> None:
+    assert _matches(_conditions_for(default_render, "pods", mutating=True), obj) is expected
+
+
+def test_every_expression_compiles(default_render) -> None:
+    expressions = [
+        c["expression"] for _, hook in webhooks(default_render) for c in hook["matchConditions"]
+    ]
+    assert len(expressions) == 5
+    for expression in expressions:
+        cel.compile(expression)
+
+
+def test_guards_are_needed(default_render) -> None:
+    """Without has(), a missing field is an error, not false: the guards matter."""
+    with pytest.raises(Exception):  # noqa: B017 - the library raises KeyError or its own error
+        cel.evaluate("object.spec.template.spec.containers.size() > 0", {"object": {"spec": {}}})
+    deployment = _conditions_for(default_render, "deployments", mutating=False)
+    assert _matches(deployment, {"spec": {"template": {}}}) is False
