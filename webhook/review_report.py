@@ -11,6 +11,7 @@ import yaml
 
 from webhook.policy import Decision
 
+# ANSI colour codes per status.
 _COLOURS = {"pass": "32", "fail": "31", "warn": "33", "skip": "2", "error": "35"}
 
 

@@ -120,7 +120,8 @@ def _gpu_entries(container: Mapping[str, Any]) -> list[_Entry]:
         k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in requests
     ]
     return [
-        _Entry(n, parse_resource(n), requests.get(n, _MISSING), limits.get(n, _MISSING))
+        # nosec B113: `requests` is the pod's resource requests, not the HTTP library.
+        _Entry(n, parse_resource(n), requests.get(n, _MISSING), limits.get(n, _MISSING))  # nosec B113
         for n in names
     ]
 
@@ -527,9 +528,7 @@ def _apply_selection(spec: dict[str, Any], wanted: dict[str, set[str]], changes:
         if terms and all(_term_within(t, key, values) for t in terms):
             continue
         current = spec.get("affinity")
-        affinity: dict[str, Any] = (
-            copy.deepcopy(dict(current)) if isinstance(current, dict) else {}
-        )
+        affinity: dict[str, Any] = copy.deepcopy(dict(current)) if isinstance(current, dict) else {}
         node_affinity = affinity.setdefault("nodeAffinity", {})
         required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
         existing = required.get("nodeSelectorTerms")
