@@ -116,12 +116,9 @@ def _gpu_entries(container: Mapping[str, Any]) -> list[_Entry]:
     asked = asked if isinstance(asked, dict) else {}
     limits = limits if isinstance(limits, dict) else {}
     names = [k for k in asked if isinstance(k, str) and k.startswith(PREFIX)]
-    names += [
-        k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in asked
-    ]
+    names += [k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in asked]
     return [
-        _Entry(n, parse_resource(n), asked.get(n, _MISSING), limits.get(n, _MISSING))
-        for n in names
+        _Entry(n, parse_resource(n), asked.get(n, _MISSING), limits.get(n, _MISSING)) for n in names
     ]
 
 
