@@ -181,6 +181,7 @@ def gpu_node(
                     "osImage": "Ubuntu 22.04.4 LTS",
                     "containerRuntimeVersion": "containerd://1.7.13",
                     "kubeletVersion": "v1.30.2",
+                    "kubeProxyVersion": "",  # deprecated, still serialised (the models need it)
                     "operatingSystem": "linux",
                     "architecture": "amd64",
                 },
