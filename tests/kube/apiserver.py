@@ -150,6 +150,8 @@ class FakeApiServer:
         self._watches: set[_Watch] = set()
         self._connections: set[socket.socket] = set()
         self._down: str | None = None
+        #: Resources answered with 403 Forbidden, as when RBAC does not grant them.
+        self.forbidden: set[str] = set()
         self._stopping = False
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -583,6 +585,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if down == "503":
             self._error(503, "ServiceUnavailable", "the fake API server is down")
+            return
+        if resource in fake.forbidden:
+            self._error(
+                403,
+                "Forbidden",
+                f'{resource} is forbidden: User "system:serviceaccount:gpu-policy:webhook" '
+                f'cannot {verb} resource "{resource}" in API group "" at the cluster scope',
+            )
             return
         if resource not in _RESOURCES or (namespace is not None and not _RESOURCES[resource][1]):
             self._error(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from webhook.kube import ClusterSource, ClusterState
 
 from .apiserver import FakeApiServer
-from .helpers import wait_until
+from .helpers import FAST, wait_until
 from .objects import TIME_SLICING_CONFIG, configmap, cpu_node, gpu_node, pod
 
 NS, CM = "gpu-operator", "device-plugin-config"
@@ -234,6 +235,37 @@ def test_outage_keeps_last_snapshot_and_recovery_resyncs(
     )
     assert source.health().api_reachable
     assert fake.count("nodes", "list") == 1  # history was kept: resumed, no relist
+
+
+def test_server_side_watch_timeout_resumes_without_error(
+    fake: FakeApiServer, make_source: MakeSource
+) -> None:
+    seed(fake)
+    source = make_source(timings=replace(FAST, watch_timeout=1))  # timeoutSeconds=1
+    assert source.wait_synced(5)
+    assert fake.wait_for(lambda: fake.count("nodes", "watch") >= 2, 5)  # ended, reopened
+    fake.modify("Node", "gpu-a", set_label("after", "timeout"))
+    assert source.wait_for(lambda s: labels(s, "gpu-a").get("after") == "timeout", 2)
+    health = source.health()
+    assert health.errors == 0 and health.relists == 0 and health.watch_restarts >= 1
+    assert fake.count("nodes", "list") == 1
+
+
+def test_forbidden_kind_blocks_the_first_snapshot_and_says_why(
+    fake: FakeApiServer, make_source: MakeSource
+) -> None:
+    """RBAC without pods: no snapshot (the inventory would be incomplete), a clear error."""
+    seed(fake)
+    fake.forbidden.add("pods")
+    source = make_source()
+    assert wait_until(lambda: source.health().kinds["pods"].errors >= 2)
+    health = source.health()
+    assert source.current is None and not health.synced
+    assert health.api_reachable  # it answered; it said no
+    assert health.kinds["nodes"].synced and not health.kinds["pods"].synced
+    assert "403" in (health.kinds["pods"].last_error or "")
+    fake.forbidden.clear()
+    assert source.wait_synced(3)
 
 
 def test_not_synced_until_the_api_answers(fake: FakeApiServer, make_source: MakeSource) -> None:

@@ -286,7 +286,7 @@ class ClusterSource:
                 reachable=w.reachable,
                 streaming=w.streaming,
                 resource_version=w.resource_version,
-                objects=len(w.view()[1]),
+                objects=w.count,
                 lists=w.lists,
                 relists=w.relists,
                 watches=w.watches,
@@ -373,6 +373,9 @@ class ClusterSource:
                 self._published_reachable = state.api_reachable
                 self.snapshots += 1
                 self._cond.notify_all()
+            # A flip while this snapshot was built (before _current was set) went unseen
+            # by _status_changed: publish again.
+            self._status_changed()
             log.debug(
                 "snapshot %d: %d nodes, %d GPU pods, configmap %s",
                 state.generation,

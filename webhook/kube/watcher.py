@@ -225,6 +225,11 @@ class ResourceWatcher:
             return self._view
 
     @property
+    def count(self) -> int:
+        """How many objects are stored now."""
+        return len(self._items)
+
+    @property
     def last_ok_effective(self) -> float | None:
         """When the stored state was last known current: now while a watch is open."""
         return time.monotonic() if self.streaming else self.last_ok
