@@ -1,0 +1,151 @@
+"""AdmissionReview requests for tests: the captured fixtures, with GPUs put into copies.
+
+The fixtures in tests/fixtures/admissionreviews were sent by real API servers (1.28.7 and
+1.36.2); their pods ask for no GPU. Tests copy them (``copy.deepcopy``) before changing
+anything, so every test starts from the bytes the API server sent.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "admissionreviews"
+VERSIONS = ("v1.28.7", "v1.36.2")
+CASES = ("pod-create", "pod-dryrun-create", "pod-dryrun-ssa-create", "pod-dryrun-ssa-update")
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
+
+
+def fixture_ids() -> list[tuple[str, str, str]]:
+    """(version, endpoint it was captured for, case) of every captured request."""
+    return [(v, e, c) for v in VERSIONS for e in ("mutate", "validate") for c in CASES]
+
+
+@cache
+def _raw(version: str, endpoint: str, case: str) -> bytes:
+    return (FIXTURES / version / f"{endpoint}-{case}.json").read_bytes()
+
+
+def load(version: str, endpoint: str, case: str) -> dict[str, Any]:
+    """A fresh copy of one captured AdmissionReview."""
+    return dict(json.loads(_raw(version, endpoint, case)))
+
+
+def with_gpu(
+    doc: dict[str, Any],
+    quantity: Any = 1,
+    *,
+    resource: str = "nvidia.com/gpu",
+    requests: bool = True,
+    container: int = 0,
+) -> dict[str, Any]:
+    """A copy of ``doc`` whose pod's container asks for ``quantity`` of ``resource``."""
+    doc = copy.deepcopy(doc)
+    for key in ("object", "oldObject"):
+        obj = doc["request"].get(key)
+        if not obj:
+            continue
+        c = obj["spec"]["containers"][container]
+        res: dict[str, Any] = {"limits": {resource: quantity}}
+        if requests:
+            res["requests"] = {resource: quantity}
+        c["resources"] = res
+    return doc
+
+
+def new_uid() -> str:
+    """A fresh request uid, as the API server makes them."""
+    return str(uuid.uuid4())
+
+
+def pod_spec(quantity: Any = 1, resource: str = "nvidia.com/gpu") -> dict[str, Any]:
+    """A pod spec with one container asking for ``quantity`` of ``resource``."""
+    return {
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "registry.example/cuda:12",
+                "resources": {"limits": {resource: quantity}},
+            }
+        ]
+    }
+
+
+# kind -> (group, version, resource) of the pod-template kinds the validating endpoint judges.
+TEMPLATE_KINDS: dict[str, tuple[str, str, str]] = {
+    "Deployment": ("apps", "v1", "deployments"),
+    "ReplicaSet": ("apps", "v1", "replicasets"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "DaemonSet": ("apps", "v1", "daemonsets"),
+    "Job": ("batch", "v1", "jobs"),
+    "CronJob": ("batch", "v1", "cronjobs"),
+    "ReplicationController": ("", "v1", "replicationcontrollers"),
+    "PodTemplate": ("", "v1", "podtemplates"),
+}
+
+
+def workload(kind: str, spec: dict[str, Any], name: str = "train") -> dict[str, Any]:
+    """An object of ``kind`` whose pod template has ``spec``."""
+    group, version, _ = TEMPLATE_KINDS[kind]
+    template = {"metadata": {"labels": {"app": name}}, "spec": spec}
+    obj: dict[str, Any] = {
+        "apiVersion": f"{group}/{version}" if group else version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "ml"},
+    }
+    if kind == "PodTemplate":
+        obj["template"] = template
+    elif kind == "CronJob":
+        obj["spec"] = {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}}
+    else:
+        obj["spec"] = {"selector": {"matchLabels": {"app": name}}, "template": template}
+    return obj
+
+
+def review(
+    obj: dict[str, Any] | None,
+    *,
+    operation: str = "CREATE",
+    old: dict[str, Any] | None = None,
+    dry_run: bool = False,
+    uid: str | None = None,
+    group: str | None = None,
+    version: str = "v1",
+    kind: str | None = None,
+    resource: str | None = None,
+    sub_resource: str | None = None,
+    namespace: str = "ml",
+) -> dict[str, Any]:
+    """An AdmissionReview v1 request for ``obj``, shaped like the captured ones."""
+    source = obj or old or {}
+    kind = kind or source.get("kind", "Pod")
+    if group is None or resource is None:
+        g, _, r = TEMPLATE_KINDS.get(kind, ("", "v1", kind.lower() + "s"))
+        group = g if group is None else group
+        resource = r if resource is None else resource
+    name = (source.get("metadata") or {}).get("name", "")
+    request: dict[str, Any] = {
+        "uid": uid or new_uid(),
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": resource},
+        "requestKind": {"group": group, "version": version, "kind": kind},
+        "requestResource": {"group": group, "version": version, "resource": resource},
+        "name": name,
+        "namespace": namespace,
+        "operation": operation,
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": dry_run,
+        "options": {
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "CreateOptions" if operation == "CREATE" else "UpdateOptions",
+        },
+    }
+    if sub_resource:
+        request["subResource"] = sub_resource
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}

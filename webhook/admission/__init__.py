@@ -1,0 +1,53 @@
+"""PURE: AdmissionReview v1 in, AdmissionReview v1 out (uid, verdict, patch, warnings).
+
+No flask, kubernetes, gunicorn or prometheus_client here (an import-linter contract checks
+it): the web layer hands this package the request body and sends back ``Outcome.body``::
+
+    from webhook.admission import RequestError, handle
+
+    try:
+        outcome = handle("validate", body, policy=policy, inventory=inventory)
+    except RequestError as e:
+        ...  # HTTP e.status (400 or 413) with str(e)
+    ...  # HTTP outcome.http_status with outcome.body
+"""
+
+from webhook.admission.handler import (
+    ENDPOINTS,
+    VALIDATED_KINDS,
+    Endpoint,
+    Outcome,
+    Verdict,
+    clean_warnings,
+    handle,
+    mutate,
+    respond,
+    validate,
+)
+from webhook.admission.request import (
+    API_VERSION,
+    MAX_BODY_BYTES,
+    AdmissionRequest,
+    RequestError,
+    decode,
+    parse_review,
+)
+
+__all__ = [
+    "API_VERSION",
+    "ENDPOINTS",
+    "MAX_BODY_BYTES",
+    "VALIDATED_KINDS",
+    "AdmissionRequest",
+    "Endpoint",
+    "Outcome",
+    "RequestError",
+    "Verdict",
+    "clean_warnings",
+    "decode",
+    "handle",
+    "mutate",
+    "parse_review",
+    "respond",
+    "validate",
+]

@@ -1,0 +1,268 @@
+"""Reading an ``admission.k8s.io/v1`` AdmissionReview request: bytes in, AdmissionRequest out.
+
+Everything wrong with a request (not JSON, not an AdmissionReview, another apiVersion, no
+``request``, ``uid`` or ``object``, too large) raises :class:`RequestError`, whose ``reason``
+is a short fixed token (a metrics label) and whose message is one line a human can act on.
+The web layer turns it into an HTTP 4xx; nothing a client sends becomes a 500.
+
+The body is decoded with one ``json.loads`` and never copied: the engine reads the object in
+place and mutates copies of only what it changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+API_VERSION: Final = "admission.k8s.io/v1"
+KIND: Final = "AdmissionReview"
+
+# The API server refuses request bodies above 3 MiB (etcd's limit is 1.5 MiB per object), and
+# an UPDATE carries the object twice; 7 MiB leaves room for both plus the request's envelope.
+MAX_BODY_BYTES: Final = 7 * 1024 * 1024
+
+# A UID is a 36-character UUID; anything far longer is not from an API server.
+_MAX_UID_CHARS: Final = 256
+
+OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+Reason = Literal[
+    "too-large",
+    "not-json",
+    "not-admission-review",
+    "wrong-api-version",
+    "no-request",
+    "no-uid",
+    "no-object",
+    "bad-field",
+]
+
+
+class RequestError(ValueError):
+    """The request itself is wrong: the web layer answers HTTP 4xx with ``str(error)``.
+
+    ``reason`` is one of a fixed set of tokens (see ``Reason``), safe as a metrics label;
+    ``status`` is the HTTP status to answer with (400, or 413 for a body that is too large).
+    """
+
+    def __init__(self, reason: Reason, message: str, *, status: int = 400) -> None:
+        """Record the reason token, the one-line message and the HTTP status."""
+        # One line, always: the message ends up in an HTTP body and a log line.
+        super().__init__(" ".join(message.split()))
+        self.reason: Reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """The fields of ``AdmissionReview.request`` the webhook uses, checked and typed.
+
+    ``object`` and ``old_object`` are the decoded JSON objects themselves (not copies): treat
+    them as read-only. ``object`` is None only for DELETE and CONNECT.
+    """
+
+    api_version: str
+    uid: str
+    group: str
+    version: str
+    kind: str
+    resource: str
+    sub_resource: str
+    operation: str
+    namespace: str | None
+    name: str | None
+    dry_run: bool
+    object: Mapping[str, Any] | None
+    old_object: Mapping[str, Any] | None
+
+    @property
+    def display_name(self) -> str:
+        """The object's name, or ``<generateName>*`` when the API server has not named it yet."""
+        if self.name:
+            return self.name
+        metadata = self.object.get("metadata") if self.object is not None else None
+        if isinstance(metadata, Mapping):
+            name = metadata.get("name")
+            if isinstance(name, str) and name:
+                return name
+            generate = metadata.get("generateName")
+            if isinstance(generate, str) and generate:
+                return f"{generate}*"
+        return ""
+
+
+def _reject_constant(token: str) -> Any:
+    # json.loads accepts NaN and Infinity, which are not JSON: a patch echoing them back would
+    # be a body the API server cannot decode.
+    raise ValueError(f"{token} is not valid JSON")
+
+
+def decode(body: bytes | bytearray | memoryview | str, *, max_bytes: int = MAX_BODY_BYTES) -> Any:
+    """The JSON document in ``body``; RequestError when it is too large or not JSON."""
+    if len(body) > max_bytes:
+        raise RequestError(
+            "too-large",
+            f"request body of {len(body)} bytes is over the limit of {max_bytes} bytes",
+            status=413,
+        )
+    if isinstance(body, memoryview):
+        body = body.tobytes()
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except RecursionError:
+        raise RequestError("not-json", "request body is not JSON: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        # json.JSONDecodeError is a ValueError; its str() is one line with the position.
+        raise RequestError("not-json", f"request body is not JSON: {exc}") from None
+
+
+def _optional_str(request: Mapping[str, Any], key: str) -> str | None:
+    value = request.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise RequestError("bad-field", f"request.{key} must be a string, not {_json_type(value)}")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _group_version_kind(request: Mapping[str, Any], key: str, name: str) -> tuple[str, str, str]:
+    value = request.get(key)
+    if not isinstance(value, Mapping):
+        raise RequestError("bad-field", f"request.{key} must be an object, not {_json_type(value)}")
+    parts = []
+    for field in ("group", "version", name):
+        part = value.get(field, "")
+        if not isinstance(part, str):
+            raise RequestError(
+                "bad-field", f"request.{key}.{field} must be a string, not {_json_type(part)}"
+            )
+        parts.append(part)
+    if not parts[2]:
+        raise RequestError("bad-field", f"request.{key}.{name} is missing")
+    return parts[0], parts[1], parts[2]
+
+
+def _check_metadata(obj: Mapping[str, Any]) -> None:
+    # The API server only sends objects it decoded, so metadata is an object and annotations
+    # a map of strings; anything else was not sent by an API server.
+    metadata = obj.get("metadata")
+    if metadata is None:
+        return
+    if not isinstance(metadata, Mapping):
+        raise RequestError(
+            "bad-field", f"request.object.metadata must be an object, not {_json_type(metadata)}"
+        )
+    annotations = metadata.get("annotations")
+    if annotations is None:
+        return
+    if not isinstance(annotations, Mapping) or not all(
+        isinstance(v, str) for v in annotations.values()
+    ):
+        raise RequestError(
+            "bad-field", "request.object.metadata.annotations must be a map of strings"
+        )
+
+
+def parse_review(
+    body: bytes | bytearray | memoryview | str | Mapping[str, Any],
+    *,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> AdmissionRequest:
+    """Check an AdmissionReview v1 request (raw bytes or an already decoded dict).
+
+    Raises :class:`RequestError` when the body is over ``max_bytes``, is not JSON, is not an
+    ``admission.k8s.io/v1`` AdmissionReview, or lacks ``request``, ``request.uid``,
+    ``request.kind``, a known ``request.operation``, or ``request.object`` on CREATE/UPDATE.
+    """
+    doc = body if isinstance(body, Mapping) else decode(body, max_bytes=max_bytes)
+    if not isinstance(doc, Mapping):
+        raise RequestError(
+            "not-admission-review", f"request body is {_json_type(doc)}, not an AdmissionReview"
+        )
+    kind = doc.get("kind")
+    if kind != KIND:
+        raise RequestError(
+            "not-admission-review",
+            f"kind is {kind!r}, expected {KIND}"
+            if isinstance(kind, str)
+            else f"not an AdmissionReview: kind is {_json_type(kind)}",
+        )
+    api_version = doc.get("apiVersion")
+    if api_version != API_VERSION:
+        shown = repr(api_version) if isinstance(api_version, str) else _json_type(api_version)
+        raise RequestError(
+            "wrong-api-version",
+            f"apiVersion {shown[:80]} is not supported: this webhook speaks {API_VERSION} "
+            "(admissionReviewVersions: [v1])",
+        )
+    request = doc.get("request")
+    if not isinstance(request, Mapping):
+        raise RequestError(
+            "no-request", f"AdmissionReview has no request object ({_json_type(request)})"
+        )
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise RequestError("no-uid", "AdmissionReview request has no uid")
+    if len(uid) > _MAX_UID_CHARS:
+        raise RequestError("no-uid", f"request.uid is {len(uid)} characters long, not a UID")
+    operation = request.get("operation")
+    if not isinstance(operation, str) or operation not in OPERATIONS:
+        shown = repr(operation)[:40] if isinstance(operation, str) else _json_type(operation)
+        raise RequestError(
+            "bad-field",
+            f"request.operation is {shown}, expected one of {', '.join(sorted(OPERATIONS))}",
+        )
+    group, version, object_kind = _group_version_kind(request, "kind", "kind")
+    resource = request.get("resource")
+    resource_name = ""
+    if isinstance(resource, Mapping):
+        raw = resource.get("resource", "")
+        resource_name = raw if isinstance(raw, str) else ""
+    obj = request.get("object")
+    if obj is not None and not isinstance(obj, Mapping):
+        raise RequestError("bad-field", f"request.object must be an object, not {_json_type(obj)}")
+    if obj is None and operation in ("CREATE", "UPDATE"):
+        raise RequestError("no-object", f"request.object is missing on {operation}")
+    if obj is not None:
+        _check_metadata(obj)
+    old = request.get("oldObject")
+    if old is not None and not isinstance(old, Mapping):
+        raise RequestError(
+            "bad-field", f"request.oldObject must be an object, not {_json_type(old)}"
+        )
+    dry_run = request.get("dryRun", False)
+    if dry_run is None:
+        dry_run = False
+    if not isinstance(dry_run, bool):
+        raise RequestError(
+            "bad-field", f"request.dryRun must be a boolean, not {_json_type(dry_run)}"
+        )
+    return AdmissionRequest(
+        api_version=API_VERSION,
+        uid=uid,
+        group=group,
+        version=version,
+        kind=object_kind,
+        resource=resource_name,
+        sub_resource=_optional_str(request, "subResource") or "",
+        operation=str(operation),
+        namespace=_optional_str(request, "namespace") or None,
+        name=_optional_str(request, "name") or None,
+        dry_run=dry_run,
+        object=obj,
+        old_object=old,
+    )
