@@ -1,0 +1,269 @@
+"""The Flask adapter: HTTP in, ``webhook.admission`` in the middle, HTTP out.
+
+Routes (on the path only: the API server appends ``?timeout=10s`` to the webhook URL):
+
+* ``POST /mutate``, ``POST /validate``: AdmissionReview v1 (see ``webhook.admission``).
+* ``GET /healthz``: the process is alive (it answers).
+* ``GET /readyz``: a policy is loaded and, when this process serves TLS through the gunicorn
+  config, its certificate is within its validity window; 503 with the reason otherwise.
+* ``GET /metrics``: Prometheus text (see ``webhook.web.metrics``).
+
+Everything a client can get wrong is a 4xx with a one-line ``text/plain`` body, never an HTML
+page or a traceback: 404 unknown path, 405 wrong method, 415 a Content-Type other than
+``application/json``, 413 a body over the limit (by Content-Length, or while reading a body
+streamed without one), 400 a body that is not an AdmissionReview v1. A 500 means a bug here;
+an engine bug gets the well-formed AdmissionReview of ``webhook.admission`` with HTTP 500, so
+the API server applies the webhook's failurePolicy.
+
+One log line per review (uid, endpoint, kind, namespace, name, operation, dryRun, decision,
+failed rules, milliseconds); objects are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from webhook import tls
+from webhook.admission import Endpoint, Outcome, RequestError, handle
+from webhook.web import metrics
+from webhook.web.settings import Settings
+from webhook.web.state import PolicyState
+
+logger = logging.getLogger(__name__)
+
+# A readiness check answers (ready, reason); /readyz is 200 when all of them are ready.
+ReadyCheck = Callable[[], tuple[bool, str]]
+
+EXTENSION = "gpu_policy"
+PATHS = ("/mutate", "/validate", "/healthz", "/readyz", "/metrics")
+
+_JSON = "application/json"
+_TEXT = "text/plain; charset=utf-8"
+# Reason tokens for HTTP errors raised by Flask/Werkzeug themselves (metrics labels).
+_HTTP_REASONS = {
+    400: "bad-request",
+    404: "not-found",
+    405: "method-not-allowed",
+    413: "too-large",
+    415: "unsupported-media-type",
+}
+
+
+@dataclass
+class Webhook:
+    """What the app serves with: settings, the policy state and the readiness checks."""
+
+    settings: Settings
+    state: PolicyState
+    ready_checks: list[ReadyCheck] = field(default_factory=list)
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        """(ready, one reason per check), checking the policy files for changes first."""
+        self.state.maybe_reload()
+        snapshot = self.state.snapshot
+        reasons = [
+            f"policy {snapshot.policy.name} from {snapshot.policy.source} "
+            f"(generation {snapshot.generation}), inventory {snapshot.inventory.source}"
+        ]
+        if self.state.last_error:
+            reasons.append(f"last policy reload failed: {self.state.last_error}")
+        ready = True
+        for check in self.ready_checks:
+            ok, reason = check()
+            ready = ready and ok
+            reasons.append(reason)
+        return ready, reasons
+
+
+def tls_ready() -> tuple[bool, str]:
+    """Readiness of the certificate this process serves (gunicorn config), if it serves one."""
+    serving = tls.serving()
+    if serving is None:
+        return True, "TLS not served by this process"
+    status = serving.status()
+    return status.valid, status.reason
+
+
+def _text(message: str, status: int) -> Response:
+    # One line, whatever the message was built from.
+    return Response(" ".join(message.split()) + "\n", status=status, content_type=_TEXT)
+
+
+def _is_json(content_type: str) -> bool:
+    if content_type == _JSON:
+        return True
+    mimetype = content_type.split(";", 1)[0].strip().lower()
+    return mimetype == _JSON
+
+
+def _field(value: object) -> str:
+    """A logfmt value: bare when it has no spaces or quotes, else JSON-quoted."""
+    text = "" if value is None else str(value)
+    if text and not any(c in text for c in ' "=\\') and text.isprintable():
+        return text
+    return json.dumps(text)
+
+
+def _log_review(outcome: Outcome, seconds: float) -> None:
+    req = outcome.request
+    line = (
+        f"review uid={_field(req.uid)} endpoint={outcome.endpoint} kind={_field(req.kind)} "
+        f"namespace={_field(req.namespace or '')} name={_field(req.display_name)} "
+        f"operation={req.operation} dryRun={'true' if req.dry_run else 'false'} "
+        f"decision={outcome.verdict} failed={','.join(outcome.failed) or '-'} "
+        f"ms={seconds * 1000:.2f}"
+    )
+    if outcome.warned:
+        line += f" warned={','.join(outcome.warned)}"
+    if outcome.patched:
+        line += " patched=true"
+    if outcome.skipped:
+        line += f" skipped={_field(outcome.skipped)}"
+    if outcome.error is not None:
+        exc = outcome.error
+        logger.error(
+            "engine error uid=%s endpoint=%s kind=%s: %s",
+            req.uid,
+            outcome.endpoint,
+            req.kind,
+            type(exc).__name__,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+    logger.info("%s", line)
+
+
+def configure_logging(level: str) -> None:
+    """Log to stderr at ``level`` with the worker's pid, unless logging is already set up."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
+        )
+        root.addHandler(handler)
+    root.setLevel(level.upper())
+
+
+def create_app(
+    settings: Settings | None = None, *, ready_checks: Sequence[ReadyCheck] = ()
+) -> Flask:
+    """The webhook's Flask app, serving the policy the settings name.
+
+    Loads the policy and inventory now and raises ``PolicyError`` when they are unusable (a
+    worker fails at start, not at a request). ``ready_checks`` are added to ``/readyz``
+    (the certificate check of ``tls_ready`` is always there). The app's ``Webhook`` object is
+    ``app.extensions["gpu_policy"]``.
+    """
+    settings = settings or Settings.from_env()
+    state = PolicyState(settings, on_reload=metrics.record_reload)
+    hook = Webhook(settings, state, [tls_ready, *ready_checks])
+    if settings.watches_cluster:
+        logger.warning(
+            "GPU_POLICY_KUBE=%s: watching the cluster is not wired into the server yet; "
+            "serving the inventory of %s",
+            settings.kube,
+            state.snapshot.inventory.source,
+        )
+    logger.info(
+        "serving policy %s from %s, inventory %s",
+        state.snapshot.policy.name,
+        state.snapshot.policy.source,
+        state.snapshot.inventory.source,
+    )
+
+    app = Flask(__name__)
+    # One byte over the limit: Werkzeug stops a body streamed without Content-Length at this
+    # many bytes *without* an error, so the body read can be one byte too long, and
+    # webhook.admission answers 413 for it. A Content-Length over it is refused unread.
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
+    app.extensions[EXTENSION] = hook
+    max_bytes = settings.max_body_bytes
+
+    def review_view(endpoint: Endpoint) -> Callable[[], Response]:
+        def view() -> Response:
+            started = time.perf_counter()
+            state.maybe_reload()
+            content_type = request.environ.get("CONTENT_TYPE", "")
+            if not _is_json(content_type):
+                metrics.record_bad_request("unsupported-media-type")
+                shown = repr(content_type[:60]) if content_type else "none"
+                return _text(f"Content-Type must be {_JSON}, got {shown}", 415)
+            # RequestEntityTooLarge (413) by Content-Length; a body streamed without one
+            # (gunicorn sets wsgi.input_terminated) is read up to the limit plus one byte.
+            body = request.get_data(cache=False)
+            snapshot = state.snapshot
+            try:
+                outcome = handle(
+                    endpoint,
+                    body,
+                    policy=snapshot.policy,
+                    inventory=snapshot.inventory,
+                    max_bytes=max_bytes,
+                )
+            except RequestError as exc:
+                metrics.record_bad_request(exc.reason)
+                logger.info("bad request on /%s: %s: %s", endpoint, exc.reason, exc)
+                return _text(str(exc), exc.status)
+            seconds = time.perf_counter() - started
+            metrics.record_review(outcome, seconds)
+            _log_review(outcome, seconds)
+            return Response(outcome.body, status=outcome.http_status, content_type=_JSON)
+
+        view.__name__ = endpoint
+        return view
+
+    app.add_url_rule("/mutate", view_func=review_view("mutate"), methods=["POST"])
+    app.add_url_rule("/validate", view_func=review_view("validate"), methods=["POST"])
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _text("ok", 200)
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        ready, reasons = hook.readiness()
+        return _text(
+            ("ready: " if ready else "not ready: ") + "; ".join(reasons), 200 if ready else 503
+        )
+
+    @app.get("/metrics")
+    def metrics_view() -> Response:
+        data, content_type = metrics.exposition()
+        return Response(data, status=200, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        code = exc.code or 500
+        reason = _HTTP_REASONS.get(code, f"http-{code}")
+        metrics.record_bad_request(reason)
+        if isinstance(exc, RequestEntityTooLarge):
+            message = f"request body is over the limit of {max_bytes} bytes"
+        elif code == 404:
+            message = f"no such path {request.path[:100]!r}; paths: {', '.join(PATHS)}"
+        elif code == 405:
+            valid = getattr(exc, "valid_methods", None) or ()
+            allowed = ", ".join(sorted(m for m in valid if m not in ("OPTIONS", "HEAD")))
+            message = f"method {request.method} is not allowed on {request.path}; use {allowed}"
+        else:
+            message = f"{exc.name}: {exc.description or ''}"
+        logger.info("HTTP %d on %s %s: %s", code, request.method, request.path[:100], reason)
+        response = _text(message, code)
+        for name, value in exc.get_headers():
+            if name.lower() == "allow":
+                response.headers[name] = value
+        return response
+
+    @app.errorhandler(Exception)
+    def internal_error(exc: Exception) -> Response:
+        # A bug in this layer: log it with its traceback, answer one line.
+        logger.exception("internal error on %s %s", request.method, request.path[:100])
+        return _text(f"internal error ({type(exc).__name__})", 500)
+
+    return app

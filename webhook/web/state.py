@@ -1,0 +1,150 @@
+"""The policy and inventory a worker serves: one immutable snapshot, swapped atomically.
+
+A review reads ``state.snapshot`` once and uses that object from start to end; a reload builds
+a whole new Snapshot and replaces the reference (a single attribute store, atomic in Python),
+so no request ever sees half a policy.
+
+The policy file (``GPU_POLICY_FILE``) and the node dump (``GPU_POLICY_NODES``) are checked for
+changes at most once per ``reload_interval``, on the request path (an ``os.stat`` per file per
+second, nothing more) and by ``/readyz``, so an idle server picks a change up from the
+kubelet's probes. A ConfigMap volume updates by swapping a symlink: ``os.stat`` follows it and
+sees a new inode. A file that does not load keeps the last good snapshot; the problem (file,
+field, reason) is logged and counted once per state of the files, and the files are tried
+again when they change next. Each gunicorn worker reloads on its own, so a change is counted
+once per worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from webhook.loading import load_inventory, load_policy
+from webhook.policy import Inventory, Policy, PolicyError
+from webhook.web.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+# (device, inode, size, mtime in ns) of a watched file; None when it is missing.
+_Stamp = tuple[int, int, int, int] | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An immutable (policy, inventory) pair and when it was loaded."""
+
+    policy: Policy
+    inventory: Inventory
+    generation: int
+    loaded_at: float  # time.time()
+
+
+def load_snapshot(settings: Settings, generation: int = 1) -> Snapshot:
+    """Load the policy and the inventory the settings name; PolicyError when they are bad."""
+    policy = load_policy(settings.policy_file)
+    inventory = load_inventory(policy, settings.nodes_file)
+    return Snapshot(policy, inventory, generation, time.time())
+
+
+class PolicyState:
+    """The current snapshot, and the reloading of the files it came from.
+
+    Construction loads the files and raises PolicyError when they are unusable: a worker fails
+    at start, never at its first request. ``on_reload(ok)`` is called after every reload
+    attempt (the web layer counts them).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        on_reload: Callable[[bool], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Load the snapshot now; raise PolicyError if it cannot be served."""
+        self.settings = settings
+        self._on_reload = on_reload
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stamps = self._stat()
+        self._snapshot = load_snapshot(settings)
+        self._failed_stamps: tuple[_Stamp, ...] | None = None
+        self.last_error: str | None = None
+        self._next_check = clock() + settings.reload_interval
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The snapshot to serve the next review with (one atomic read)."""
+        return self._snapshot
+
+    def _watched(self) -> tuple[Path, ...]:
+        return tuple(p for p in (self.settings.policy_file, self.settings.nodes_file) if p)
+
+    def _stat(self) -> tuple[_Stamp, ...]:
+        stamps: list[_Stamp] = []
+        for path in self._watched():
+            try:
+                st = os.stat(path)
+            except OSError:
+                stamps.append(None)
+            else:
+                stamps.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(stamps)
+
+    def maybe_reload(self, *, force: bool = False) -> bool:
+        """Reload when the files changed (checked at most once per interval); True if swapped.
+
+        Never blocks: when another thread is already checking, this one serves what it has.
+        """
+        if not self._watched():
+            return False
+        now = self._clock()
+        if not force and now < self._next_check:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._next_check = now + self.settings.reload_interval
+            stamps = self._stat()
+            if stamps in (self._stamps, self._failed_stamps):
+                return False
+            try:
+                snapshot = load_snapshot(self.settings, self._snapshot.generation + 1)
+            except PolicyError as exc:
+                self._failed_stamps = stamps
+                self.last_error = str(exc)
+                logger.error(
+                    "policy reload failed, still serving policy %s (generation %d): %s",
+                    self._snapshot.policy.source,
+                    self._snapshot.generation,
+                    exc,
+                )
+                self._notify(ok=False)
+                return False
+            if self._stat() != stamps:
+                # The files changed while they were read; load them again at the next check.
+                self._next_check = now
+                return False
+            self._snapshot = snapshot
+            self._stamps = stamps
+            self._failed_stamps = None
+            self.last_error = None
+            logger.info(
+                "policy reloaded: %s (generation %d), inventory: %s",
+                snapshot.policy.source,
+                snapshot.generation,
+                snapshot.inventory.source,
+            )
+            self._notify(ok=True)
+            return True
+        finally:
+            self._lock.release()
+
+    def _notify(self, *, ok: bool) -> None:
+        if self._on_reload is not None:
+            self._on_reload(ok)
