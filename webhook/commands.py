@@ -97,3 +97,11 @@ def _inventory(sub: Any) -> None:
         return 0
 
     p.set_defaults(func=run)
+
+
+@register
+def _serve(sub: Any) -> None:
+    # webhook.serve imports neither flask nor gunicorn until the command runs.
+    from webhook.serve import add_parser
+
+    add_parser(sub)

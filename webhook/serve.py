@@ -1,0 +1,135 @@
+"""``gpu-policy serve``: check the settings, then become gunicorn serving the webhook.
+
+The command turns its flags into the environment variables of docs/contracts.md (flags win
+over variables already set), loads the policy once so that a bad file is reported as one line
+(file, field, reason) before anything starts, checks that the certificate files exist, and
+replaces itself (``os.execvpe``) with::
+
+    gunicorn -c python:webhook.web.gunicorn_conf webhook.web.wsgi:app
+
+so that gunicorn is the container's main process and gets the kubelet's signals directly.
+``--dev`` (what ``make run`` uses) serves the bundled example policy on 127.0.0.1:8443 with the
+certificates of ``--cert-dir`` and prints a ready-to-paste ``curl`` command first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+GUNICORN_CONFIG = "python:webhook.web.gunicorn_conf"
+WSGI_APP = "webhook.web.wsgi:app"
+DEV_BIND = "127.0.0.1:8443"
+DEV_CERT_DIR = "certs/dev"
+EXAMPLE_REQUEST = "examples/admissionreview-gpu-pod.json"
+DENIED_REQUEST = "examples/admissionreview-gpu-pod-denied.json"
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``serve`` subcommand to the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "serve",
+        help="serve the admission webhook over HTTPS (gunicorn)",
+        description="Serve the admission webhook: check the settings and the policy, then run "
+        "gunicorn with webhook.web.gunicorn_conf.",
+    )
+    p.add_argument(
+        "--dev",
+        action="store_true",
+        help=f"local development: bundled example policy, {DEV_BIND}, "
+        f"certificates from --cert-dir (default {DEV_CERT_DIR}), no cluster watch",
+    )
+    p.add_argument(
+        "--cert-dir", help="directory with tls.crt and tls.key (sets GPU_POLICY_TLS_DIR)"
+    )
+    p.add_argument("--bind", metavar="HOST:PORT", help="listen address (sets GPU_POLICY_BIND)")
+    p.add_argument("--policy", metavar="FILE", help="policy file (sets GPU_POLICY_FILE)")
+    p.add_argument(
+        "--nodes", metavar="FILE", help="node dump used as the inventory (sets GPU_POLICY_NODES)"
+    )
+    p.add_argument("--workers", type=int, help="gunicorn workers (sets GPU_POLICY_WORKERS)")
+    p.add_argument("--threads", type=int, help="threads per worker (sets GPU_POLICY_THREADS)")
+    p.set_defaults(func=run)
+
+
+def server_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment gunicorn gets: ``base`` with the flags applied."""
+    env = dict(base)
+    if args.dev:
+        # The bundled example, unless --policy names another file; no cluster to watch.
+        env.pop("GPU_POLICY_FILE", None)
+        env.pop("GPU_POLICY_NODES", None)
+        env["GPU_POLICY_KUBE"] = "off"
+        env["GPU_POLICY_BIND"] = DEV_BIND
+        env["GPU_POLICY_TLS_DIR"] = DEV_CERT_DIR
+    _set(env, "GPU_POLICY_TLS_DIR", args.cert_dir)
+    _set(env, "GPU_POLICY_BIND", args.bind)
+    _set(env, "GPU_POLICY_FILE", args.policy)
+    _set(env, "GPU_POLICY_NODES", args.nodes)
+    _set(env, "GPU_POLICY_WORKERS", None if args.workers is None else str(args.workers))
+    _set(env, "GPU_POLICY_THREADS", None if args.threads is None else str(args.threads))
+    return env
+
+
+def _set(env: MutableMapping[str, str], name: str, value: str | None) -> None:
+    if value is not None:
+        env[name] = value
+
+
+def gunicorn_argv() -> list[str]:
+    """The command that starts gunicorn: the one beside this Python, else ``python -m``."""
+    beside = Path(sys.executable).parent / "gunicorn"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside), "-c", GUNICORN_CONFIG, WSGI_APP]
+    return [sys.executable, "-m", "gunicorn", "-c", GUNICORN_CONFIG, WSGI_APP]
+
+
+def curl_command(
+    env: Mapping[str, str], request_file: str = EXAMPLE_REQUEST, endpoint: str = "mutate"
+) -> str:
+    """A curl command that sends an example AdmissionReview to the server ``env`` describes."""
+    bind = env.get("GPU_POLICY_BIND", DEV_BIND)
+    host, _, port = bind.rpartition(":")
+    if host in ("", "0.0.0.0", "[::]", "::"):  # noqa: S104 - comparing, not binding
+        host = "127.0.0.1"
+    ca = Path(env.get("GPU_POLICY_TLS_DIR", DEV_CERT_DIR)) / "ca.crt"
+    return (
+        f"curl --cacert {ca} -H 'Content-Type: application/json' "
+        f"--data @{request_file} https://{host}:{port}/{endpoint}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the settings and the policy, then exec gunicorn (does not return on success)."""
+    from webhook.cli import UsageError
+    from webhook.web.settings import Settings
+    from webhook.web.state import load_snapshot
+
+    env = server_env(args, os.environ)
+    try:
+        settings = Settings.from_env(env)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    # A bad policy raises PolicyError here: the CLI prints it as one line and exits 2.
+    snapshot = load_snapshot(settings)
+    tls_dir = Path(env.get("GPU_POLICY_TLS_DIR", "/etc/gpu-policy/tls"))
+    missing = [name for name in ("tls.crt", "tls.key") if not (tls_dir / name).is_file()]
+    if missing:
+        hint = f"; make them with: gpu-policy certs --out {tls_dir}" if args.dev else ""
+        raise UsageError(f"{tls_dir}: no {' or '.join(missing)}{hint}")
+    print(
+        f"gpu-policy: serving policy {snapshot.policy.name} ({snapshot.policy.source}) on "
+        f"https://{env.get('GPU_POLICY_BIND', '0.0.0.0:8443')}"
+    )
+    if args.dev:
+        print("try it:")
+        print(f"  {curl_command(env)}")
+        print(f"  {curl_command(env, DENIED_REQUEST, 'validate')}")
+    sys.stdout.flush()
+    argv = gunicorn_argv()
+    os.execvpe(argv[0], argv, env)  # noqa: S606 - replacing this process is the point
+    return 0  # not reached
