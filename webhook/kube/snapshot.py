@@ -23,8 +23,18 @@ class LiveView:
     configmap_error: str | None = None
 
 
-def live_view(policy: Policy, state: ClusterState, *, source: str = "cluster") -> LiveView:
-    """Combine the policy file with one cluster snapshot."""
+def live_view(
+    policy: Policy,
+    state: ClusterState,
+    *,
+    previous: LiveView | None = None,
+    source: str = "cluster",
+) -> LiveView:
+    """Combine the policy file with one cluster snapshot.
+
+    A ConfigMap that does not parse keeps the configs of ``previous`` (the last good view), or
+    the policy file's when there is none, and says why in ``configmap_error``.
+    """
     error = None
     document = state.configmap_document()
     if document is not None and state.configmap_ref is not None:
@@ -34,5 +44,7 @@ def live_view(policy: Policy, state: ClusterState, *, source: str = "cluster") -
             policy = policy.with_configs(configs)
         except PolicyError as exc:
             error = str(exc)
+            if previous is not None:
+                policy = policy.with_configs(previous.policy.configs)
     inventory = inventory_from_nodes(state.nodes, policy, source=source)
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
