@@ -105,3 +105,17 @@ def _serve(sub: Any) -> None:
     from webhook.serve import add_parser
 
     add_parser(sub)
+
+
+@register
+def _test(sub: Any) -> None:
+    # The harness imports neither flask nor kubernetes; the cluster mode's dry-run creates
+    # live in webhook.kube (the only package that imports kubernetes) and are handed in here.
+    from webhook.harness.command import add_test_parser
+
+    def dry_run_factory(kubeconfig: str, context: str | None, timeout: float) -> Any:
+        from webhook.kube.dryrun import DryRunCreator, connect
+
+        return DryRunCreator(connect(kubeconfig, context), timeout=timeout)
+
+    add_test_parser(sub, dry_run_factory)

@@ -1,0 +1,200 @@
+"""``gpu-policy test``: run policy test suites against the engine, a webhook or a cluster.
+
+Exit codes: 0 every selected case passed; 1 a case failed or got no answer; 2 a suite file
+(or the command line) is wrong, or no case was selected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from webhook.harness.report import details, junit_xml, summary, table, write_junit
+from webhook.harness.run import run_suites
+from webhook.harness.runners import (
+    DryRunCreate,
+    KubeRunner,
+    LocalRunner,
+    Runner,
+    ServerRunner,
+    WebhookClient,
+)
+from webhook.harness.suite import Problem, Suite, SuiteError, SuiteLoader, find_suite_files
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+# (kubeconfig, context, timeout) -> a dry-run create function; given by the CLI, which may
+# import webhook.kube (the harness may not).
+DryRunFactory = Callable[[str, "str | None", float], DryRunCreate]
+
+EPILOG = """\
+Suite files are YAML documents of kind Suite (apiVersion gpu-policy.io/v1alpha1). In a
+directory, files whose names end in suite.yaml (or are gpu-policy-test.yaml) are suites; a
+file named on the command line is read as one whatever its name.
+
+Modes: without --server or --kubeconfig the engine answers in-process, with the suite's
+policy and nodes. --server sends AdmissionReviews to a deployed webhook (Pods on CREATE to
+/mutate and then /validate, everything else to /validate). --kubeconfig creates every object
+with dryRun=All through the API server, so the cluster's whole admission chain answers.
+"""
+
+
+def add_test_parser(sub: Any, dry_run_factory: DryRunFactory | None = None) -> None:
+    """Add the ``test`` subcommand to the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "test",
+        help="run policy test suites (expected verdicts, rules, warnings, golden objects)",
+        description=__doc__.split("\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        default=["."],
+        metavar="PATH",
+        help="suite files or directories to search (default: .)",
+    )
+    p.add_argument(
+        "-k",
+        dest="keywords",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run only cases whose suite/case matches (substring, or a glob with * ? [); "
+        "repeatable",
+    )
+    p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    p.add_argument(
+        "--update-golden",
+        action="store_true",
+        help="rewrite golden files that differ (and create missing ones) from the answers",
+    )
+    p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto")
+    remote = p.add_argument_group("against a deployed webhook")
+    remote.add_argument("--server", metavar="URL", help="the webhook, https://HOST:PORT")
+    remote.add_argument("--cacert", metavar="FILE", help="CA bundle that signed the server")
+    remote.add_argument("--cert", metavar="FILE", help="client certificate (mutual TLS)")
+    remote.add_argument("--key", metavar="FILE", help="client key (mutual TLS)")
+    remote.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="the name to check the server certificate for (e.g. the Service's DNS name "
+        "through a port-forward)",
+    )
+    cluster = p.add_argument_group("against a cluster (dry-run creates)")
+    cluster.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig of the cluster")
+    cluster.add_argument("--context", help="kubeconfig context (default: the current one)")
+    p.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds per request (--server, --kubeconfig)"
+    )
+
+    def run(args: argparse.Namespace) -> int:
+        return run_command(args, dry_run_factory)
+
+    p.set_defaults(func=run)
+
+
+def _usage(message: str) -> int:
+    print(f"gpu-policy test: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _runner(args: argparse.Namespace, factory: DryRunFactory | None) -> Runner:
+    if args.server and args.kubeconfig:
+        raise ValueError("give --server or --kubeconfig, not both")
+    if bool(args.cert) != bool(args.key):
+        raise ValueError("--cert and --key go together")
+    if (args.cacert or args.cert or args.tls_server_name) and not args.server:
+        raise ValueError("--cacert, --cert, --key and --tls-server-name need --server")
+    if args.context and not args.kubeconfig:
+        raise ValueError("--context needs --kubeconfig")
+    if args.server:
+        client = WebhookClient(
+            args.server,
+            cacert=args.cacert,
+            cert=args.cert,
+            key=args.key,
+            server_name=args.tls_server_name,
+            timeout=args.timeout,
+        )
+        return ServerRunner(client)
+    if args.kubeconfig:
+        if args.update_golden:
+            raise ValueError(
+                "--update-golden cannot use a cluster's answer (it adds defaults); "
+                "update golden files locally or with --server"
+            )
+        if factory is None:
+            raise ValueError("--kubeconfig is not available in this build")
+        return KubeRunner(factory(args.kubeconfig, args.context, args.timeout))
+    return LocalRunner()
+
+
+def load_suites(paths: list[str]) -> tuple[list[Suite], list[Problem]]:
+    """Every suite under ``paths``, and every problem with the files found."""
+    files, problems = find_suite_files(paths)
+    loader = SuiteLoader()
+    suites = []
+    for path in files:
+        try:
+            suites.append(loader.load(path))
+        except SuiteError as exc:
+            problems += exc.problems
+    return suites, problems
+
+
+def run_command(args: argparse.Namespace, factory: DryRunFactory | None = None) -> int:
+    """Run ``gpu-policy test`` with parsed arguments; the exit code."""
+    start = time.perf_counter()
+    colour = args.colour == "always" or (
+        args.colour == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    )
+    try:
+        runner = _runner(args, factory)
+    except (ValueError, OSError) as exc:
+        return _usage(str(exc))
+    suites, problems = load_suites(args.paths)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    try:
+        results, deselected = run_suites(
+            suites, runner, keywords=args.keywords, update_golden=args.update_golden
+        )
+    finally:
+        close = getattr(getattr(runner, "client", None), "close", None)
+        if close is not None:
+            close()
+    seconds = time.perf_counter() - start
+    if args.junit:
+        write_junit(args.junit, junit_xml(results, problems, seconds=seconds, mode=runner.mode))
+    if results:
+        print(table(results, colour=colour))
+        print()
+    text = details(results, colour=colour)
+    if text:
+        print(text)
+    for r in results:
+        if r.golden_written is not None:
+            print(f"updated golden file {os.path.relpath(r.golden_written)}")
+    print(
+        summary(
+            results,
+            deselected=deselected,
+            problems=len(problems),
+            seconds=seconds,
+            colour=colour,
+        )
+    )
+    if problems:
+        return EXIT_USAGE
+    if not results:
+        what = f" matches -k {' '.join(args.keywords)}" if args.keywords else " found"
+        return _usage(f"no case{what}")
+    if any(r.status in ("fail", "error") for r in results):
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,709 @@
+"""Suite files: finding them, reading them strictly, and turning them into test cases.
+
+A suite file is one YAML document::
+
+    apiVersion: gpu-policy.io/v1alpha1
+    kind: Suite                  # or PolicyTest
+    name: seed003                # default: the file name without .yaml
+    policy: ../clusters/seed003-l20-t4/policy.yaml   # default: the bundled example policy
+    nodes: ../clusters/seed003-l20-t4/nodes.yaml     # optional node dump (the inventory)
+    skip: false                  # or a reason (a string)
+    cases:
+      - name: two-shared-gpus-denied
+        object: ../manifests/pod-gpu-2-shared-denied.yaml   # or inline: {...}
+        select: {kind: Pod, name: nlp-train-0}              # pick one document of a file
+        operation: CREATE        # CREATE (default), UPDATE, DELETE or CONNECT
+        namespace: nlp           # default: the object's own
+        skip: false
+        expect:
+          allowed: false
+          failed: [gpu-shared-request-above-one]   # the exact set of failed rule ids
+          warnings: ['replicas of a shared GPU']   # regexes; each must match some warning
+          message: 'ask for 1'                     # regex searched in the denial message
+          golden: golden/two-shared.yaml           # the object after the webhook, or unchanged
+
+Paths are relative to the suite file. Every problem is reported with the file, the line and
+what is wrong, all of them at once, and nothing runs from a file that has one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.loading import load_inventory, load_policy, read_text
+from webhook.policy import RULES, Inventory, Policy, PolicyError
+
+SUITE_API_VERSION = "gpu-policy.io/v1alpha1"
+SUITE_KINDS = ("Suite", "PolicyTest")
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+UNCHANGED = "unchanged"
+
+# File names the harness (and the pytest plugin) treat as suites when it walks a directory:
+# anything ending in "suite.yaml" (suite.yaml, seed003-suite.yaml, mps.suite.yaml) and
+# gpu-policy-test.yaml (the kyverno-test.yaml convention). A file named on the command line is
+# read as a suite whatever its name.
+SUITE_SUFFIXES = ("suite.yaml", "suite.yml")
+SUITE_NAMES = ("gpu-policy-test.yaml", "gpu-policy-test.yml")
+
+_SUITE_FIELDS: tuple[str, ...] = (
+    "apiVersion",
+    "kind",
+    "name",
+    "metadata",
+    "description",
+    "policy",
+    "nodes",
+    "skip",
+    "cases",
+)
+_CASE_FIELDS: tuple[str, ...] = (
+    "name",
+    "description",
+    "object",
+    "inline",
+    "select",
+    "operation",
+    "namespace",
+    "skip",
+    "expect",
+)
+_EXPECT_FIELDS: tuple[str, ...] = ("allowed", "failed", "warnings", "message", "golden")
+_SELECT_FIELDS: tuple[str, ...] = ("kind", "name", "namespace")
+_PRUNED_DIRS = frozenset({"node_modules", "__pycache__", "venv"})
+
+
+def is_suite_file(path: str | os.PathLike[str]) -> bool:
+    """True when the file's name marks it as a suite (see SUITE_SUFFIXES and SUITE_NAMES)."""
+    name = Path(path).name.lower()
+    return name.endswith(SUITE_SUFFIXES) or name in SUITE_NAMES
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a suite file: where, and what."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+class SuiteError(Exception):
+    """A suite file (or a file it names) cannot be used; ``problems`` lists every reason."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        """Keep the problems; the message is all of them, one a line."""
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True, slots=True)
+class Golden:
+    """A golden expectation: a file holding the object after the webhook, or ``unchanged``."""
+
+    path: Path | None
+    written: str
+
+    @property
+    def unchanged(self) -> bool:
+        """True for ``golden: unchanged``: the webhook must not change the object."""
+        return self.path is None
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """What a case expects; None means "not checked"."""
+
+    allowed: bool | None = None
+    failed: tuple[str, ...] | None = None
+    warnings: tuple[re.Pattern[str], ...] | None = None
+    message: re.Pattern[str] | None = None
+    golden: Golden | None = None
+
+    def summary(self) -> str:
+        """A short form for the results table, e.g. ``denied [gpu-quantity]``."""
+        parts: list[str] = []
+        if self.allowed is not None:
+            parts.append("allowed" if self.allowed else "denied")
+        if self.failed:
+            parts.append(f"[{', '.join(self.failed)}]")
+        elif self.failed is not None and self.allowed is None:
+            parts.append("no rule fails")
+        if self.warnings is not None:
+            parts.append(f"{len(self.warnings)} warning(s)" if self.warnings else "no warnings")
+        if self.message is not None:
+            parts.append("message")
+        if self.golden is not None:
+            parts.append(UNCHANGED if self.golden.unchanged else "golden")
+        return " ".join(parts) or "-"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One object to review and what to expect of the review."""
+
+    suite: str
+    name: str
+    obj: Mapping[str, Any]
+    expect: Expect
+    path: Path
+    line: int
+    source: str
+    operation: str = "CREATE"
+    namespace: str | None = None
+    skip: str | None = None
+
+    @property
+    def id(self) -> str:
+        """``suite/case``: what ``-k`` matches and reports show."""
+        return f"{self.suite}/{self.name}"
+
+
+@dataclass
+class Suite:
+    """A loaded suite: its policy and inventory, and its cases in file order."""
+
+    path: Path
+    name: str
+    policy: Policy
+    inventory: Inventory
+    cases: list[Case] = field(default_factory=list)
+    description: str = ""
+    skip: str | None = None
+
+
+# ------------------------------------------------------------------------------------------
+# Finding suite files
+# ------------------------------------------------------------------------------------------
+
+
+def find_suite_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
+    """Suite files under ``paths``: files as given, directories walked for suite names.
+
+    Hidden directories, ``node_modules``, ``__pycache__`` and ``venv`` are not entered. A path
+    that does not exist, or a directory without a suite file, is a Problem.
+    """
+    found: list[Path] = []
+    problems: list[Problem] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            here = []
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _PRUNED_DIRS)
+                here += [Path(root, f) for f in sorted(files) if is_suite_file(f)]
+            if not here:
+                problems.append(
+                    Problem(
+                        str(path),
+                        None,
+                        "no suite files here (names ending in suite.yaml, or gpu-policy-test.yaml)",
+                    )
+                )
+            found += here
+        else:
+            problems.append(Problem(str(path), None, "no such file or directory"))
+    unique = list(dict.fromkeys(found))
+    return unique, problems
+
+
+# ------------------------------------------------------------------------------------------
+# Reading YAML with line numbers
+# ------------------------------------------------------------------------------------------
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+def _yaml_problem(exc: yaml.YAMLError, source: str) -> Problem:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    line = int(mark.line) + 1 if mark is not None else None
+    return Problem(source, line, f"not valid YAML: {problem}")
+
+
+@dataclass(frozen=True)
+class _Document:
+    line: int
+    value: Any
+
+
+def _documents(text: str, source: str) -> list[_Document]:
+    """Every YAML document in ``text`` with the line it starts on (None documents dropped)."""
+    loader = yaml.SafeLoader(text)
+    out = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                break
+            value = loader.construct_document(node)
+            if value is not None:
+                out.append(_Document(_line(node), value))
+    except yaml.YAMLError as exc:
+        raise SuiteError([_yaml_problem(exc, source)]) from None
+    finally:
+        loader.dispose()
+    return out
+
+
+class _Reader:
+    """Walks a composed suite document, building values and collecting problems."""
+
+    def __init__(self, path: Path, loader: yaml.SafeLoader) -> None:
+        self.path = path
+        self.loader = loader
+        self.problems: list[Problem] = []
+
+    def problem(self, node: yaml.Node | None, message: str) -> None:
+        line = _line(node) if node is not None else None
+        self.problems.append(Problem(str(self.path), line, message))
+
+    def value(self, node: yaml.Node) -> Any:
+        return self.loader.construct_object(node, deep=True)
+
+    def mapping(self, node: yaml.Node, what: str, allowed: Sequence[str]) -> dict[str, yaml.Node]:
+        """The fields of a mapping node; wrong shape, duplicates and unknown keys reported."""
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(node, f"{what} must be a mapping, not {_shape(node)}")
+            return {}
+        fields: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str):
+                self.problem(key_node, f"{what}: keys must be strings")
+                continue
+            if key in fields:
+                self.problem(key_node, f"{what}: {key} is given twice")
+                continue
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                self.problem(
+                    key_node, f"{what}: unknown field {key!r}; {hint}known: {', '.join(allowed)}"
+                )
+                continue
+            fields[key] = value_node
+        return fields
+
+    def string(self, node: yaml.Node, what: str) -> str | None:
+        value = self.value(node) if isinstance(node, yaml.ScalarNode) else None
+        if not isinstance(value, str) or not value.strip():
+            self.problem(node, f"{what} must be a non-empty string, not {_shape(node)}")
+            return None
+        return value
+
+    def boolean(self, node: yaml.Node, what: str) -> bool | None:
+        value = self.value(node) if isinstance(node, yaml.ScalarNode) else None
+        if not isinstance(value, bool):
+            self.problem(node, f"{what} must be true or false, not {_shape(node)}")
+            return None
+        return value
+
+    def skip(self, node: yaml.Node | None, what: str) -> str | None:
+        """``skip: true`` or ``skip: <reason>``: the reason, or None when not skipped."""
+        if node is None:
+            return None
+        value = self.value(node) if isinstance(node, yaml.ScalarNode) else None
+        if value is True:
+            return "skip: true"
+        if value is False:
+            return None
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        self.problem(node, f"{what}: skip must be true, false or a reason, not {_shape(node)}")
+        return None
+
+    def regex(self, node: yaml.Node, what: str) -> re.Pattern[str] | None:
+        text = self.string(node, what)
+        if text is None:
+            return None
+        try:
+            return re.compile(text)
+        except re.error as exc:
+            self.problem(node, f"{what}: {text!r} is not a valid regular expression: {exc}")
+            return None
+
+    def relative(self, node: yaml.Node, what: str, *, must_exist: bool = True) -> Path | None:
+        text = self.string(node, what)
+        if text is None:
+            return None
+        path = self.path.parent / text
+        if must_exist and not path.is_file():
+            self.problem(node, f"{what}: {text} not found (looked for {path})")
+            return None
+        return path
+
+
+def _shape(node: yaml.Node | None) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if isinstance(node, yaml.ScalarNode):
+        return "null" if node.tag.endswith(":null") else repr(node.value)
+    return "nothing"
+
+
+# ------------------------------------------------------------------------------------------
+# Loading suites
+# ------------------------------------------------------------------------------------------
+
+
+class SuiteLoader:
+    """Loads suite files; policies, inventories and manifests read once and shared."""
+
+    def __init__(self) -> None:
+        """Start with empty caches."""
+        self._policies: dict[tuple[Path | None, Path | None], tuple[Policy, Inventory]] = {}
+        self._manifests: dict[Path, list[_Document]] = {}
+
+    def load(self, path: str | os.PathLike[str]) -> Suite:
+        """Read and check one suite file; SuiteError lists every problem found in it."""
+        path = Path(path)
+        source = str(path)
+        try:
+            text = read_text(path)
+        except PolicyError as exc:
+            raise SuiteError([Problem(source, None, exc.reason)]) from None
+        loader = yaml.SafeLoader(text)
+        try:
+            try:
+                node = loader.get_single_node()
+            except yaml.YAMLError as exc:
+                if "expected a single document" in str(exc):
+                    line = getattr(getattr(exc, "problem_mark", None), "line", None)
+                    raise SuiteError(
+                        [
+                            Problem(
+                                source,
+                                line + 1 if line is not None else None,
+                                "a suite file holds one YAML document; put each suite in its "
+                                "own file",
+                            )
+                        ]
+                    ) from None
+                raise SuiteError([_yaml_problem(exc, source)]) from None
+            if node is None:
+                raise SuiteError([Problem(source, None, "the file is empty")])
+            return self._suite(_Reader(path, loader), node)
+        finally:
+            loader.dispose()
+
+    def _suite(self, r: _Reader, node: yaml.Node) -> Suite:
+        fields = r.mapping(node, "suite", _SUITE_FIELDS)
+        if not isinstance(node, yaml.MappingNode):
+            raise SuiteError(r.problems)
+        api = fields.get("apiVersion")
+        if api is None:
+            r.problem(node, f"apiVersion is missing: use {SUITE_API_VERSION}")
+        elif r.value(api) != SUITE_API_VERSION:
+            r.problem(api, f"apiVersion is {r.value(api)!r}: use {SUITE_API_VERSION}")
+        kind = fields.get("kind")
+        if kind is None:
+            r.problem(node, "kind is missing: use Suite (or PolicyTest)")
+        elif r.value(kind) not in SUITE_KINDS:
+            r.problem(kind, f"kind is {r.value(kind)!r}: use Suite (or PolicyTest)")
+        name = r.path.name.rsplit(".", 1)[0]
+        if "name" in fields and "metadata" in fields:
+            r.problem(fields["metadata"], "give the name once: name or metadata.name")
+        if "name" in fields:
+            name = r.string(fields["name"], "name") or name
+        elif "metadata" in fields:
+            meta = r.mapping(fields["metadata"], "metadata", ("name",))
+            if "name" in meta:
+                name = r.string(meta["name"], "metadata.name") or name
+        description = ""
+        if "description" in fields:
+            description = r.string(fields["description"], "description") or ""
+        policy_path = r.relative(fields["policy"], "policy") if "policy" in fields else None
+        nodes_path = r.relative(fields["nodes"], "nodes") if "nodes" in fields else None
+        skip = r.skip(fields.get("skip"), "suite")
+        cases_node = fields.get("cases")
+        cases: list[Case] = []
+        if cases_node is None:
+            r.problem(node, "cases is missing: a suite needs at least one case")
+        elif not isinstance(cases_node, yaml.SequenceNode) or not cases_node.value:
+            r.problem(cases_node, f"cases must be a non-empty list, not {_shape(cases_node)}")
+        else:
+            seen: dict[str, int] = {}
+            for i, case_node in enumerate(cases_node.value):
+                for case in self._cases(r, case_node, name, i):
+                    if case.name in seen:
+                        r.problem(
+                            case_node,
+                            f"case {case.name!r} is already defined on line {seen[case.name]}",
+                        )
+                    seen.setdefault(case.name, case.line)
+                    cases.append(case)
+        policy = inventory = None
+        if not r.problems:
+            try:
+                policy, inventory = self._policy(policy_path, nodes_path)
+            except PolicyError as exc:
+                where = fields.get("nodes") if "nodes in" in exc.source else fields.get("policy")
+                r.problem(where or node, f"cannot load the cluster: {exc}")
+        if r.problems or policy is None or inventory is None:
+            raise SuiteError(r.problems)
+        return Suite(
+            path=r.path,
+            name=name,
+            policy=policy,
+            inventory=inventory,
+            cases=cases,
+            description=description,
+            skip=skip,
+        )
+
+    def _policy(self, policy: Path | None, nodes: Path | None) -> tuple[Policy, Inventory]:
+        key = (policy, nodes)
+        if key not in self._policies:
+            loaded = load_policy(policy)
+            self._policies[key] = (loaded, load_inventory(loaded, nodes))
+        return self._policies[key]
+
+    def _cases(self, r: _Reader, node: yaml.Node, suite: str, index: int) -> Iterator[Case]:
+        fields = r.mapping(node, f"cases[{index}]", _CASE_FIELDS)
+        if not isinstance(node, yaml.MappingNode):
+            return
+        name = r.string(fields["name"], "case name") if "name" in fields else None
+        if "name" not in fields:
+            r.problem(node, f"cases[{index}]: name is missing")
+        what = f"case {name!r}" if name else f"cases[{index}]"
+        operation = "CREATE"
+        if "operation" in fields:
+            op = r.string(fields["operation"], f"{what}: operation")
+            if op is not None and op not in OPERATIONS:
+                r.problem(
+                    fields["operation"],
+                    f"{what}: operation {op!r} is not one of {', '.join(OPERATIONS)}",
+                )
+            elif op is not None:
+                operation = op
+        namespace = None
+        if "namespace" in fields:
+            namespace = r.string(fields["namespace"], f"{what}: namespace")
+        skip = r.skip(fields.get("skip"), what)
+        expect = self._expect(r, fields.get("expect"), node, what)
+        objects = self._objects(r, fields, node, what)
+        if name is None or expect is None or objects is None:
+            return
+        if len(objects) > 1 and expect.golden is not None and not expect.golden.unchanged:
+            r.problem(
+                fields["expect"],
+                f"{what}: the object file holds {len(objects)} documents but a golden file "
+                "holds one object; pick one with select: {kind, name}",
+            )
+            return
+        for source, obj in objects:
+            case_name = name
+            if len(objects) > 1:
+                meta = _meta(obj)
+                obj_name = meta.get("name") or meta.get("generateName") or "?"
+                case_name = f"{name}/{obj.get('kind')}/{obj_name}"
+            yield Case(
+                suite=suite,
+                name=case_name,
+                obj=obj,
+                expect=expect,
+                path=r.path,
+                line=_line(node),
+                source=source,
+                operation=operation,
+                namespace=namespace,
+                skip=skip,
+            )
+
+    def _objects(
+        self, r: _Reader, fields: Mapping[str, yaml.Node], node: yaml.Node, what: str
+    ) -> list[tuple[str, dict[str, Any]]] | None:
+        if ("object" in fields) == ("inline" in fields):
+            r.problem(node, f"{what}: give the object as object: <file> or inline: {{...}}")
+            return None
+        if "inline" in fields:
+            if "select" in fields:
+                r.problem(fields["select"], f"{what}: select picks documents of an object file")
+            inline = fields["inline"]
+            if not isinstance(inline, yaml.MappingNode):
+                r.problem(inline, f"{what}: inline must be a Kubernetes object (a mapping)")
+                return None
+            obj = r.value(inline)
+            if not _check_object(r, inline, obj, what):
+                return None
+            return [(f"{r.path.name}:{_line(inline)} (inline)", obj)]
+        file_node = fields["object"]
+        path = r.relative(file_node, f"{what}: object")
+        if path is None:
+            return None
+        try:
+            docs = self._manifest(path)
+        except SuiteError as exc:
+            for p in exc.problems:
+                r.problem(file_node, f"{what}: object {p}")
+            return None
+        objects: list[tuple[str, dict[str, Any]]] = []
+        for doc in docs:
+            label = f"{r.value(file_node)}:{doc.line}"
+            if not isinstance(doc.value, dict):
+                r.problem(file_node, f"{what}: {label} is not a Kubernetes object")
+                return None
+            if str(doc.value.get("kind", "")).endswith("List") and isinstance(
+                doc.value.get("items"), list
+            ):
+                objects += [(label, item) for item in doc.value["items"] if isinstance(item, dict)]
+            else:
+                objects.append((label, doc.value))
+        for label, obj in objects:
+            if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
+                r.problem(file_node, f"{what}: {label} has no apiVersion and kind")
+                return None
+        if not objects:
+            r.problem(file_node, f"{what}: {r.value(file_node)} holds no object")
+            return None
+        if "select" in fields:
+            return _select(r, fields["select"], objects, what)
+        return objects
+
+    def _manifest(self, path: Path) -> list[_Document]:
+        if path not in self._manifests:
+            try:
+                text = read_text(path)
+            except PolicyError as exc:
+                raise SuiteError([Problem(str(path), None, exc.reason)]) from None
+            self._manifests[path] = _documents(text, str(path))
+        return self._manifests[path]
+
+    def _expect(
+        self, r: _Reader, node: yaml.Node | None, case_node: yaml.Node, what: str
+    ) -> Expect | None:
+        if node is None:
+            r.problem(case_node, f"{what}: expect is missing (e.g. expect: {{allowed: true}})")
+            return None
+        if isinstance(node, yaml.ScalarNode) and r.value(node) in ("allowed", "denied"):
+            return Expect(allowed=r.value(node) == "allowed")
+        fields = r.mapping(node, f"{what}: expect", _EXPECT_FIELDS)
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        if not fields:
+            r.problem(node, f"{what}: expect is empty; say what to check")
+            return None
+        before = len(r.problems)
+        allowed = r.boolean(fields["allowed"], f"{what}: allowed") if "allowed" in fields else None
+        failed = None
+        if "failed" in fields:
+            failed = self._rule_ids(r, fields["failed"], what)
+            if failed and allowed is True:
+                r.problem(
+                    fields["failed"],
+                    f"{what}: a review with failed rules is denied; "
+                    "set allowed: false or drop failed",
+                )
+        warnings = None
+        if "warnings" in fields:
+            items = fields["warnings"]
+            if not isinstance(items, yaml.SequenceNode):
+                r.problem(items, f"{what}: warnings must be a list of regular expressions")
+            else:
+                compiled = [r.regex(item, f"{what}: warnings") for item in items.value]
+                warnings = tuple(p for p in compiled if p is not None)
+        message = None
+        if "message" in fields:
+            message = r.regex(fields["message"], f"{what}: message")
+            if allowed is True:
+                r.problem(fields["message"], f"{what}: message is the denial's; allowed is true")
+        golden = None
+        if "golden" in fields:
+            text = r.string(fields["golden"], f"{what}: golden")
+            if text == UNCHANGED:
+                golden = Golden(None, text)
+            elif text is not None:
+                golden = Golden(r.path.parent / text, text)
+            if allowed is False:
+                r.problem(
+                    fields["golden"], f"{what}: a denied object has no golden (allowed is false)"
+                )
+        if len(r.problems) != before:
+            return None
+        return Expect(
+            allowed=allowed, failed=failed, warnings=warnings, message=message, golden=golden
+        )
+
+    def _rule_ids(self, r: _Reader, node: yaml.Node, what: str) -> tuple[str, ...] | None:
+        if not isinstance(node, yaml.SequenceNode):
+            r.problem(node, f"{what}: failed must be a list of rule ids (may be empty)")
+            return None
+        ids: list[str] = []
+        for item in node.value:
+            rule = r.string(item, f"{what}: failed")
+            if rule is None:
+                continue
+            if rule not in RULES:
+                close = difflib.get_close_matches(rule, list(RULES), n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                r.problem(item, f"{what}: unknown rule id {rule!r}; {hint}see gpu-policy rules")
+                continue
+            ids.append(rule)
+        return tuple(sorted(set(ids)))
+
+
+def _check_object(r: _Reader, node: yaml.Node, obj: Any, what: str) -> bool:
+    if not isinstance(obj, dict):
+        r.problem(node, f"{what}: the object must be a mapping")
+        return False
+    if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
+        r.problem(node, f"{what}: the object needs apiVersion and kind")
+        return False
+    return True
+
+
+def _select(
+    r: _Reader, node: yaml.Node, objects: list[tuple[str, dict[str, Any]]], what: str
+) -> list[tuple[str, dict[str, Any]]] | None:
+    fields = r.mapping(node, f"{what}: select", _SELECT_FIELDS)
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    if not fields:
+        r.problem(node, f"{what}: select needs kind, name or namespace")
+        return None
+    wanted = {k: r.string(v, f"{what}: select.{k}") for k, v in fields.items()}
+
+    def matches(obj: Mapping[str, Any]) -> bool:
+        meta = _meta(obj)
+        have = {
+            "kind": obj.get("kind"),
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+        }
+        return all(have[k] == v for k, v in wanted.items())
+
+    chosen = [(label, obj) for label, obj in objects if matches(obj)]
+    if len(chosen) != 1:
+        listed = ", ".join(_ident(obj) for _, obj in objects)
+        count = "no" if not chosen else str(len(chosen))
+        r.problem(node, f"{what}: select matches {count} documents (the file holds {listed})")
+        return None
+    return chosen
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _ident(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    return f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName') or '?'}"
