@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import yaml
 
-from webhook.harness.suite import Case, Expect
+from webhook.harness.suite import Case, Expect, warning_count
 from webhook.policy import RuleResult
 
 MUTATIONS_ANNOTATION = "gpu-policy.io/mutations"
@@ -54,7 +54,7 @@ class Outcome:
         if self.failed:
             parts.append(f"[{', '.join(self.failed)}]")
         if self.warnings:
-            parts.append(f"{len(self.warnings)} warning(s)")
+            parts.append(warning_count(len(self.warnings)))
         if self.allowed:
             # A cluster always returns a changed object (defaults); what counts there is
             # whether the webhook said it changed something.

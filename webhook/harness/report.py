@@ -13,7 +13,7 @@ from webhook.harness.suite import Problem
 
 _COLOURS = {"pass": "32", "fail": "31", "skip": "33", "error": "35", "bold": "1"}
 _WORDS = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERROR"}
-_WIDTHS = (28, 48, 42, 42)  # the widest a suite, case, expected and got column grows
+_WIDTHS = (28, 48, 46, 42)  # the widest a suite, case, expected and got column grows
 
 
 def _paint(colour: bool, kind: str, text: str) -> str:

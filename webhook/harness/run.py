@@ -50,8 +50,8 @@ def matches(case_id: str, patterns: Sequence[str]) -> bool:
 def golden_text(obj: object, case: Case) -> str:
     """A golden file: a comment naming its case, then the object with sorted keys."""
     header = (
-        f"# Golden file of case {case.name!r} in suite {case.suite!r} ({case.path.name}):\n"
-        "# the object after the webhook. Rewritten by gpu-policy test --update-golden.\n"
+        f"# {case.suite}/{case.name} ({case.path.name}): the object after the webhook.\n"
+        "# Written by gpu-policy test --update-golden; review changes to it like code.\n"
     )
     return header + dump_yaml(obj)
 

@@ -141,7 +141,7 @@ class Expect:
         elif self.failed is not None and self.allowed is None:
             parts.append("no rule fails")
         if self.warnings is not None:
-            parts.append(f"{len(self.warnings)} warning(s)" if self.warnings else "no warnings")
+            parts.append(warning_count(len(self.warnings)) if self.warnings else "no warnings")
         if self.message is not None:
             parts.append("message")
         if self.golden is not None:
@@ -697,6 +697,11 @@ def _select(
         r.problem(node, f"{what}: select matches {count} documents (the file holds {listed})")
         return None
     return chosen
+
+
+def warning_count(count: int) -> str:
+    """``1 warning``, ``2 warnings``."""
+    return f"{count} warning" if count == 1 else f"{count} warnings"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
