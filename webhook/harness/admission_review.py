@@ -186,14 +186,15 @@ def failed_rules(
 ) -> tuple[str, ...]:
     """Rule ids in a denial: ``[rule-id] ...`` entries of the message, in order, no repeats.
 
-    When the message names none, audit annotations whose key ends in ``failed`` (for example
-    ``<webhook>/failed: gpu-quantity,gpu-resource-name`` or a JSON list) are read instead.
+    When the message names none, the ``failed-rules`` audit annotation (comma-separated ids,
+    as webhook/admission writes it; ``<webhook name>/failed-rules`` once the API server has
+    prefixed it) is read instead.
     """
     ids = list(dict.fromkeys(_RULE_ID.findall(message)))
     if ids or not audit_annotations:
         return tuple(ids)
     for key, value in audit_annotations.items():
-        if not key.rsplit("/", 1)[-1].endswith("failed"):
+        if key.rsplit("/", 1)[-1] != "failed-rules":
             continue
         try:
             parsed = json.loads(value)

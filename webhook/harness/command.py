@@ -13,7 +13,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from webhook.harness.report import details, junit_xml, summary, table, write_junit
+from webhook.harness.report import (
+    details,
+    display_path,
+    junit_xml,
+    summary,
+    table,
+    write_junit,
+)
 from webhook.harness.run import run_suites
 from webhook.harness.runners import (
     DryRunCreate,
@@ -180,7 +187,7 @@ def run_command(args: argparse.Namespace, factory: DryRunFactory | None = None) 
         print(text)
     for r in results:
         if r.golden_written is not None:
-            print(f"updated golden file {os.path.relpath(r.golden_written)}")
+            print(f"updated golden file {display_path(r.golden_written)}")
     print(
         summary(
             results,

@@ -45,6 +45,7 @@ class Outcome:
     changes: tuple[str, ...] = ()
     error: str | None = None
     comparison: Comparison = "exact"
+    submitted: Mapping[str, Any] | None = None  # what was sent, when not exactly case.obj
 
     def summary(self) -> str:
         """A short form for the results table, e.g. ``denied [gpu-quantity]``."""
@@ -83,7 +84,9 @@ def read_golden(path: Path) -> Any:
 
 def after_admission(case: Case, outcome: Outcome) -> Mapping[str, Any]:
     """The object as it would be stored: the mutated one, or the submitted one unchanged."""
-    return outcome.mutated if outcome.mutated is not None else case.obj
+    if outcome.mutated is not None:
+        return outcome.mutated
+    return outcome.submitted if outcome.submitted is not None else case.obj
 
 
 def check(case: Case, outcome: Outcome) -> list[Difference]:
@@ -178,6 +181,7 @@ def _check_golden(case: Case, outcome: Outcome) -> list[Difference]:
 
 
 def _check_unchanged(case: Case, outcome: Outcome) -> list[Difference]:
+    submitted = outcome.submitted if outcome.submitted is not None else case.obj
     if outcome.comparison == "contains":
         got = after_admission(case, outcome)
         meta = got.get("metadata")
@@ -189,16 +193,16 @@ def _check_unchanged(case: Case, outcome: Outcome) -> list[Difference]:
                     f"{annotations[MUTATIONS_ANNOTATION]}"
                 )
             ]
-        missing = _not_contained(case.obj, got, "")
+        missing = _not_contained(submitted, got, "")
         if missing:
             return [Difference("expected unchanged, got changes", "\n".join(missing[:20]))]
         return []
-    if outcome.mutated is not None and outcome.mutated != case.obj:
+    if outcome.mutated is not None and outcome.mutated != submitted:
         changes = "; ".join(outcome.changes)
         return [
             Difference(
                 "expected unchanged, got changes" + (f": {changes}" if changes else ""),
-                unified(case.obj, outcome.mutated, "submitted", "after the webhook"),
+                unified(submitted, outcome.mutated, "submitted", "after the webhook"),
             )
         ]
     return []

@@ -31,11 +31,13 @@ def _got(result: CaseResult) -> str:
     return result.outcome.summary()
 
 
-def _relative(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it, else as given."""
     try:
-        return os.path.relpath(path)
+        relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
         return str(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def table(results: Sequence[CaseResult], *, colour: bool = False) -> str:
@@ -73,7 +75,7 @@ def details(results: Sequence[CaseResult], *, colour: bool = False) -> str:
         title = f"{_WORDS[r.status]} {r.case.id}"
         out.append(
             f"{_paint(colour, r.status, title)}  "
-            f"({_relative(r.case.path)}:{r.case.line}; object {r.case.source})"
+            f"({display_path(r.case.path)}:{r.case.line}; object {r.case.source})"
         )
         for d in r.differences:
             out.append(f"  - {d.what}")
@@ -129,7 +131,7 @@ def junit_xml(
             root,
             "testsuite",
             name=name,
-            file=_relative(Path(path)),
+            file=display_path(Path(path)),
             tests=str(len(items)),
             failures=str(counts["fail"]),
             errors=str(counts["error"]),
@@ -143,7 +145,7 @@ def junit_xml(
                 "testcase",
                 classname=f"gpu-policy.{name}",
                 name=r.case.name,
-                file=_relative(r.case.path),
+                file=display_path(r.case.path),
                 line=str(r.case.line),
                 time=f"{r.seconds:.3f}",
             )

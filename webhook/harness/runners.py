@@ -229,6 +229,7 @@ class ServerRunner:
             warnings=tuple(dict.fromkeys(warnings)),
             mutated=mutated if mutated != obj else None,
             changes=_changes(mutated),
+            submitted=obj,
         )
 
 
@@ -301,6 +302,10 @@ class KubeRunner:
     def run(self, suite: Suite, case: Case) -> Outcome:
         """Create the case's object with dryRun=All and read the cluster's answer."""
         obj = _json_copy(case.obj)
+        if case.namespace:
+            # The case's namespace is where the object is created; the API server refuses an
+            # object whose own namespace says otherwise, so the copy sent says the same.
+            obj.setdefault("metadata", {})["namespace"] = case.namespace
         answer = self.create(obj, case.namespace)
         if answer.error is not None:
             return Outcome(allowed=False, error=answer.error)
@@ -312,6 +317,7 @@ class KubeRunner:
                 warnings=warnings,
                 message=answer.message,
                 comparison="contains",
+                submitted=obj,
             )
         returned = dict(answer.object) if answer.object is not None else obj
         return Outcome(
@@ -320,4 +326,5 @@ class KubeRunner:
             mutated=returned,
             changes=_changes(returned),
             comparison="contains",
+            submitted=obj,
         )

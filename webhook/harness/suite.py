@@ -477,7 +477,7 @@ class SuiteLoader:
         return self._policies[key]
 
     def _cases(self, r: _Reader, node: yaml.Node, suite: str, index: int) -> Iterator[Case]:
-        fields = r.mapping(node, f"cases[{index}]", _CASE_FIELDS)
+        fields = r.mapping(node, _case_label(node, index), _CASE_FIELDS)
         if not isinstance(node, yaml.MappingNode):
             return
         name = r.string(fields["name"], "case name") if "name" in fields else None
@@ -654,10 +654,27 @@ class SuiteLoader:
             if rule not in RULES:
                 close = difflib.get_close_matches(rule, list(RULES), n=1)
                 hint = f"did you mean {close[0]}? " if close else ""
-                r.problem(item, f"{what}: unknown rule id {rule!r}; {hint}see gpu-policy rules")
+                r.problem(
+                    item, f"{what}: unknown rule id {rule!r}; {hint}known: {', '.join(RULES)}"
+                )
                 continue
             ids.append(rule)
         return tuple(sorted(set(ids)))
+
+
+def _case_label(node: yaml.Node, index: int) -> str:
+    """``case 'name'`` when the entry has a plain name, else ``cases[index]``."""
+    if isinstance(node, yaml.MappingNode):
+        names = [
+            v.value
+            for k, v in node.value
+            if isinstance(k, yaml.ScalarNode)
+            and k.value == "name"
+            and isinstance(v, yaml.ScalarNode)
+        ]
+        if len(names) == 1 and names[0]:
+            return f"case {names[0]!r}"
+    return f"cases[{index}]"
 
 
 def _check_object(r: _Reader, node: yaml.Node, obj: Any, what: str) -> bool:

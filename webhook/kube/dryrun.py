@@ -23,7 +23,14 @@ from urllib.parse import quote
 
 from kubernetes import client, config
 
-__all__ = ["DryRunCreator", "DryRunResult", "connect", "dry_run_create", "parse_warnings"]
+__all__ = [
+    "ClusterError",
+    "DryRunCreator",
+    "DryRunResult",
+    "connect",
+    "dry_run_create",
+    "parse_warnings",
+]
 
 # RFC 7234 warn-value: 299 - "text" [date]. The API server quotes the text like Go's
 # strconv.Quote, and may put several warnings in one header separated by commas.
@@ -43,6 +50,10 @@ _SIMPLE_ESCAPES = {
 # Refusals that come from admission or validation (the object's verdict); anything else
 # (401, 404, 409, 5xx...) means the cluster could not judge the object at all.
 _VERDICT_CODES = frozenset({400, 403, 422})
+
+
+class ClusterError(Exception):
+    """The cluster cannot judge the object (discovery failed, credentials refused)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +155,13 @@ class DryRunCreator:
             path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
             status, data, _ = self._request("GET", path)
             if status != 200 or not isinstance(data, Mapping):
-                raise LookupError(f"API discovery of {api_version} answered HTTP {status}")
+                said = data.get("message") if isinstance(data, Mapping) else None
+                hint = " (check the kubeconfig's credentials)" if status in (401, 403) else ""
+                raise ClusterError(
+                    f"GET {path} (API discovery) answered HTTP {status}"
+                    + (f": {said}" if said else "")
+                    + hint
+                )
             found: dict[str, tuple[str, bool]] = {}
             for res in data.get("resources") or []:
                 name = res.get("name", "")
@@ -173,6 +190,8 @@ class DryRunCreator:
             else:
                 path = f"{base}/{plural}"
             status, data, headers = self._request("POST", path, dict(obj))
+        except ClusterError as exc:
+            return DryRunResult(False, 0, error=str(exc))
         except Exception as exc:  # urllib3/ssl/auth plugin errors: report, do not crash
             return DryRunResult(False, 0, error=f"{type(exc).__name__}: {exc}")
         warning_values = (

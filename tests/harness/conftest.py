@@ -1,0 +1,62 @@
+"""Helpers for the harness tests: the real CLI as a subprocess, and suites written to tmp."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+SUITES = EXAMPLES / "suites"
+CLUSTERS = EXAMPLES / "clusters"
+MANIFESTS = EXAMPLES / "manifests"
+
+
+def cli(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``gpu-policy ARGS`` as a user runs it (no colour unless asked)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "webhook.cli", *args],
+        cwd=cwd,
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def suite_text(cluster: str, cases: str, *, name: str = "demo", extra: str = "") -> str:
+    """A suite file on an example cluster; ``cases`` is the YAML of the cases list."""
+    head = textwrap.dedent(
+        f"""\
+        apiVersion: gpu-policy.io/v1alpha1
+        kind: Suite
+        name: {name}
+        policy: {CLUSTERS / cluster / "policy.yaml"}
+        nodes: {CLUSTERS / cluster / "nodes.yaml"}
+        """
+    )
+    return head + extra + "cases:\n" + textwrap.indent(textwrap.dedent(cases), "  ")
+
+
+@pytest.fixture
+def write_suite(tmp_path: Path) -> Callable[..., Path]:
+    """Write a suite file (see suite_text) into tmp_path and return its path."""
+
+    def write(
+        cases: str, *, cluster: str = "seed003-l20-t4", file: str = "demo.suite.yaml", **kw: str
+    ) -> Path:
+        path = tmp_path / file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(suite_text(cluster, cases, **kw))
+        return path
+
+    return write

@@ -1,0 +1,77 @@
+"""The example suites: they pass, and between them they pin every rule and every mutation."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from webhook.harness import LocalRunner, run_suites
+from webhook.harness.command import load_suites
+from webhook.policy import RULES
+
+from .conftest import SUITES, cli
+
+
+@pytest.fixture(scope="module")
+def examples():  # type: ignore[no-untyped-def]
+    suites, problems = load_suites([str(SUITES)])
+    assert problems == []
+    return suites
+
+
+def test_every_example_case_passes(examples) -> None:  # type: ignore[no-untyped-def]
+    results, deselected = run_suites(examples, LocalRunner())
+    assert deselected == 0
+    assert len(results) >= 40
+    failed = {r.case.id: [d.what for d in r.differences] for r in results if r.status != "pass"}
+    assert failed == {}
+
+
+def test_every_rule_fails_in_some_case(examples) -> None:  # type: ignore[no-untyped-def]
+    pinned = {rule for s in examples for c in s.cases for rule in c.expect.failed or ()}
+    assert pinned == set(RULES)
+
+
+MUTATIONS = {
+    "rename nvidia.com/gpu.shared -> nvidia.com/gpu": r"nvidia\.com/gpu\.shared -> nvidia\.com/gpu$",
+    "rename nvidia.com/gpu -> nvidia.com/gpu.shared": r"nvidia\.com/gpu -> nvidia\.com/gpu\.shared$",
+    "node selector": r"^nodeSelector nvidia\.com/gpu\.product=",
+    "node affinity": r"^node affinity nvidia\.com/gpu\.product In \(.*, .*\)",
+    "tolerations": r"^tolerations nvidia\.com/gpu:NoSchedule",
+    "limit added": r": limits nvidia\.com/gpu = 1$",
+    "MIG single steering": r"^nodeSelector nvidia\.com/gpu\.product=.*-MIG-1g\.10gb$",
+}
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_every_mutation_is_pinned_by_a_golden_file(examples, mutation: str) -> None:  # type: ignore[no-untyped-def]
+    runner = LocalRunner()
+    changes = [
+        change
+        for suite in examples
+        for case in suite.cases
+        if case.expect.golden is not None and not case.expect.golden.unchanged
+        for change in runner.run(suite, case).changes
+    ]
+    assert any(re.search(MUTATIONS[mutation], c) for c in changes), changes
+
+
+def test_no_orphan_golden_files(examples) -> None:  # type: ignore[no-untyped-def]
+    used = {
+        c.expect.golden.path.resolve()
+        for s in examples
+        for c in s.cases
+        if c.expect.golden is not None and c.expect.golden.path is not None
+    }
+    on_disk = {p.resolve() for p in (SUITES / "golden").rglob("*.yaml")}
+    assert on_disk == used
+
+
+def test_the_cli_runs_the_examples_as_make_test_does() -> None:
+    result = cli("test", "examples/suites")
+    assert result.returncode == 0, result.stdout + result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ passed, 0 failed, 0 skipped in \d+\.\d\ds", last), last
+    assert "FAIL" not in result.stdout
+    assert result.stderr == ""
