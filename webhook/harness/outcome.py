@@ -265,13 +265,27 @@ def _not_contained(expected: Any, got: Any, path: str) -> list[str]:
                     start = j + 1
                     break
             else:
-                return [f"{path}/{i}: no matching item for {item!r}"]
+                return _closest(item, got, i, path)
         return []
     if expected is None:
         return [] if got is None else [f"{path}: expected null, got {got!r}"]
     if got is None or _scalar(expected) != _scalar(got):
         return [f"{path}: expected {expected!r}, got {got!r}"]
     return []
+
+
+def _closest(item: Any, got: list[Any], index: int, path: str) -> list[str]:
+    """Why ``item`` matches nothing: compared with the item of the same name (containers,
+    volumes...) or at the same position, when there is one."""
+    candidate = None
+    if isinstance(item, Mapping) and "name" in item:
+        named = [g for g in got if isinstance(g, Mapping) and g.get("name") == item["name"]]
+        candidate = named[0] if named else None
+    elif index < len(got):
+        candidate = got[index]
+    if candidate is None:
+        return [f"{path}/{index}: no matching item for {item!r}"]
+    return _not_contained(item, candidate, f"{path}/{index}")
 
 
 def _list(title: str, items: Sequence[str]) -> str:
