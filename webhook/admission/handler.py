@@ -85,6 +85,9 @@ ANNOTATION_VALUE_CHARS: Final = 1024
 DENIED_CODE: Final = 403
 ERROR_CODE: Final = 500
 
+# Compact JSON; one encoder for every answer (json.dumps with arguments builds one per call).
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -151,7 +154,7 @@ def mutate(request: AdmissionRequest, *, policy: Policy, inventory: Inventory) -
         decision = _review(request, policy, inventory)
         response: dict[str, Any] = {"uid": request.uid, "allowed": True}
         if decision.patch:
-            patch = json.dumps(list(decision.patch), separators=(",", ":")).encode()
+            patch = _ENCODER.encode(list(decision.patch)).encode()
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(patch).decode("ascii")
         annotations = _annotations(mutations=decision.changes if decision.patch else ())
@@ -284,7 +287,7 @@ def _review_doc(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dump(doc: Mapping[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()
+    return _ENCODER.encode(doc).encode()
 
 
 def _skipped(endpoint: Endpoint, request: AdmissionRequest, why: str) -> Outcome:

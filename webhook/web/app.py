@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -103,10 +104,13 @@ def _is_json(content_type: str) -> bool:
     return mimetype == _JSON
 
 
-def _field(value: object) -> str:
-    """A logfmt value: bare when it has no spaces or quotes, else JSON-quoted."""
-    text = "" if value is None else str(value)
-    if text and not any(c in text for c in ' "=\\') and text.isprintable():
+_NEEDS_QUOTES = re.compile(r'[\s"=\\]|^$')
+
+
+def _field(value: str | None) -> str:
+    """A logfmt value: bare when it has no spaces, quotes or ``=``, else JSON-quoted."""
+    text = value or ""
+    if text.isprintable() and not _NEEDS_QUOTES.search(text):
         return text
     return json.dumps(text)
 
