@@ -1,0 +1,499 @@
+"""End-to-end HTTP benchmark: the real webhook against a no-op app, side by side in one run.
+
+Starts two gunicorn servers with identical settings (``-c python:webhook.web.gunicorn_conf``,
+the same environment: 2 gthread workers, 4 threads, the same certificates, log level info):
+
+* ``real``: the webhook (``webhook.web.wsgi:app``) on the bundled example policy;
+* ``noop``: a Flask app (``noop_app`` below) that parses the JSON body and echoes the uid.
+
+Each is driven over kept-alive TLS (verified against the CA, as the API server does) by
+client processes, one ``http.client.HTTPSConnection`` each, posting the same AdmissionReview:
+a ~3.9 KB pod CREATE with two containers, one asking for ``nvidia.com/gpu: 1`` (the request
+of docs PERFORMANCE.md), to ``/mutate``. First as fast as possible for ``--seconds`` (after a
+warm-up), then at half the lower of the two maximum rates, paced, for the latency figures
+(latency counted from the scheduled send time, so a stall is not hidden).
+
+Printed per server: requests/s, latency p50/p90/p99/max, errors, how the requests spread over
+the workers (each connection stays on the worker that accepted it; the worker is found from
+/proc: the server-side socket of the connection among the workers' file descriptors), server
+CPU per request (master and workers, utime+stime from /proc/<pid>/stat), the client's own CPU
+per request, and the ratios real/no-op.
+
+    .venv/bin/python bench/http.py                  # 10 s per server
+    .venv/bin/python bench/http.py --seconds 20 --connections 8 --out bench/results/http.json
+
+The load generator is Python and shares the machine with the servers: absolute rates are
+lower than with wrk; the CPU per request and the ratio real/no-op are the figures to watch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+_REPO = _HERE.parent
+if __name__ == "__main__":
+    # Run as a script, this directory comes first on sys.path, and this file would shadow the
+    # standard library's http package for every import below.
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_REPO))
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import http.client  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import ssl  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+from flask import Flask, Response, request  # noqa: E402
+
+FIXTURE = _REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"
+CONFIG = "python:webhook.web.gunicorn_conf"
+APPS = {"noop": "bench.http:noop_app", "real": "webhook.web.wsgi:app"}
+HEADERS = {"Content-Type": "application/json"}
+
+# --------------------------------------------------------------------------------------------
+# The no-op app (imported by its gunicorn workers as bench.http:noop_app)
+# --------------------------------------------------------------------------------------------
+
+noop_app = Flask("noop")
+
+
+@noop_app.post("/mutate")
+@noop_app.post("/validate")
+def _noop_review() -> Response:
+    """Parse the AdmissionReview and allow it: the least a Python webhook can do."""
+    doc = json.loads(request.get_data(cache=False))
+    body = json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": doc["request"]["uid"], "allowed": True},
+        },
+        separators=(",", ":"),
+    ).encode()
+    return Response(body, content_type="application/json")
+
+
+@noop_app.get("/healthz")
+def _noop_healthz() -> Response:
+    return Response("ok\n", content_type="text/plain")
+
+
+# --------------------------------------------------------------------------------------------
+# The request
+# --------------------------------------------------------------------------------------------
+
+
+def review_body() -> bytes:
+    """The captured 1.36 pod CREATE, with a second container asking for one GPU (~3.9 KB)."""
+    doc = json.loads(FIXTURE.read_text())
+    pod = doc["request"]["object"]
+    main = pod["spec"]["containers"][0]
+    gpu = copy.deepcopy(main)
+    gpu.update(
+        name="trainer",
+        image="nvcr.io/nvidia/pytorch:24.05-py3",
+        command=["python", "train.py", "--epochs", "10"],
+        resources={"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}},
+        env=[
+            {"name": "NCCL_DEBUG", "value": "WARN"},
+            {"name": "DATASET", "value": "s3://datasets.example/imagenet/train"},
+            {"name": "CHECKPOINT_DIR", "value": "/checkpoints/train-0"},
+            {"name": "WANDB_PROJECT", "value": "vision-baseline"},
+            {"name": "OMP_NUM_THREADS", "value": "8"},
+            {"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"},
+        ],
+    )
+    main["name"] = "sidecar"
+    pod["spec"]["containers"] = [gpu, main]
+    pod["metadata"]["name"] = doc["request"]["name"] = "train-0"
+    return json.dumps(doc).encode()
+
+
+# --------------------------------------------------------------------------------------------
+# /proc: CPU of a process tree, and which worker holds a connection
+# --------------------------------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def children(master: int) -> list[int]:
+    """The pids whose parent is ``master`` (the gunicorn workers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(_stat(int(entry))[1]) == master:
+                    out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """utime + stime of each pid, in seconds."""
+    out = {}
+    for pid in pids:
+        try:
+            fields = _stat(pid)
+            out[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+        except (OSError, IndexError, ValueError):
+            out[pid] = 0.0
+    return out
+
+
+def _socket_inodes(server_port: int) -> dict[int, int]:
+    """client port -> inode of the server-side socket of each loopback connection."""
+    out = {}
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            local, remote, inode = parts[1], parts[2], int(parts[9])
+            if int(local.split(":")[1], 16) == server_port and inode:
+                out[int(remote.split(":")[1], 16)] = inode
+    return out
+
+
+def worker_of_connections(server_port: int, workers: list[int]) -> dict[int, int]:
+    """client port -> pid of the worker holding that connection."""
+    owner = {}
+    for pid in workers:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if link.startswith("socket:["):
+                    owner[int(link[8:-1])] = pid
+        except OSError:
+            continue
+    return {
+        port: owner[inode] for port, inode in _socket_inodes(server_port).items() if inode in owner
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Clients
+# --------------------------------------------------------------------------------------------
+
+
+def client(
+    idx: int,
+    port: int,
+    ca_file: str,
+    body: bytes,
+    measure_from: float,
+    stop_at: float,
+    rate: float,
+    out: Any,
+) -> None:
+    """One kept-alive connection: POST ``body`` until ``stop_at``; report through ``out``.
+
+    ``rate`` 0 sends as fast as answers come; otherwise requests are scheduled every
+    1/rate s from ``measure_from`` and latency counts from the scheduled time.
+    """
+    uid = json.loads(body)["request"]["uid"].encode()
+    ctx = ssl.create_default_context(cafile=ca_file)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+    latencies: list[float] = []
+    errors: Counter[str] = Counter()
+    sockets = 0
+    sock = None
+    local_port = 0
+    cpu0 = 0.0
+    interval = 1.0 / rate if rate else 0.0
+    scheduled = measure_from
+    measuring = False
+    while True:
+        now = time.monotonic()
+        if now >= stop_at:
+            break
+        if not measuring and now >= measure_from:
+            measuring = True
+            cpu0 = time.process_time()
+        if interval and measuring:
+            if scheduled > now:
+                time.sleep(scheduled - now)
+            start = scheduled
+            scheduled += interval
+        else:
+            start = now
+        try:
+            conn.request("POST", "/mutate?timeout=10s", body=body, headers=HEADERS)
+            resp = conn.getresponse()
+            data = resp.read()
+            ok = resp.status == 200 and uid in data
+            error = "" if ok else f"HTTP {resp.status}"
+        except (OSError, http.client.HTTPException) as e:
+            error = type(e).__name__
+            conn.close()
+        done = time.monotonic()
+        if conn.sock is not None and conn.sock is not sock:
+            sock = conn.sock
+            sockets += 1
+            local_port = sock.getsockname()[1]
+            out.put(("port", idx, local_port))
+        if measuring and done <= stop_at:
+            if error:
+                errors[error] += 1
+            else:
+                latencies.append(done - start)
+    cpu = time.process_time() - cpu0
+    conn.close()
+    out.put(("done", idx, latencies, dict(errors), sockets, local_port, cpu))
+
+
+@dataclass
+class Server:
+    """One running gunicorn."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def workers(self) -> list[int]:
+        """The worker pids."""
+        return children(self.proc.pid)
+
+
+def start_server(name: str, tmp: Path, tls_dir: Path, ca_file: Path, args: Any) -> Server:
+    """Start gunicorn for ``name`` (``real`` or ``noop``) and wait until it answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}
+    env.update(
+        PYTHONPATH=str(_REPO),
+        GPU_POLICY_BIND=f"127.0.0.1:{port}",
+        GPU_POLICY_TLS_DIR=str(tls_dir),
+        GPU_POLICY_WORKERS=str(args.workers),
+        GPU_POLICY_THREADS=str(args.threads),
+        GPU_POLICY_LOG_LEVEL=args.log_level,
+        PROMETHEUS_MULTIPROC_DIR=str(tmp / f"metrics-{name}"),
+    )
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    log = tmp / f"{name}.log"
+    with log.open("wb") as f:
+        proc = subprocess.Popen(
+            [str(gunicorn), "-c", CONFIG, APPS[name]],
+            cwd=_REPO,
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
+    server = Server(name, proc, port, log)
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200 and len(server.workers()) == args.workers:
+                conn.close()
+                return server
+            conn.close()
+        except (OSError, http.client.HTTPException):
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{name} server did not start; its log:\n{log.read_text()}")
+        time.sleep(0.1)
+
+
+def stop_server(server: Server) -> None:
+    """SIGTERM, then wait."""
+    if server.proc.poll() is None:
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            server.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait()
+
+
+def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) -> dict[str, Any]:
+    """Load ``server`` from ``args.connections`` client processes; return the figures."""
+    mp = multiprocessing.get_context("fork")
+    out = mp.Queue()
+    begin = time.monotonic() + 0.5  # time for the client processes to start
+    measure_from = begin + args.warmup
+    stop_at = measure_from + args.seconds
+    per_conn = rate / args.connections if rate else 0.0
+    procs = [
+        mp.Process(
+            target=client,
+            args=(i, server.port, str(ca_file), body, measure_from, stop_at, per_conn, out),
+        )
+        for i in range(args.connections)
+    ]
+    for p in procs:
+        p.start()
+    pids = [server.proc.pid, *server.workers()]
+    time.sleep(max(0.0, measure_from - time.monotonic()))
+    cpu0 = cpu_seconds(pids)
+    owners = worker_of_connections(server.port, server.workers())
+    time.sleep(max(0.0, stop_at - time.monotonic()))
+    cpu1 = cpu_seconds(pids)
+    owners.update(worker_of_connections(server.port, server.workers()))
+    results = {}
+    while len(results) < len(procs):
+        msg = out.get(timeout=args.seconds + 60)
+        if msg[0] == "done":
+            results[msg[1]] = msg
+    for p in procs:
+        p.join()
+
+    latencies = sorted(x for r in results.values() for x in r[2])
+    errors: Counter[str] = Counter()
+    per_worker: Counter[int] = Counter()
+    reconnects = 0
+    for _, _, lat, errs, sockets, local_port, _ in results.values():
+        errors.update(errs)
+        reconnects += max(0, sockets - 1)
+        per_worker[owners.get(local_port, 0)] += len(lat)
+    n = len(latencies)
+    client_cpu = sum(r[6] for r in results.values())
+
+    def pct(q: float) -> float:
+        return latencies[min(n - 1, int(q * n))] * 1000 if n else float("nan")
+
+    server_cpu = sum(cpu1.values()) - sum(cpu0.values())
+    worker_cpu = sorted((cpu1[p] - cpu0[p] for p in pids if p != server.proc.pid), reverse=True)
+    return {
+        "server": server.name,
+        "offered_rate": rate or None,
+        "seconds": args.seconds,
+        "requests": n,
+        "req_per_s": n / args.seconds,
+        "p50_ms": pct(0.50),
+        "p90_ms": pct(0.90),
+        "p99_ms": pct(0.99),
+        "max_ms": latencies[-1] * 1000 if n else float("nan"),
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
+        "reconnects": reconnects,
+        "per_worker_requests": sorted(per_worker.values(), reverse=True),
+        "per_worker_cpu_s": [round(c, 2) for c in worker_cpu],
+        "server_cpu_us_per_req": server_cpu / n * 1e6 if n else float("nan"),
+        "client_cpu_us_per_req": client_cpu / n * 1e6 if n else float("nan"),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------
+
+
+def _row(r: dict[str, Any]) -> str:
+    total = sum(r["per_worker_requests"]) or 1
+    spread = "/".join(f"{100 * c / total:.0f}%" for c in r["per_worker_requests"])
+    return (
+        f"{r['server']:<5} {r['req_per_s']:>7.0f} {r['p50_ms']:>7.2f} {r['p90_ms']:>7.2f}"
+        f" {r['p99_ms']:>7.2f} {r['max_ms']:>7.1f} {r['errors']:>6}"
+        f" {r['server_cpu_us_per_req']:>9.0f} {r['client_cpu_us_per_req']:>9.0f}  {spread}"
+    )
+
+
+HEADER = (
+    f"{'':<5} {'req/s':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7} {'errors':>6}"
+    f" {'srv us/r':>9} {'cli us/r':>9}  per-worker requests"
+)
+
+
+def main() -> None:
+    """Parse the options, run both servers, print the figures."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
+    p.add_argument("--warmup", type=float, default=1.0, help="unmeasured time before it")
+    p.add_argument("--connections", type=int, default=8, help="client processes/connections")
+    p.add_argument("--workers", type=int, default=2, help="gunicorn workers (both servers)")
+    p.add_argument("--threads", type=int, default=4, help="threads per worker (both servers)")
+    p.add_argument("--log-level", default="info", help="GPU_POLICY_LOG_LEVEL (both servers)")
+    p.add_argument("--no-latency", action="store_true", help="skip the paced latency runs")
+    p.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    args = p.parse_args()
+
+    from webhook import tls
+
+    body = review_body()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-http-") as d:
+        tmp = Path(d)
+        paths = tls.write_certs(tmp / "tls", days=1)
+        servers = {
+            name: start_server(name, tmp, paths.directory, paths.ca_cert, args)
+            for name in ("noop", "real")
+        }
+        try:
+            # The real server must answer with a patch, or the comparison is meaningless.
+            ctx = ssl.create_default_context(cafile=str(paths.ca_cert))
+            conn = http.client.HTTPSConnection("127.0.0.1", servers["real"].port, context=ctx)
+            conn.request("POST", "/mutate", body=body, headers=HEADERS)
+            answer = json.loads(conn.getresponse().read())["response"]
+            conn.close()
+            assert answer.get("patchType") == "JSONPatch", answer
+            saturated = {
+                name: drive(servers[name], body, paths.ca_cert, args, 0.0)
+                for name in ("noop", "real")
+            }
+            rows += saturated.values()
+            rate = 0.5 * min(r["req_per_s"] for r in saturated.values())
+            if not args.no_latency:
+                for name in ("noop", "real"):
+                    rows.append(drive(servers[name], body, paths.ca_cert, args, rate))
+        finally:
+            for server in servers.values():
+                stop_server(server)
+
+    print(
+        f"\nPOST /mutate, {len(body)} bytes (pod CREATE, 2 containers, one nvidia.com/gpu: 1);"
+        f" {args.connections} kept-alive TLS connections from {args.connections} client"
+        f" processes; gunicorn -c {CONFIG}: {args.workers} gthread workers x {args.threads}"
+        f" threads; {args.seconds:g} s per run after {args.warmup:g} s warm-up;"
+        f" {os.cpu_count()} CPUs\n"
+    )
+    print("saturated (as fast as answers come):")
+    print(HEADER)
+    for r in rows[:2]:
+        print(_row(r))
+    noop, real = rows[0], rows[1]
+    print(
+        f"\nreal/noop: throughput {real['req_per_s'] / noop['req_per_s']:.2f}x,"
+        " server CPU per request"
+        f" {real['server_cpu_us_per_req'] / noop['server_cpu_us_per_req']:.2f}x"
+        f" (targets: >= 0.8x and <= 1.2x)"
+    )
+    if len(rows) > 2:
+        print(f"\npaced at {rows[2]['offered_rate']:.0f} req/s (half the lower maximum):")
+        print(HEADER)
+        for r in rows[2:]:
+            print(_row(r))
+    for r in rows:
+        if r["errors"] or r["reconnects"]:
+            print(f"{r['server']}: errors {r['error_kinds']}, reconnects {r['reconnects']}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        print(f"\nwritten to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
