@@ -116,6 +116,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     # A bad policy raises PolicyError here: the CLI prints it as one line and exits 2.
     snapshot = load_snapshot(settings)
+    if settings.watches_cluster:
+        from webhook.kube import load_client
+
+        try:
+            load_client(settings.kube).close()  # type: ignore[no-untyped-call]
+        except Exception as exc:  # ConfigException, OSError, ...: the same one-line answer
+            raise UsageError(f"GPU_POLICY_KUBE={settings.kube}: {exc}") from None
     tls_dir = Path(env.get("GPU_POLICY_TLS_DIR", "/etc/gpu-policy/tls"))
     missing = [name for name in ("tls.crt", "tls.key") if not (tls_dir / name).is_file()]
     if missing:

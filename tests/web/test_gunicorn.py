@@ -358,6 +358,50 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
     assert "/webhook/" not in "".join(line for line in log.splitlines() if 'File "' in line)
 
 
+def test_workers_watch_the_cluster(tmp_path: Path) -> None:
+    from kube.apiserver import FakeApiServer
+    from test_web_cluster import POLICY, kubeconfig, load_cluster
+
+    tls_paths = tls.write_certs(tmp_path / "tls")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY.replace("ENFORCEMENT", "enforce"))
+    with FakeApiServer() as fake:
+        load_cluster(fake)
+        port = free_port()
+        env = server_env(
+            tmp_path,
+            port,
+            GPU_POLICY_FILE=str(policy),
+            GPU_POLICY_KUBE=str(kubeconfig(tmp_path, fake.url)),
+        )
+        proc, log_file = start(GUNICORN, tmp_path, env)
+        srv = Server(
+            proc, port, ssl.create_default_context(cafile=str(tls_paths.ca_cert)), log_file
+        )
+        try:
+            wait_ready(srv)
+            conn = srv.connect()
+            try:
+                deadline = time.monotonic() + 15
+                while True:
+                    status, text, _ = send(conn, "/readyz", method="GET", headers={})
+                    if status == 200 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                assert status == 200, text
+                assert b"8 nodes" in text
+                doc = with_gpu(load("v1.36.2", "validate", "pod-create"), 2)
+                response = answer(conn, "/validate", doc)
+                assert response["allowed"] is False
+                assert "NVIDIA-L20-SHARED (8 slots)" in response["status"]["message"]
+            finally:
+                conn.close()
+        finally:
+            stop(proc)
+    # Each worker watches on its own: two lists of nodes at least.
+    assert fake.count("nodes", "list") >= 2, srv.log()
+
+
 def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:
     paths = tls.write_certs(tmp_path / "certs")
     port = free_port()

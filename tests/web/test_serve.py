@@ -116,3 +116,18 @@ def test_bad_log_level_is_a_usage_error(
     monkeypatch.setenv("GPU_POLICY_LOG_LEVEL", "chatty")
     assert main(["serve", "--cert-dir", str(tmp_path)]) == 2
     assert "GPU_POLICY_LOG_LEVEL='chatty'" in capsys.readouterr().err
+
+
+def test_unusable_cluster_configuration_stops_before_gunicorn(
+    tmp_path: Path,
+    execs: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tls.write_certs(tmp_path)
+    monkeypatch.setenv("GPU_POLICY_KUBE", "in-cluster")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert main(["serve", "--cert-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpu-policy: GPU_POLICY_KUBE=in-cluster: ") and err.count("\n") == 1
+    assert execs == []

@@ -27,6 +27,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -36,6 +37,9 @@ from webhook.admission import Endpoint, Outcome, RequestError, handle
 from webhook.web import metrics
 from webhook.web.settings import Settings
 from webhook.web.state import PolicyState
+
+if TYPE_CHECKING:
+    from webhook.web.cluster import ClusterFeed
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +68,7 @@ class Webhook:
     settings: Settings
     state: PolicyState
     ready_checks: list[ReadyCheck] = field(default_factory=list)
+    cluster: ClusterFeed | None = None
 
     def readiness(self) -> tuple[bool, list[str]]:
         """(ready, one reason per check), checking the policy files for changes first."""
@@ -161,20 +166,20 @@ def create_app(
     """The webhook's Flask app, serving the policy the settings name.
 
     Loads the policy and inventory now and raises ``PolicyError`` when they are unusable (a
-    worker fails at start, not at a request). ``ready_checks`` are added to ``/readyz``
-    (the certificate check of ``tls_ready`` is always there). The app's ``Webhook`` object is
+    worker fails at start, not at a request). With ``settings.kube`` other than ``off`` it
+    starts watching the cluster (``webhook.web.cluster``; ``ClusterError`` when the
+    configuration cannot be loaded). ``ready_checks`` are added to ``/readyz`` (the
+    certificate check of ``tls_ready`` is always there). The app's ``Webhook`` object is
     ``app.extensions["gpu_policy"]``.
     """
     settings = settings or Settings.from_env()
     state = PolicyState(settings, on_reload=metrics.record_reload)
     hook = Webhook(settings, state, [tls_ready, *ready_checks])
     if settings.watches_cluster:
-        logger.warning(
-            "GPU_POLICY_KUBE=%s: watching the cluster is not wired into the server yet; "
-            "serving the inventory of %s",
-            settings.kube,
-            state.snapshot.inventory.source,
-        )
+        from webhook.web.cluster import ClusterFeed
+
+        hook.cluster = ClusterFeed.from_settings(settings, state).start()
+        hook.ready_checks.append(hook.cluster.ready)
     logger.info(
         "serving policy %s from %s, inventory %s",
         state.snapshot.policy.name,

@@ -4,14 +4,20 @@ A review reads ``state.snapshot`` once and uses that object from start to end; a
 a whole new Snapshot and replaces the reference (a single attribute store, atomic in Python),
 so no request ever sees half a policy.
 
-The policy file (``GPU_POLICY_FILE``) and the node dump (``GPU_POLICY_NODES``) are checked for
-changes at most once per ``reload_interval``, on the request path (an ``os.stat`` per file per
-second, nothing more) and by ``/readyz``, so an idle server picks a change up from the
-kubelet's probes. A ConfigMap volume updates by swapping a symlink: ``os.stat`` follows it and
-sees a new inode. A file that does not load keeps the last good snapshot; the problem (file,
-field, reason) is logged and counted once per state of the files, and the files are tried
-again when they change next. Each gunicorn worker reloads on its own, so a change is counted
-once per worker.
+Two sources feed a snapshot:
+
+* the files: the policy (``GPU_POLICY_FILE``) and, without a cluster, the node dump
+  (``GPU_POLICY_NODES``). They are checked for changes at most once per ``reload_interval``,
+  on the request path (an ``os.stat`` per file per second, nothing more) and by ``/readyz``,
+  so an idle server picks a change up from the kubelet's probes. A ConfigMap volume updates by
+  swapping a symlink: ``os.stat`` follows it and sees a new inode. A file that does not load
+  keeps the last good snapshot; the problem (file, field, reason) is logged and counted once
+  per state of the files, and the files are tried again when they change next.
+* the cluster, when one is watched (``webhook.web.cluster``): a ``view`` function combines the
+  policy file with the latest cluster snapshot (the device-plugin ConfigMap, the nodes) and is
+  called again for every new cluster snapshot and every policy reload.
+
+Each gunicorn worker reloads on its own, so a change is counted once per worker.
 """
 
 from __future__ import annotations
@@ -33,30 +39,34 @@ logger = logging.getLogger(__name__)
 # (device, inode, size, mtime in ns) of a watched file; None when it is missing.
 _Stamp = tuple[int, int, int, int] | None
 
+# From the policy file to the (policy, inventory) to serve; None while it has nothing to say.
+View = Callable[[Policy], tuple[Policy, Inventory] | None]
+
 
 @dataclass(frozen=True)
 class Snapshot:
-    """An immutable (policy, inventory) pair and when it was loaded."""
+    """An immutable (policy, inventory) pair, the file policy it came from, and when."""
 
     policy: Policy
     inventory: Inventory
     generation: int
     loaded_at: float  # time.time()
+    base: Policy  # the policy file as loaded, before a cluster view applied
 
 
 def load_snapshot(settings: Settings, generation: int = 1) -> Snapshot:
     """Load the policy and the inventory the settings name; PolicyError when they are bad."""
     policy = load_policy(settings.policy_file)
     inventory = load_inventory(policy, settings.nodes_file)
-    return Snapshot(policy, inventory, generation, time.time())
+    return Snapshot(policy, inventory, generation, time.time(), policy)
 
 
 class PolicyState:
-    """The current snapshot, and the reloading of the files it came from.
+    """The current snapshot, and the reloading of the files and views it came from.
 
     Construction loads the files and raises PolicyError when they are unusable: a worker fails
     at start, never at its first request. ``on_reload(ok)`` is called after every reload
-    attempt (the web layer counts them).
+    attempt of the files (the web layer counts them).
     """
 
     def __init__(
@@ -70,7 +80,9 @@ class PolicyState:
         self.settings = settings
         self._on_reload = on_reload
         self._clock = clock
-        self._lock = threading.Lock()
+        self._check_lock = threading.Lock()  # one thread checks the files at a time
+        self._build_lock = threading.Lock()  # one snapshot is built at a time
+        self._view: View | None = None
         self._stamps = self._stat()
         self._snapshot = load_snapshot(settings)
         self._failed_stamps: tuple[_Stamp, ...] | None = None
@@ -81,6 +93,35 @@ class PolicyState:
     def snapshot(self) -> Snapshot:
         """The snapshot to serve the next review with (one atomic read)."""
         return self._snapshot
+
+    # -- the cluster ---------------------------------------------------------------------------
+
+    def attach_view(self, view: View) -> None:
+        """Serve what ``view`` makes of the policy file from now on (see :meth:`refresh`)."""
+        self._view = view
+        self.refresh()
+
+    def refresh(self) -> bool:
+        """Rebuild the snapshot from the current policy file and view; True if swapped.
+
+        Called from the cluster watch thread for every new cluster snapshot.
+        """
+        with self._build_lock:
+            current = self._snapshot
+            built = self._apply_view(current.base, current.generation + 1)
+            if built is None:
+                return False
+            self._snapshot = built
+            return True
+
+    def _apply_view(self, base: Policy, generation: int) -> Snapshot | None:
+        view = self._view(base) if self._view is not None else None
+        if view is None:
+            return None
+        policy, inventory = view
+        return Snapshot(policy, inventory, generation, time.time(), base)
+
+    # -- the files -------------------------------------------------------------------------
 
     def _watched(self) -> tuple[Path, ...]:
         return tuple(p for p in (self.settings.policy_file, self.settings.nodes_file) if p)
@@ -106,7 +147,7 @@ class PolicyState:
         now = self._clock()
         if not force and now < self._next_check:
             return False
-        if not self._lock.acquire(blocking=False):
+        if not self._check_lock.acquire(blocking=False):
             return False
         try:
             self._next_check = now + self.settings.reload_interval
@@ -114,7 +155,7 @@ class PolicyState:
             if stamps in (self._stamps, self._failed_stamps):
                 return False
             try:
-                snapshot = load_snapshot(self.settings, self._snapshot.generation + 1)
+                loaded = load_snapshot(self.settings, self._snapshot.generation + 1)
             except PolicyError as exc:
                 self._failed_stamps = stamps
                 self.last_error = str(exc)
@@ -130,7 +171,9 @@ class PolicyState:
                 # The files changed while they were read; load them again at the next check.
                 self._next_check = now
                 return False
-            self._snapshot = snapshot
+            with self._build_lock:
+                snapshot = self._apply_view(loaded.base, loaded.generation) or loaded
+                self._snapshot = snapshot
             self._stamps = stamps
             self._failed_stamps = None
             self.last_error = None
@@ -143,7 +186,7 @@ class PolicyState:
             self._notify(ok=True)
             return True
         finally:
-            self._lock.release()
+            self._check_lock.release()
 
     def _notify(self, *, ok: bool) -> None:
         if self._on_reload is not None:
