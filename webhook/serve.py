@@ -25,6 +25,7 @@ GUNICORN_CONFIG = "python:webhook.web.gunicorn_conf"
 WSGI_APP = "webhook.web.wsgi:app"
 DEV_BIND = "127.0.0.1:8443"
 DEV_CERT_DIR = "certs/dev"
+EXIT_USAGE = 2  # as webhook.cli: usage or file errors
 EXAMPLE_REQUEST = "examples/admissionreview-gpu-pod.json"
 DENIED_REQUEST = "examples/admissionreview-gpu-pod-denied.json"
 
@@ -103,9 +104,17 @@ def curl_command(
     )
 
 
+def _usage(message: str) -> int:
+    print(f"gpu-policy: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def run(args: argparse.Namespace) -> int:
-    """Check the settings and the policy, then exec gunicorn (does not return on success)."""
-    from webhook.cli import UsageError
+    """Check the settings and the policy, then exec gunicorn (does not return on success).
+
+    A problem is one line on stderr and exit status 2 (a bad policy file raises PolicyError,
+    which the CLI prints the same way).
+    """
     from webhook.web.settings import Settings
     from webhook.web.state import load_snapshot
 
@@ -113,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env(env)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        return _usage(str(exc))
     # A bad policy raises PolicyError here: the CLI prints it as one line and exits 2.
     snapshot = load_snapshot(settings)
     if settings.watches_cluster:
@@ -122,12 +131,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             load_client(settings.kube).close()  # type: ignore[no-untyped-call]
         except Exception as exc:  # ConfigException, OSError, ...: the same one-line answer
-            raise UsageError(f"GPU_POLICY_KUBE={settings.kube}: {exc}") from None
+            return _usage(f"GPU_POLICY_KUBE={settings.kube}: {exc}")
     tls_dir = Path(env.get("GPU_POLICY_TLS_DIR", "/etc/gpu-policy/tls"))
     missing = [name for name in ("tls.crt", "tls.key") if not (tls_dir / name).is_file()]
     if missing:
         hint = f"; make them with: gpu-policy certs --out {tls_dir}" if args.dev else ""
-        raise UsageError(f"{tls_dir}: no {' or '.join(missing)}{hint}")
+        return _usage(f"{tls_dir}: no {' or '.join(missing)}{hint}")
     print(
         f"gpu-policy: serving policy {snapshot.policy.name} ({snapshot.policy.source}) on "
         f"https://{env.get('GPU_POLICY_BIND', '0.0.0.0:8443')}"
