@@ -47,6 +47,9 @@ Modes: without --server or --kubeconfig the engine answers in-process, with the 
 policy and nodes. --server sends AdmissionReviews to a deployed webhook (Pods on CREATE to
 /mutate and then /validate, everything else to /validate). --kubeconfig creates every object
 with dryRun=All through the API server, so the cluster's whole admission chain answers.
+
+Exit status: 0 every selected case passed, 1 a case failed or got no answer, 2 a suite file
+or the command line is wrong (or no case was selected).
 """
 
 
@@ -55,7 +58,9 @@ def add_test_parser(sub: Any, dry_run_factory: DryRunFactory | None = None) -> N
     p = sub.add_parser(
         "test",
         help="run policy test suites (expected verdicts, rules, warnings, golden objects)",
-        description=__doc__.split("\n")[0],
+        description="Run policy test suites against the engine, a deployed webhook or a "
+        "cluster, and compare verdicts, failed rules, warnings, denial messages and mutated "
+        "objects with what the cases expect.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
