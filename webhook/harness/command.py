@@ -59,8 +59,8 @@ def add_test_parser(sub: Any, dry_run_factory: DryRunFactory | None = None) -> N
         "test",
         help="run policy test suites (expected verdicts, rules, warnings, golden objects)",
         description="Run policy test suites against the engine, a deployed webhook or a "
-        "cluster, and compare verdicts, failed rules, warnings, denial messages and mutated "
-        "objects with what the cases expect.",
+        "cluster,\nand compare verdicts, failed rules, warnings, denial messages and mutated "
+        "objects\nwith what the cases expect.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
