@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(BIN)/gpu-policy serve --dev --cert-dir certs/dev --bind 127.0.0.1:8443
 
 ## make test: every check CI runs.
-test: lint types arch pytest
+test: lint types arch pytest harness
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -249,6 +249,11 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
         for k, v in node_selector.items()
         if isinstance(k, str) and k.startswith(PREFIX) and k.endswith(".product")
     )
+    if mig is None:
+        # A pod pinned to a MIG product (migStrategy single) asks for that profile.
+        for _, value in selectors:
+            if "-MIG-" in value:
+                mig = value.split("-MIG-", 1)[1].removesuffix("-SHARED")
     config_key = node_selector.get(policy.node_label)
     terms = _affinity_terms(workload.spec)
     if sharing is None:
@@ -334,11 +339,12 @@ def _place(ask: _Ask, intent: _Intent, inventory: Inventory, results: _Results) 
     form = ask.form
     assert form is not None
     wanted = form.profile or intent.mig_profile
-    by_kind = [
-        (pool, offer)
-        for pool, offer in inventory.offers()
-        if offer.profile == wanted or (wanted is None and offer.form.profile is None)
-    ]
+    by_kind = [(pool, offer) for pool, offer in inventory.offers() if offer.profile == wanted]
+    if not by_kind and wanted is None:
+        # Only MIG instances under migStrategy single advertise nvidia.com/gpu here: a pod that
+        # names no profile may take one (it would be scheduled there anyway). Where full GPUs
+        # exist too, a plain request is steered to them.
+        by_kind = [(p, o) for p, o in inventory.offers() if o.form.profile is None]
     what = _describe_kind(form, intent.mig_profile)
     if not by_kind:
         results.add(
