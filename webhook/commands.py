@@ -80,7 +80,7 @@ def _inventory(sub: Any) -> None:
                 if not cluster.wait_synced(timeout=args.timeout):
                     print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
                     return 2
-                state = cluster.current()
+                state = cluster.current
                 assert state is not None
             finally:
                 cluster.stop()
