@@ -149,7 +149,15 @@ def _log_review(outcome: Outcome, seconds: float) -> None:
 
 
 def configure_logging(level: str) -> None:
-    """Log to stderr at ``level`` with the worker's pid, unless logging is already set up."""
+    """Log to stderr at ``level`` with the worker's pid, unless logging is already set up.
+
+    Also switches off what the format does not print (the caller's file and line, thread and
+    multiprocessing names): the logging HOWTO's "Optimization" knobs, worth a few microseconds
+    on every review's log line.
+    """
+    logging._srcfile = None  # documented knob: no lookup of the caller
+    logging.logThreads = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler()
