@@ -10,7 +10,8 @@ Each is driven over kept-alive TLS (verified against the CA, as the API server d
 client processes, one ``http.client.HTTPSConnection`` each, posting the same AdmissionReview:
 a ~3.9 KB pod CREATE with two containers, one asking for ``nvidia.com/gpu: 1`` (the request
 of docs PERFORMANCE.md), to ``/mutate``. First as fast as possible for ``--seconds`` (after a
-warm-up), then at half the lower of the two maximum rates, paced, for the latency figures
+warm-up; ``--rounds`` times, alternating, and the medians count: the machine's load drifts),
+then at half the lower of the two maximum rates, paced, for the latency figures
 (latency counted from the scheduled send time, so a stall is not hidden).
 
 Printed per server: requests/s, latency p50/p90/p99/max, errors, how the requests spread over
@@ -19,8 +20,8 @@ the workers (each connection stays on the worker that accepted it; the worker is
 CPU per request (master and workers, utime+stime from /proc/<pid>/stat), the client's own CPU
 per request, and the ratios real/no-op.
 
-    .venv/bin/python bench/http.py                  # 10 s per server
-    .venv/bin/python bench/http.py --seconds 20 --connections 8 --out bench/results/http.json
+    .venv/bin/python bench/http.py                  # 3 rounds of 10 s per server
+    .venv/bin/python bench/http.py --rounds 5 --seconds 20 --out bench/results/http.json
 
 The load generator is Python and shares the machine with the servers: absolute rates are
 lower than with wrk; the CPU per request and the ratio real/no-op are the figures to watch.
@@ -418,11 +419,23 @@ HEADER = (
 )
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def main() -> None:
     """Parse the options, run both servers, print the figures."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
     p.add_argument("--warmup", type=float, default=1.0, help="unmeasured time before it")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="saturated runs per server, alternating noop and real (medians are reported)",
+    )
     p.add_argument("--connections", type=int, default=8, help="client processes/connections")
     p.add_argument("--workers", type=int, default=2, help="gunicorn workers (both servers)")
     p.add_argument("--threads", type=int, default=4, help="threads per worker (both servers)")
@@ -434,7 +447,8 @@ def main() -> None:
     from webhook import tls
 
     body = review_body()
-    rows: list[dict[str, Any]] = []
+    rounds: list[dict[str, dict[str, Any]]] = []
+    paced: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-http-") as d:
         tmp = Path(d)
         paths = tls.write_certs(tmp / "tls", days=1)
@@ -450,15 +464,20 @@ def main() -> None:
             answer = json.loads(conn.getresponse().read())["response"]
             conn.close()
             assert answer.get("patchType") == "JSONPatch", answer
-            saturated = {
-                name: drive(servers[name], body, paths.ca_cert, args, 0.0)
-                for name in ("noop", "real")
-            }
-            rows += saturated.values()
-            rate = 0.5 * min(r["req_per_s"] for r in saturated.values())
+            for i in range(args.rounds):
+                # Alternate the order so that a drift of the machine's load favours neither.
+                order = ("noop", "real") if i % 2 == 0 else ("real", "noop")
+                rounds.append(
+                    {name: drive(servers[name], body, paths.ca_cert, args, 0.0) for name in order}
+                )
+            rate = 0.5 * min(
+                _median([r[name]["req_per_s"] for r in rounds]) for name in ("noop", "real")
+            )
             if not args.no_latency:
-                for name in ("noop", "real"):
-                    rows.append(drive(servers[name], body, paths.ca_cert, args, rate))
+                paced = [
+                    drive(servers[name], body, paths.ca_cert, args, rate)
+                    for name in ("noop", "real")
+                ]
         finally:
             for server in servers.values():
                 stop_server(server)
@@ -468,27 +487,32 @@ def main() -> None:
         f" {args.connections} kept-alive TLS connections from {args.connections} client"
         f" processes; gunicorn -c {CONFIG}: {args.workers} gthread workers x {args.threads}"
         f" threads; {args.seconds:g} s per run after {args.warmup:g} s warm-up;"
-        f" {os.cpu_count()} CPUs\n"
+        f" {os.cpu_count()} CPUs; load average before the run {os.getloadavg()[0]:.2f}\n"
     )
-    print("saturated (as fast as answers come):")
+    print(f"saturated (as fast as answers come), {args.rounds} rounds:")
     print(HEADER)
-    for r in rows[:2]:
-        print(_row(r))
-    noop, real = rows[0], rows[1]
+    throughput, cpu = [], []
+    for r in rounds:
+        for name in ("noop", "real"):
+            print(_row(r[name]))
+        throughput.append(r["real"]["req_per_s"] / r["noop"]["req_per_s"])
+        cpu.append(r["real"]["server_cpu_us_per_req"] / r["noop"]["server_cpu_us_per_req"])
+        print(
+            f"{'':<5} real/noop: throughput {throughput[-1]:.2f}x, CPU per request {cpu[-1]:.2f}x"
+        )
     print(
-        f"\nreal/noop: throughput {real['req_per_s'] / noop['req_per_s']:.2f}x,"
-        " server CPU per request"
-        f" {real['server_cpu_us_per_req'] / noop['server_cpu_us_per_req']:.2f}x"
-        f" (targets: >= 0.8x and <= 1.2x)"
+        f"\nmedian real/noop: throughput {_median(throughput):.2f}x (target >= 0.8x),"
+        f" server CPU per request {_median(cpu):.2f}x (target <= 1.2x)"
     )
-    if len(rows) > 2:
-        print(f"\npaced at {rows[2]['offered_rate']:.0f} req/s (half the lower maximum):")
+    if paced:
+        print(f"\npaced at {paced[0]['offered_rate']:.0f} req/s (half the lower median maximum):")
         print(HEADER)
-        for r in rows[2:]:
-            print(_row(r))
-    for r in rows:
-        if r["errors"] or r["reconnects"]:
-            print(f"{r['server']}: errors {r['error_kinds']}, reconnects {r['reconnects']}")
+        for row in paced:
+            print(_row(row))
+    rows = [r[name] for r in rounds for name in ("noop", "real")] + paced
+    for row in rows:
+        if row["errors"] or row["reconnects"]:
+            print(f"{row['server']}: errors {row['error_kinds']}, reconnects {row['reconnects']}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=2) + "\n")

@@ -149,6 +149,16 @@ def answer(conn: http.client.HTTPSConnection, path: str, doc: dict[str, Any]) ->
     return dict(response)
 
 
+def wait_for_log_lines(server: Server, uids: list[str], timeout: float = 5) -> dict[str, str]:
+    """uid -> pid of the worker that logged its review, once every uid is in the log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        by_uid = {uid: pid for pid, uid in REVIEW_LINE.findall(server.log())}
+        if all(u in by_uid for u in uids) or time.monotonic() > deadline:
+            return {u: by_uid[u] for u in uids if u in by_uid}
+        time.sleep(0.05)
+
+
 def metric_total(text: str, name: str, **labels: str) -> float:
     total = 0.0
     for line in text.splitlines():
@@ -314,9 +324,9 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
             conn.close()
         sent.append(doc["request"]["uid"])
         if len(sent) % 10 == 0:
-            time.sleep(0.05)  # let the log reach the file
-            by_uid = {uid: pid for pid, uid in REVIEW_LINE.findall(server.log())}
-            pids = {by_uid[u] for u in sent if u in by_uid}
+            # Log lines are written in batches, at least twice a second.
+            by_uid = wait_for_log_lines(server, sent)
+            pids = set(by_uid.values())
             if len(pids) == 2 and len(sent) >= 20:
                 break
     assert len(pids) == 2, f"one worker served all {len(sent)} connections"

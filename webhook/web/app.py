@@ -122,6 +122,18 @@ def _field(value: str | None) -> str:
 
 def _log_review(outcome: Outcome, seconds: float) -> None:
     req = outcome.request
+    if outcome.error is not None:
+        exc = outcome.error
+        logger.error(
+            "engine error uid=%s endpoint=%s kind=%s: %s",
+            req.uid,
+            outcome.endpoint,
+            req.kind,
+            type(exc).__name__,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+    if not logger.isEnabledFor(logging.INFO):
+        return
     line = (
         f"review uid={_field(req.uid)} endpoint={outcome.endpoint} kind={_field(req.kind)} "
         f"namespace={_field(req.namespace or '')} name={_field(req.display_name)} "
@@ -135,37 +147,7 @@ def _log_review(outcome: Outcome, seconds: float) -> None:
         line += " patched=true"
     if outcome.skipped:
         line += f" skipped={_field(outcome.skipped)}"
-    if outcome.error is not None:
-        exc = outcome.error
-        logger.error(
-            "engine error uid=%s endpoint=%s kind=%s: %s",
-            req.uid,
-            outcome.endpoint,
-            req.kind,
-            type(exc).__name__,
-            exc_info=(type(exc), exc, exc.__traceback__),
-        )
     logger.info("%s", line)
-
-
-def configure_logging(level: str) -> None:
-    """Log to stderr at ``level`` with the worker's pid, unless logging is already set up.
-
-    Also switches off what the format does not print (the caller's file and line, thread and
-    multiprocessing names): the logging HOWTO's "Optimization" knobs, worth a few microseconds
-    on every review's log line.
-    """
-    logging._srcfile = None  # documented knob: no lookup of the caller
-    logging.logThreads = False
-    logging.logMultiprocessing = False
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
-        )
-        root.addHandler(handler)
-    root.setLevel(level.upper())
 
 
 def create_app(

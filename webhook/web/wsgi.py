@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 
 from webhook.policy import PolicyError
-from webhook.web.app import configure_logging, create_app
+from webhook.web.app import create_app
 from webhook.web.cluster import ClusterError
+from webhook.web.logs import configure_logging
 from webhook.web.settings import Settings
 
 # gunicorn's exit status for a worker that cannot boot: the master stops rather than respawn.
