@@ -443,6 +443,7 @@ def main() -> None:
     p.add_argument("--no-latency", action="store_true", help="skip the paced latency runs")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = p.parse_args()
+    load_before = os.getloadavg()[0]
 
     from webhook import tls
 
@@ -487,7 +488,7 @@ def main() -> None:
         f" {args.connections} kept-alive TLS connections from {args.connections} client"
         f" processes; gunicorn -c {CONFIG}: {args.workers} gthread workers x {args.threads}"
         f" threads; {args.seconds:g} s per run after {args.warmup:g} s warm-up;"
-        f" {os.cpu_count()} CPUs; load average before the run {os.getloadavg()[0]:.2f}\n"
+        f" {os.cpu_count()} CPUs; load average before the run {load_before:.2f}\n"
     )
     print(f"saturated (as fast as answers come), {args.rounds} rounds:")
     print(HEADER)
