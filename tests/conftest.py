@@ -10,7 +10,6 @@ from webhook.loading import load_policy
 from webhook.policy import Inventory, Policy, inventory_from_policy
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
 
 
 @pytest.fixture(scope="session")
