@@ -93,18 +93,22 @@ class _Results:
         return any(r.status == "fail" for r in self.items)
 
     def finish(self, skipped: Iterable[str] = (), reason: str = "") -> tuple[RuleResult, ...]:
-        order = {rule: i for i, rule in enumerate(RULES)}
+        if not self.items and not skipped:
+            return _ALL_PASS  # the common case: one shared tuple, nothing to build
         skip = set(skipped)
-        out = list(self.items)
+        out: list[RuleResult] = []
         for rule in RULES:
             if rule in self.touched:
-                continue
-            if rule in skip:
+                out += [r for r in self.items if r.rule == rule]
+            elif rule in skip:
                 out.append(RuleResult(rule, "skip", reason))
             else:
-                out.append(RuleResult(rule, "pass", RULES[rule]))
-        out.sort(key=lambda r: order.get(r.rule, len(order)))
+                out.append(_PASS[rule])
         return tuple(out)
+
+
+_PASS = {rule: RuleResult(rule, "pass", text) for rule, text in RULES.items()}
+_ALL_PASS = tuple(_PASS.values())
 
 
 def _gpu_entries(container: Mapping[str, Any]) -> list[_Entry]:
@@ -632,8 +636,11 @@ def _mutated_copy(
         node = node[step]
     node["spec"] = spec
     if annotation is not None:
-        metadata = dict(node.get("metadata") or {})
-        annotations = dict(metadata.get("annotations") or {})
+        # Tolerate what no API server sends but a hand-written manifest may hold.
+        old_meta = node.get("metadata")
+        metadata = dict(old_meta) if isinstance(old_meta, dict) else {}
+        old_annotations = metadata.get("annotations")
+        annotations = dict(old_annotations) if isinstance(old_annotations, dict) else {}
         annotations[MUTATIONS_ANNOTATION] = annotation
         metadata["annotations"] = annotations
         node["metadata"] = metadata
