@@ -493,8 +493,10 @@ def _choose_names(asks: list[_Ask], policy: Policy, results: _Results) -> set[st
 
 def _needs_selection(ask: _Ask, inventory: Inventory) -> bool:
     assert ask.chosen is not None
-    accepted = {(p.name, o) for p, o in ask.candidates}
-    return any((p.name, o) not in accepted for p, o in inventory.offering(ask.chosen))
+    # Identity, not equality: offers are the inventory's own objects, and hashing a frozen
+    # dataclass field by field costs more than the rest of this check.
+    accepted = {(id(p), id(o)) for p, o in ask.candidates}
+    return any((id(p), id(o)) not in accepted for p, o in inventory.offering(ask.chosen))
 
 
 def _selection(asks: list[_Ask], inventory: Inventory, results: _Results) -> dict[str, set[str]]:
@@ -726,13 +728,14 @@ def review(
                 mutated = _mutated_copy(obj, workload, spec, annotation)
         finished = results.finish()
 
-    if mode != "enforce":
+    clean = finished is _ALL_PASS
+    if mode != "enforce" and not clean:
         finished = tuple(
             RuleResult(r.rule, "warn", r.message, r.container) if r.status == "fail" else r
             for r in finished
         )
     warnings: list[str] = []
-    if mode != "audit":
+    if mode != "audit" and not clean:
         warnings = [f"[{r.rule}] {r.message}" for r in finished if r.status == "warn"]
     patch: tuple[dict[str, Any], ...] = ()
     if kind != "Pod" and changes and mode != "audit":
@@ -740,7 +743,7 @@ def review(
         mutated = None
     elif mutated is not None:
         patch = tuple(diff(obj, mutated))
-    allowed = not any(r.status == "fail" for r in finished)
+    allowed = clean or not any(r.status == "fail" for r in finished)
     return Decision(
         kind=kind,
         namespace=namespace,
