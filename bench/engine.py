@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook.loading import load_policy
-from webhook.policy import inventory_from_policy, review
+from webhook.policy import inventory_from_nodes, inventory_from_policy, review
 
 
 def make_pod(containers: int, *, gpu: bool = True) -> dict[str, Any]:
@@ -54,6 +54,30 @@ def make_pod(containers: int, *, gpu: bool = True) -> dict[str, Any]:
             "serviceAccountName": "infer",
         },
     }
+
+
+def gpu_nodes(count: int) -> list[dict[str, Any]]:
+    """``count`` GPU nodes as GFD labels them: half L20 x8 shared, half T4 x3 shared."""
+    nodes = []
+    for i in range(count):
+        l20 = i % 2 == 0
+        product, replicas, key = ("NVIDIA-L20", 8, "l20") if l20 else ("Tesla-T4", 3, "t4")
+        nodes.append(
+            {
+                "metadata": {
+                    "name": f"gpu-{i}",
+                    "labels": {
+                        "nvidia.com/device-plugin.config": key,
+                        "nvidia.com/gpu.product": f"{product}-SHARED",
+                        "nvidia.com/gpu.replicas": str(replicas),
+                        "nvidia.com/gpu.count": "1",
+                        "nvidia.com/gpu.sharing-strategy": "time-slicing",
+                    },
+                },
+                "status": {"allocatable": {"nvidia.com/gpu": str(replicas), "cpu": "32"}},
+            }
+        )
+    return nodes
 
 
 def rate(func: Callable[[], Any], seconds: float) -> float:
@@ -92,6 +116,21 @@ def main() -> None:
             f"{label:28} {reviews:10,.0f} {1e6 / reviews:10.1f} {baseline:13,.0f} "
             f"{reviews / baseline:6.2f}"
         )
+    # A review reads pools, not nodes: its cost must not grow with the cluster.
+    print(
+        f"\n{'nodes in the inventory':28} {'build ms':>10} {'reviews/s':>10} (2-container GPU pod)"
+    )
+    obj = make_pod(2)
+    for count in (10, 500, 5000):
+        nodes = gpu_nodes(count)
+        start = time.perf_counter()
+        inv = inventory_from_nodes(nodes, policy, source="bench")
+        built = (time.perf_counter() - start) * 1000
+
+        def one_on(inv: Any = inv) -> None:
+            review(obj, policy=policy, inventory=inv, operation="CREATE")
+
+        print(f"{count:28,} {built:10.1f} {rate(one_on, args.seconds):10,.0f}")
 
 
 if __name__ == "__main__":
