@@ -5,16 +5,17 @@ Everything wrong with a request (not JSON, not an AdmissionReview, another apiVe
 is a short fixed token (a metrics label) and whose message is one line a human can act on.
 The web layer turns it into an HTTP 4xx; nothing a client sends becomes a 500.
 
-The body is decoded with one ``json.loads`` and never copied: the engine reads the object in
+The body is decoded with one ``orjson.loads`` and never copied: the engine reads the object in
 place and mutates copies of only what it changes.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+import orjson
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -93,16 +94,6 @@ class AdmissionRequest:
         return ""
 
 
-def _reject_constant(token: str) -> Any:
-    # json.loads accepts NaN and Infinity, which are not JSON: a patch echoing them back would
-    # be a body the API server cannot decode.
-    raise ValueError(f"{token} is not valid JSON")
-
-
-# One decoder for every request: json.loads with any keyword argument builds a new one per call.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
 def decode(body: bytes | bytearray | memoryview | str, *, max_bytes: int = MAX_BODY_BYTES) -> Any:
     """The JSON document in ``body``; RequestError when it is too large or not JSON."""
     if len(body) > max_bytes:
@@ -112,13 +103,13 @@ def decode(body: bytes | bytearray | memoryview | str, *, max_bytes: int = MAX_B
             status=413,
         )
     try:
-        # RFC 8259: JSON exchanged between systems is UTF-8 (the API server sends nothing else).
-        text = body if isinstance(body, str) else str(body, "utf-8")
-        return _DECODER.decode(text)
-    except RecursionError:
-        raise RequestError("not-json", "request body is not JSON: nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        # json.JSONDecodeError is a ValueError; its str() is one line with the position.
+        # orjson: strict RFC 8259 (UTF-8 only; no NaN or Infinity, which a patch echoing them
+        # back would make undecodable for the API server; nesting capped at 1024 levels), and
+        # several times faster than the json module on a pod, which is most of a review's
+        # parsing cost.
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        # A ValueError whose str() is one line with the position.
         raise RequestError("not-json", f"request body is not JSON: {exc}") from None
 
 
