@@ -100,6 +100,90 @@ def _inventory(sub: Any) -> None:
 
 
 @register
+def _plan(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="size time-slicing replicas from measured memory and write the rollout",
+        description="replicas = floor(GPU memory x (1 - headroom) / measured process memory); "
+        "below 2 the GPU stays unshared. Prints the inventory before and after, the sizing, "
+        "and warnings; --write-dir writes the device-plugin ConfigMap, the kubectl label "
+        "commands and the matching policy.",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--kubeconfig", help="read the live cluster (a kubeconfig path)")
+    source.add_argument("--nodes", help="a node dump (kubectl get nodes -o yaml)")
+    p.add_argument("--policy", help="policy file; default: the bundled example")
+    p.add_argument(
+        "--measure",
+        action="append",
+        metavar="PRODUCT=MEMORY",
+        help="measured memory of one process on a product (NVIDIA-L20=4621Mi); repeatable",
+    )
+    p.add_argument(
+        "--measurements",
+        action="append",
+        metavar="FILE",
+        help="a Measurements YAML (workloads: / products:, optional headroom:)",
+    )
+    p.add_argument("--headroom", help="share of each GPU's memory kept free: 10%% (default) or 0.1")
+    p.add_argument(
+        "--rename-by-default",
+        choices=("true", "false"),
+        help="renameByDefault for planned keys; default: each pool's current setting",
+    )
+    p.add_argument(
+        "--write-dir", help="write device-plugin-config.yaml, label-nodes.sh, policy.yaml"
+    )
+    p.add_argument("--configmap", metavar="NAMESPACE/NAME", help="the written ConfigMap's place")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+    def run(args: argparse.Namespace) -> int:
+        from webhook import inventory_report, plan_command
+        from webhook.loading import load_inventory, load_policy
+
+        policy = load_policy(args.policy)
+        existing, where = plan_command.existing_configs(args.policy)
+        if args.kubeconfig:
+            from webhook.kube import ClusterSource, load_client
+            from webhook.kube.snapshot import live_view
+
+            ref = policy.configmap_ref
+            cluster = ClusterSource(
+                load_client(args.kubeconfig),
+                configmap=(ref.namespace, ref.name) if ref else None,
+                on_snapshot=lambda _state: None,
+            ).start()
+            try:
+                if not cluster.wait_synced(timeout=args.timeout):
+                    print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
+                    return 2
+                state = cluster.current
+                assert state is not None
+            finally:
+                cluster.stop()
+            view = live_view(policy, state, source=f"cluster ({args.kubeconfig})")
+            if view.configmap_error:
+                print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}")
+            elif state.configmap_document() is not None:
+                existing, where = plan_command.configmap_texts(state.configmap_document())
+            policy, inventory = view.policy, view.inventory
+        else:
+            inventory = load_inventory(policy, args.nodes)
+        return plan_command.run(
+            args,
+            policy,
+            inventory,
+            existing=existing,
+            configmap=where,
+            table=inventory_report.text,
+            rows=inventory_report.rows,
+        )
+
+    p.set_defaults(func=run)
+
+
+@register
 def _serve(sub: Any) -> None:
     # webhook.serve imports neither flask nor gunicorn until the command runs.
     from webhook.serve import add_parser
