@@ -67,24 +67,13 @@ def _inventory(sub: Any) -> None:
         policy = load_policy(args.policy)
         pods: list[Any] = []
         if args.kubeconfig:
-            from webhook.kube import ClusterSource, load_client
-            from webhook.kube.snapshot import live_view
+            from webhook.kube.snapshot import read_cluster
 
-            ref = policy.configmap_ref
-            cluster = ClusterSource(
-                load_client(args.kubeconfig),
-                configmap=(ref.namespace, ref.name) if ref else None,
-                on_snapshot=lambda _state: None,
-            ).start()
-            try:
-                if not cluster.wait_synced(timeout=args.timeout):
-                    print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
-                    return 2
-                state = cluster.current
-                assert state is not None
-            finally:
-                cluster.stop()
-            view = live_view(policy, state, source=f"cluster ({args.kubeconfig})")
+            found = read_cluster(policy, args.kubeconfig, timeout=args.timeout)
+            if found is None:
+                print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
+                return 2
+            view, state = found
             inventory, pods = view.inventory, list(state.gpu_pods)
             if view.configmap_error:
                 print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}")
@@ -145,24 +134,13 @@ def _plan(sub: Any) -> None:
         policy = load_policy(args.policy)
         existing, where = plan_command.existing_configs(args.policy)
         if args.kubeconfig:
-            from webhook.kube import ClusterSource, load_client
-            from webhook.kube.snapshot import live_view
+            from webhook.kube.snapshot import read_cluster
 
-            ref = policy.configmap_ref
-            cluster = ClusterSource(
-                load_client(args.kubeconfig),
-                configmap=(ref.namespace, ref.name) if ref else None,
-                on_snapshot=lambda _state: None,
-            ).start()
-            try:
-                if not cluster.wait_synced(timeout=args.timeout):
-                    print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
-                    return 2
-                state = cluster.current
-                assert state is not None
-            finally:
-                cluster.stop()
-            view = live_view(policy, state, source=f"cluster ({args.kubeconfig})")
+            found = read_cluster(policy, args.kubeconfig, timeout=args.timeout)
+            if found is None:
+                print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
+                return 2
+            view, state = found
             if view.configmap_error:
                 print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}")
             elif state.configmap_document() is not None:

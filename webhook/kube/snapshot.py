@@ -48,3 +48,29 @@ def live_view(
                 policy = policy.with_configs(previous.policy.configs)
     inventory = inventory_from_nodes(state.nodes, policy, source=source)
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
+
+
+def read_cluster(
+    policy: Policy, kubeconfig: str, *, timeout: float
+) -> tuple[LiveView, ClusterState] | None:
+    """List the cluster once (nodes, GPU pods, the policy's ConfigMap) for a command-line view.
+
+    None when the API server does not answer within ``timeout`` seconds.
+    """
+    from webhook.kube.client import load_client
+    from webhook.kube.source import ClusterSource
+
+    ref = policy.configmap_ref
+    cluster = ClusterSource(
+        load_client(kubeconfig),
+        configmap=(ref.namespace, ref.name) if ref else None,
+        on_snapshot=lambda _state: None,
+    ).start()
+    try:
+        if not cluster.wait_synced(timeout=timeout):
+            return None
+        state = cluster.current
+        assert state is not None
+    finally:
+        cluster.stop()
+    return live_view(policy, state, source=f"cluster ({kubeconfig})"), state
