@@ -18,6 +18,7 @@ ConfigMaps that the real ``kubernetes`` Python client can drive it unchanged:
 Test controls: :meth:`add`, :meth:`modify`, :meth:`delete` (each bumps one global
 resourceVersion), :meth:`compact`, :meth:`drop_watches` (cut every open stream mid-chunk),
 :meth:`bookmark`, :meth:`go_down` (``"503"``, ``"close"`` or ``"refuse"``) and :meth:`come_back`;
+:attr:`delay` (seconds every request waits before it is answered: a slow API server);
 :attr:`requests` records every request so that a test can count lists and watches.
 
 Plain HTTP on 127.0.0.1, port chosen by the kernel. Standard library only.
@@ -152,6 +153,8 @@ class FakeApiServer:
         self._down: str | None = None
         #: Resources answered with 403 Forbidden, as when RBAC does not grant them.
         self.forbidden: set[str] = set()
+        #: Seconds every request waits, once recorded, before it is answered (0: none).
+        self.delay = 0.0
         self._stopping = False
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -578,6 +581,8 @@ class _Handler(BaseHTTPRequestHandler):
         watch = query.get("watch") in ("true", "1")
         verb = "other" if resource is None else "watch" if watch else "list"
         fake.requests.append(Request("GET", url.path, resource, verb, query))
+        if fake.delay > 0:
+            time.sleep(fake.delay)
 
         down = fake._down
         if down == "close" or down == "refuse":
