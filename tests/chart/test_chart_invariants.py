@@ -345,7 +345,7 @@ def test_service_account(default_render) -> None:
 def test_rbac_is_minimal(default_render) -> None:
     (cluster_role,) = default_render.all("ClusterRole")
     assert cluster_role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
     ]
     (role,) = default_render.all("Role")
     assert role["metadata"]["namespace"] == "gpu-operator"

@@ -153,11 +153,6 @@ def test_every_call_is_permitted_by_the_chart(
     assert not refused, refused
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the ClusterRole grants get/list/watch on pods, which the server never calls "
-    "(webhook/web/cluster.py: watch_pods=False): drop pods from templates/rbac.yaml",
-)
 def test_nothing_is_granted_beyond_the_calls(
     calls: list[tuple[str, str, str | None, str | None]],
 ) -> None:
