@@ -1,13 +1,10 @@
 """Nesting just under Python's recursion limit, where the fuzz tests found engine errors.
 
-A body nested deeper than about 1,000 levels is refused by the JSON decoder ("nested too
-deeply", a 400); one nested ~950-990 deep is decoded, and then a ``repr``/``str`` of the value
-in the engine (a GPU quantity's error message, a nodeSelector value, the object's kind) runs
-out of recursion: HTTP 500 with decision=error, for client input. Fixing it belongs in
-webhook/ (refuse documents nested deeper than a sane bound, e.g. 100, as a 400 when parsing;
-or never repr client values unbounded). Until then these are strict xfails: when the fix lands
-they pass, the run fails on XPASS, and the marker (and the gap in the fuzz test's depths, see
-``nested_reviews``) can go.
+A body nested deeper than 1,024 levels is refused by the JSON decoder (a 400); one nested
+~950-990 deep is decoded, and a ``repr``/``str`` of such a value in the engine (a GPU
+quantity's error message, a nodeSelector value, the object's kind) used to run out of
+recursion: HTTP 500 for client input. The engine now quotes client values through
+``webhook.policy.text`` (bounded ``reprlib``); these cases pin that.
 """
 
 from __future__ import annotations
@@ -43,10 +40,6 @@ def body(position: tuple[Any, ...], depth: int) -> bytes:
 
 @pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
 @pytest.mark.parametrize("where", list(POSITIONS))
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine error (RecursionError, HTTP 500) for a value nested ~985 deep: fix in webhook/",
-)
 def test_nesting_near_the_recursion_limit(where: str, endpoint: str) -> None:
     response = APP.test_client().post(
         endpoint, data=body(POSITIONS[where], 985), content_type="application/json"

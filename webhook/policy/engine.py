@@ -21,6 +21,7 @@ from webhook.policy.patch import diff
 from webhook.policy.products import base_model, model_key
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.resources import PREFIX, ResourceForm, is_mig_profile, parse_resource
+from webhook.policy.text import as_text, shown
 from webhook.policy.workloads import Workload, container_label, containers, locate
 
 ANNOTATION_PREFIX = "gpu-policy.io/"
@@ -228,7 +229,7 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
         results.add(
             "gpu-intent",
             "fail",
-            f"annotation {SHARING_ANNOTATION}={sharing!r}: use shared, exclusive or any",
+            f"annotation {SHARING_ANNOTATION}={shown(sharing)}: use shared, exclusive or any",
         )
         sharing = None
     raw_products = annotations.get(PRODUCT_ANNOTATION)
@@ -237,19 +238,19 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
         products = frozenset(model_key(p.strip()) for p in raw_products.split(",") if p.strip())
     mig = annotations.get(MIG_ANNOTATION)
     if mig is not None:
-        mig = str(mig).removeprefix("mig-").replace(".me", "+me")
+        mig = as_text(mig).removeprefix("mig-").replace(".me", "+me")
         if not is_mig_profile(mig):
             results.add(
                 "gpu-intent",
                 "fail",
-                f"annotation {MIG_ANNOTATION}={annotations.get(MIG_ANNOTATION)!r} is not a MIG "
-                "profile: use a name such as 1g.5gb or 3g.40gb",
+                f"annotation {MIG_ANNOTATION}={shown(annotations.get(MIG_ANNOTATION))} is not "
+                "a MIG profile: use a name such as 1g.5gb or 3g.40gb",
             )
             mig = None
     node_selector = workload.spec.get("nodeSelector")
     node_selector = node_selector if isinstance(node_selector, dict) else {}
     selectors = tuple(
-        (str(k), str(v))
+        (k, as_text(v))
         for k, v in node_selector.items()
         if isinstance(k, str) and k.startswith(PREFIX) and k.endswith(".product")
     )
@@ -267,7 +268,7 @@ def _intent(workload: Workload, policy: Policy, results: _Results) -> _Intent:
         sharing=str(sharing),
         products=products,
         mig_profile=mig,
-        config_key=str(config_key) if config_key is not None else None,
+        config_key=as_text(config_key) if config_key is not None else None,
         selectors=selectors,
         affinity_terms=terms,
     )
@@ -301,8 +302,11 @@ def _affinity_terms(
                 continue
             key = expr.get("key")
             if isinstance(key, str) and key.startswith(PREFIX) and key.endswith(".product"):
-                values = frozenset(str(v) for v in expr.get("values") or [])
-                exprs.append((key, str(expr.get("operator")), values))
+                raw_values = expr.get("values")
+                values = frozenset(
+                    as_text(v) for v in raw_values or [] if isinstance(raw_values, list)
+                )
+                exprs.append((key, as_text(expr.get("operator")), values))
         out.append(tuple(exprs))
     # A term without product expressions admits every product: no constraint at all.
     if any(not t for t in out):
@@ -662,6 +666,10 @@ def _skip(
     )
 
 
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def review(
     obj: Mapping[str, Any],
     *,
@@ -676,11 +684,12 @@ def review(
     only (their resources are immutable afterwards); pod templates are validated on CREATE and
     UPDATE as the pods they will create, after the mutation those pods will get.
     """
-    kind = str(obj.get("kind") or "")
+    raw_kind = obj.get("kind")
+    kind = raw_kind if isinstance(raw_kind, str) else ""
     metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
-    name = metadata.get("name") or metadata.get("generateName")
-    namespace = namespace or metadata.get("namespace")
+    name = _str_or_none(metadata.get("name")) or _str_or_none(metadata.get("generateName"))
+    namespace = namespace or _str_or_none(metadata.get("namespace"))
     mode = policy.enforcement
     workload = locate(obj)
     if workload is None:

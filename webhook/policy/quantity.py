@@ -12,6 +12,8 @@ import math
 import re
 from fractions import Fraction
 
+from webhook.policy.text import shown
+
 _QUANTITY = re.compile(
     r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$"
@@ -36,18 +38,18 @@ class QuantityError(ValueError):
 
 def _value(raw: object) -> Fraction:
     if isinstance(raw, bool) or raw is None:
-        raise QuantityError(f"{raw!r} is not a quantity")
+        raise QuantityError(f"{shown(raw)} is not a quantity")
     if isinstance(raw, int):
         return Fraction(raw)
     if isinstance(raw, float):
         if math.isnan(raw) or raw in (float("inf"), float("-inf")):
-            raise QuantityError(f"{raw!r} is not a quantity")
+            raise QuantityError(f"{shown(raw)} is not a quantity")
         return Fraction(raw)
     if not isinstance(raw, str):
-        raise QuantityError(f"{raw!r} is not a quantity")
+        raise QuantityError(f"{shown(raw)} is not a quantity")
     match = _QUANTITY.match(raw.strip())
     if match is None:
-        raise QuantityError(f"{raw!r} is not a quantity")
+        raise QuantityError(f"{shown(raw)} is not a quantity")
     value = Fraction(match["num"])
     suffix = match["suffix"]
     if suffix in _BINARY:
@@ -57,7 +59,7 @@ def _value(raw: object) -> Fraction:
     elif suffix:
         exponent = int(suffix[1:])
         if abs(exponent) > 30:
-            raise QuantityError(f"{raw!r} is out of range")
+            raise QuantityError(f"{shown(raw)} is out of range")
         value *= Fraction(10) ** exponent
     return -value if match["sign"] == "-" else value
 
@@ -76,11 +78,11 @@ def parse_gpu_quantity(raw: object) -> int:
     value = _value(raw)
     if value.denominator != 1:
         raise QuantityError(
-            f"{raw!r} is {float(value):g} of a device: GPUs are whole devices, "
+            f"{shown(raw)} is {float(value):g} of a device: GPUs are whole devices, "
             "ask for an integer (time-slicing, MPS or MIG share a GPU, not a fraction of one)"
         )
     if value == 0:
-        raise QuantityError(f"{raw!r} asks for no device: remove the resource instead")
+        raise QuantityError(f"{shown(raw)} asks for no device: remove the resource instead")
     if value < 0:
-        raise QuantityError(f"{raw!r} is negative")
+        raise QuantityError(f"{shown(raw)} is negative")
     return int(value)
