@@ -168,3 +168,45 @@ def test_not_ready_until_the_cluster_is_listed(
 def test_unusable_kubeconfig_is_a_cluster_error(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"GPU_POLICY_KUBE=.*kubeconfig not found"):
         create_app(Settings(kube=str(tmp_path / "missing")))
+
+
+def _metric(app: Flask, name: str) -> float | None:
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_cluster_health_is_in_the_metrics(
+    fake: FakeApiServer, make_app: Callable[..., Flask]
+) -> None:
+    configmap = load_cluster(fake)
+    app = make_app()
+    feed = app.extensions["gpu_policy"].cluster
+    assert wait(lambda: ready(app)[0] == 200), ready(app)
+    feed.report()
+    assert _metric(app, "gpu_policy_cluster_api_reachable") == 1.0
+    assert _metric(app, "gpu_policy_configmap_refused") == 0.0
+    assert (
+        abs(time.time() - (_metric(app, "gpu_policy_cluster_last_sync_timestamp_seconds") or 0))
+        < 10
+    )
+
+    # An edit the device plugin would refuse shows as refused, the last good configs serve on.
+    broken = dict(configmap)
+    broken["data"] = {
+        k: v.replace("replicas: 8", "replicas: 1") for k, v in configmap["data"].items()
+    }
+    fake.replace(broken)
+    assert wait(lambda: "ConfigMap refused" in ready(app)[1]), ready(app)
+    feed.report()
+    assert _metric(app, "gpu_policy_configmap_refused") == 1.0
+
+    # The API server goes away: the watch counts its errors and says it is unreachable.
+    fake.go_down("503")
+    assert wait(lambda: not feed.source.health().api_reachable, timeout=10)
+    feed.report()
+    assert _metric(app, "gpu_policy_cluster_api_reachable") == 0.0
+    assert (_metric(app, "gpu_policy_cluster_watch_events_total") or 0) > 0
+    fake.come_back()

@@ -21,9 +21,12 @@ plugin's configuration rarely changes in the meantime.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from webhook.policy import Inventory, Policy
+from webhook.web.metrics import ClusterMetrics
 from webhook.web.settings import Settings
 from webhook.web.state import PolicyState
 
@@ -50,6 +53,8 @@ class ClusterFeed:
         self._previous: LiveView | None = None
         self._last_error: str | None = None
         self._cluster: ClusterState | None = None
+        self._metrics = ClusterMetrics()
+        self._stopped = threading.Event()
 
     @classmethod
     def from_settings(
@@ -80,11 +85,27 @@ class ClusterFeed:
         """Start watching; the state follows the cluster from the first snapshot on."""
         self.state.attach_view(self.view)
         self.source.start()
+        threading.Thread(target=self._report_loop, name="cluster-metrics", daemon=True).start()
         return self
 
     def stop(self) -> None:
         """Stop watching; the last snapshot stays in force."""
+        self._stopped.set()
         self.source.stop()
+
+    def report(self) -> None:
+        """Copy the watch's figures (restarts, errors, data age, reachability) into metrics."""
+        self._metrics.update(
+            self.source.metrics(), now=time.time(), refused=self._last_error is not None
+        )
+
+    def _report_loop(self, interval: float = 2.0) -> None:
+        # Scrapes read the metric files, not this object: keep them a few seconds fresh.
+        while not self._stopped.wait(interval):
+            try:
+                self.report()
+            except Exception:  # a metrics hiccup must never stop the worker
+                logger.exception("cannot update the cluster metrics")
 
     def on_snapshot(self, cluster: ClusterState) -> None:
         """A new cluster snapshot (publisher thread): rebuild the served snapshot."""

@@ -32,6 +32,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -145,3 +146,54 @@ def exposition() -> tuple[bytes, str]:
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+# The cluster watch, per worker. Counters add up over the workers; the gauges keep the worst
+# worker's value, which is the one to alert on.
+CLUSTER_EVENTS = Counter(
+    "gpu_policy_cluster_watch_events_total",
+    "Cluster watch trouble by kind: watch_restarts, api_errors, relists.",
+    ["event"],
+)
+CLUSTER_LAST_SYNC = Gauge(
+    "gpu_policy_cluster_last_sync_timestamp_seconds",
+    "Unix time the worker's cluster data was last known current (the oldest worker's); "
+    "alert on time() minus this.",
+    multiprocess_mode="min",
+)
+CLUSTER_REACHABLE = Gauge(
+    "gpu_policy_cluster_api_reachable",
+    "1 while every worker reaches the API server, 0 when one does not.",
+    multiprocess_mode="min",
+)
+CONFIGMAP_REFUSED = Gauge(
+    "gpu_policy_configmap_refused",
+    "1 while a worker refuses the device-plugin ConfigMap (the last good configs are in force).",
+    multiprocess_mode="max",
+)
+_EVENT_KEYS = {
+    "watch_restarts": "watch_restarts_total",
+    "api_errors": "api_errors_total",
+    "relists": "relists_total",
+}
+
+
+class ClusterMetrics:
+    """Turns a ClusterSource's running totals (``source.metrics()``) into these metrics."""
+
+    def __init__(self) -> None:
+        """Nothing counted yet."""
+        self._seen = dict.fromkeys(_EVENT_KEYS, 0.0)
+
+    def update(self, figures: dict[str, float], *, now: float, refused: bool) -> None:
+        """Record one reading: ``now`` is the wall clock at the reading."""
+        for event, key in _EVENT_KEYS.items():
+            delta = figures.get(key, 0.0) - self._seen[event]
+            if delta > 0:
+                CLUSTER_EVENTS.labels(event).inc(delta)
+                self._seen[event] += delta
+        age = figures.get("sync_age_seconds", -1.0)
+        if age >= 0:
+            CLUSTER_LAST_SYNC.set(now - age)
+        CLUSTER_REACHABLE.set(figures.get("api_reachable", 0.0))
+        CONFIGMAP_REFUSED.set(1.0 if refused else 0.0)
