@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -166,6 +167,17 @@ class FakeApiServer:
     def url(self) -> str:
         """The base URL to give ``kubernetes.client.Configuration.host``."""
         return f"http://127.0.0.1:{self.port}"
+
+    def write_kubeconfig(self, directory: Path) -> Path:
+        """A kubeconfig for this server (no credentials) in ``directory``; its path."""
+        path = directory / "kubeconfig"
+        cluster = {"name": "fake", "cluster": {"server": self.url}}
+        context = {"name": "fake", "context": {"cluster": "fake", "user": "me"}}
+        doc = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+               "users": [{"name": "me", "user": {}}], "contexts": [context],
+               "current-context": "fake"}  # fmt: skip
+        path.write_text(json.dumps(doc))  # JSON is YAML: kubeconfig loaders read it
+        return path
 
     def start(self) -> FakeApiServer:
         """Listen on 127.0.0.1 (port 0 the first time, the same port after ``refuse``)."""

@@ -43,23 +43,6 @@ def _policy(tmp_path: Path) -> Path:
     return path
 
 
-def _kubeconfig(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "me", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
-
-
 def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path: Path) -> None:
     _load_cluster(fake)
     from .objects import pod
@@ -74,7 +57,7 @@ def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path:
             "--policy",
             str(_policy(tmp_path)),
             "--kubeconfig",
-            str(_kubeconfig(tmp_path, fake.url)),
+            str(fake.write_kubeconfig(tmp_path)),
             "-o",
             "table",
         ],

@@ -192,24 +192,6 @@ def check_answer(sent: Any, status: int, content_type: str, data: bytes) -> dict
     return dict(response)
 
 
-def kubeconfig(tmp: Path, url: str) -> Path:
-    """A kubeconfig for the fake API server at ``url`` (no credentials)."""
-    path = tmp / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "me", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
-
-
 def load_cluster(fake: Any) -> None:
     """Seed 003's nodes (8, L20 and T4 time-sliced) and its device-plugin ConfigMap."""
     fake.add_many(yaml.safe_load((SEED003 / "nodes.yaml").read_text())["items"])

@@ -37,7 +37,6 @@ from robust_server import (
     REPO,
     Server,
     check_answer,
-    kubeconfig,
     load_cluster,
     post,
     start_server,
@@ -294,7 +293,7 @@ def cluster_server(tmp: Path) -> Iterator[tuple[Server, FakeApiServer]]:
         server = start_server(
             tmp,
             GPU_POLICY_FILE=str(policy),
-            GPU_POLICY_KUBE=str(kubeconfig(tmp, fake.url)),
+            GPU_POLICY_KUBE=str(fake.write_kubeconfig(tmp)),
         )
         try:
             wait(lambda: server.get("/readyz")[0] == 200, what="the first cluster snapshot")

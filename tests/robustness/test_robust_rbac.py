@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from kube.apiserver import FakeApiServer
-from robust_server import CONFIGMAP, REPO, kubeconfig, load_cluster
+from robust_server import CONFIGMAP, REPO, load_cluster
 
 sys.path.insert(0, str(REPO / "tests" / "chart"))
 from chart_helpers import TOOLS, Renderer
@@ -61,7 +61,7 @@ def recorded_calls(tmp: Path, policy_text: str) -> list[tuple[str, str, str | No
     with FakeApiServer() as fake:
         load_cluster(fake)
         app = create_app(
-            Settings(policy_file=policy, kube=str(kubeconfig(tmp, fake.url)), reload_interval=0)
+            Settings(policy_file=policy, kube=str(fake.write_kubeconfig(tmp)), reload_interval=0)
         )
         cluster = app.extensions["gpu_policy"].cluster
         try:

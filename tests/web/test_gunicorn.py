@@ -370,7 +370,7 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
 
 def test_workers_watch_the_cluster(tmp_path: Path) -> None:
     from kube.apiserver import FakeApiServer
-    from test_web_cluster import POLICY, kubeconfig, load_cluster
+    from test_web_cluster import POLICY, load_cluster
 
     tls_paths = tls.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
@@ -382,7 +382,7 @@ def test_workers_watch_the_cluster(tmp_path: Path) -> None:
             tmp_path,
             port,
             GPU_POLICY_FILE=str(policy),
-            GPU_POLICY_KUBE=str(kubeconfig(tmp_path, fake.url)),
+            GPU_POLICY_KUBE=str(fake.write_kubeconfig(tmp_path)),
         )
         proc, log_file = start(GUNICORN, tmp_path, env)
         srv = Server(

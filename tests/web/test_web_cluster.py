@@ -55,23 +55,6 @@ def load_cluster(fake: FakeApiServer) -> dict[str, Any]:
     return fake.add(configmap)
 
 
-def kubeconfig(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "me", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
-
-
 @pytest.fixture
 def make_app(tmp_path: Path, fake: FakeApiServer) -> Iterator[Callable[..., Flask]]:
     apps: list[Flask] = []
@@ -80,7 +63,7 @@ def make_app(tmp_path: Path, fake: FakeApiServer) -> Iterator[Callable[..., Flas
         policy = tmp_path / "policy.yaml"
         policy.write_text(POLICY.replace("ENFORCEMENT", enforcement))
         settings = Settings(
-            policy_file=policy, kube=str(kubeconfig(tmp_path, fake.url)), reload_interval=0
+            policy_file=policy, kube=str(fake.write_kubeconfig(tmp_path)), reload_interval=0
         )
         app = create_app(settings)
         apps.append(app)
