@@ -18,7 +18,6 @@ The protocol is the one client-go's reflector follows:
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -27,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
@@ -321,7 +321,7 @@ class ResourceWatcher:
                 body = resp.data
             finally:
                 resp.release_conn()
-            doc = json.loads(body)
+            doc = orjson.loads(body)  # a 500-node page is ~5 MB: orjson decodes it ~2x faster
             del body  # the raw page can be large; do not hold it while trimming
             meta = doc.get("metadata") or {}
             rv = str(meta.get("resourceVersion") or "")
@@ -450,7 +450,7 @@ class ResourceWatcher:
         with self._lock:
             items = self._items
             for line in lines:
-                event = json.loads(line)
+                event = orjson.loads(line)
                 kind = event.get("type")
                 obj = event.get("object") or {}
                 if kind == "ERROR":
