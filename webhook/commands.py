@@ -7,6 +7,7 @@ inside the handlers so that ``gpu-policy review`` never loads flask, gunicorn or
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,15 @@ def _certs(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _cluster_arguments(p: Any, *, required: bool) -> None:
+    """Where the cluster comes from: a live API server or a node dump, and the policy."""
+    source = p.add_mutually_exclusive_group(required=required)
+    source.add_argument("--kubeconfig", help="read the live cluster (a kubeconfig path)")
+    source.add_argument("--nodes", help="a node dump (kubectl get nodes -o yaml)")
+    p.add_argument("--policy", help="policy file; default: the bundled example")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
+
+
 @register
 def _inventory(sub: Any) -> None:
     p = sub.add_parser(
@@ -52,12 +62,8 @@ def _inventory(sub: Any) -> None:
         description="Per pool (config key and GPU model): nodes, product, physical GPUs, "
         "sharing, replicas, advertised resource, slots, slots held by running pods, free.",
     )
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--kubeconfig", help="read the live cluster (a kubeconfig path)")
-    source.add_argument("--nodes", help="a node dump (kubectl get nodes -o yaml)")
+    _cluster_arguments(p, required=False)
     p.add_argument("--pods", help="a pod dump (kubectl get pods -A -o yaml) for --nodes")
-    p.add_argument("--policy", help="policy file; default: the bundled example")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
 
     def run(args: argparse.Namespace) -> int:
@@ -71,12 +77,18 @@ def _inventory(sub: Any) -> None:
 
             found = read_cluster(policy, args.kubeconfig, timeout=args.timeout)
             if found is None:
-                print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
+                print(
+                    f"gpu-policy: the cluster did not answer within {args.timeout:g} s",
+                    file=sys.stderr,
+                )
                 return 2
             view, state = found
             inventory, pods = view.inventory, list(state.gpu_pods)
             if view.configmap_error:
-                print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}")
+                print(
+                    f"warning: device-plugin ConfigMap refused: {view.configmap_error}",
+                    file=sys.stderr,
+                )
         else:
             inventory = load_inventory(policy, args.nodes)
             if args.pods:
@@ -98,10 +110,7 @@ def _plan(sub: Any) -> None:
         "and warnings; --write-dir writes the device-plugin ConfigMap, the kubectl label "
         "commands and the matching policy.",
     )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--kubeconfig", help="read the live cluster (a kubeconfig path)")
-    source.add_argument("--nodes", help="a node dump (kubectl get nodes -o yaml)")
-    p.add_argument("--policy", help="policy file; default: the bundled example")
+    _cluster_arguments(p, required=True)
     p.add_argument(
         "--measure",
         action="append",
@@ -124,7 +133,6 @@ def _plan(sub: Any) -> None:
         "--write-dir", help="write device-plugin-config.yaml, label-nodes.sh, policy.yaml"
     )
     p.add_argument("--configmap", metavar="NAMESPACE/NAME", help="the written ConfigMap's place")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
 
     def run(args: argparse.Namespace) -> int:
@@ -138,11 +146,17 @@ def _plan(sub: Any) -> None:
 
             found = read_cluster(policy, args.kubeconfig, timeout=args.timeout)
             if found is None:
-                print(f"gpu-policy: the cluster did not answer within {args.timeout:g} s")
+                print(
+                    f"gpu-policy: the cluster did not answer within {args.timeout:g} s",
+                    file=sys.stderr,
+                )
                 return 2
             view, state = found
             if view.configmap_error:
-                print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}")
+                print(
+                    f"warning: device-plugin ConfigMap refused: {view.configmap_error}",
+                    file=sys.stderr,
+                )
             elif state.configmap_document() is not None:
                 existing, where = plan_command.configmap_texts(state.configmap_document())
             policy, inventory = view.policy, view.inventory
