@@ -27,7 +27,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -150,6 +150,29 @@ def _log_review(outcome: Outcome, seconds: float) -> None:
     logger.info("%s", line)
 
 
+# Read and drop an over-limit body up to this size before answering 413: a client still
+# sending when the server closes sees a reset instead of the answer. Larger bodies are cut off.
+_DRAIN_LIMIT = 32 * 1024 * 1024
+
+
+def _drain(environ: dict[str, Any]) -> None:
+    stream = environ.get("wsgi.input")
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return
+    if stream is None or not 0 < length <= _DRAIN_LIMIT:
+        return
+    try:
+        while length > 0:
+            chunk = stream.read(min(length, 1 << 16))
+            if not chunk:
+                return
+            length -= len(chunk)
+    except OSError:
+        return
+
+
 def create_app(
     settings: Settings | None = None, *, ready_checks: Sequence[ReadyCheck] = ()
 ) -> Flask:
@@ -244,6 +267,7 @@ def create_app(
         metrics.record_bad_request(reason)
         if isinstance(exc, RequestEntityTooLarge):
             message = f"request body is over the limit of {max_bytes} bytes"
+            _drain(request.environ)
         elif code == 404:
             message = f"no such path {request.path[:100]!r}; paths: {', '.join(PATHS)}"
         elif code == 405:
