@@ -6,6 +6,8 @@ file, and turns every problem into a PolicyError naming the file, the field and 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,24 @@ from webhook.policy import Inventory, Policy, PolicyError, parse_policy
 from webhook.policy.inventory import inventory_from_nodes, inventory_from_policy
 
 EXAMPLE_POLICY = "example-policy.yaml"
+
+
+# (device, inode, size, mtime) of a file, or None when it cannot be read: a Secret or
+# ConfigMap volume swaps a symlinked directory, so the inode changes even when the size does not.
+FileStamp = tuple[int, int, int, int] | None
+
+
+def file_stamps(paths: Iterable[str | Path]) -> tuple[FileStamp, ...]:
+    """One ``os.stat`` per file: what reloaders compare to see that a file changed."""
+    stamps: list[FileStamp] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(stamps)
 
 
 def _yaml_documents(text: str, source: str) -> list[Any]:

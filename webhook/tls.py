@@ -47,6 +47,8 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 )
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.loading import FileStamp, file_stamps
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -533,10 +535,6 @@ def build_server_context(
     return ctx
 
 
-# (device, inode, size, mtime in ns) of each watched file; None when the file is missing.
-_FileStamp = tuple[int, int, int, int] | None
-
-
 @dataclass(frozen=True)
 class TLSStatus:
     """What the server presents right now; ``/readyz`` reports it."""
@@ -552,7 +550,7 @@ class TLSStatus:
 @dataclass(frozen=True)
 class _Loaded:
     context: ssl.SSLContext
-    stamps: tuple[_FileStamp, ...]
+    stamps: tuple[FileStamp, ...]
     certificate: x509.Certificate
 
 
@@ -590,7 +588,7 @@ class ReloadingSSLContext:
         self.check_interval = check_interval
         self._clock = clock
         self._lock = threading.Lock()
-        self._failed_stamps: tuple[_FileStamp, ...] | None = None
+        self._failed_stamps: tuple[FileStamp, ...] | None = None
         self._last_error: str | None = None
         self._current = self._load(self._stamps())
         self._next_check = clock() + check_interval
@@ -602,18 +600,10 @@ class ReloadingSSLContext:
         files = (self.cert_file, self.key_file)
         return (*files, self.client_ca_file) if self.client_ca_file is not None else files
 
-    def _stamps(self) -> tuple[_FileStamp, ...]:
-        stamps: list[_FileStamp] = []
-        for path in self._watched():
-            try:
-                st = os.stat(path)
-            except OSError:
-                stamps.append(None)
-            else:
-                stamps.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
-        return tuple(stamps)
+    def _stamps(self) -> tuple[FileStamp, ...]:
+        return file_stamps(self._watched())
 
-    def _load(self, stamps: tuple[_FileStamp, ...]) -> _Loaded:
+    def _load(self, stamps: tuple[FileStamp, ...]) -> _Loaded:
         """Build a context from the files whose stamps were just taken."""
         try:
             certs = x509.load_pem_x509_certificates(self.cert_file.read_bytes())

@@ -23,21 +23,18 @@ Each gunicorn worker reloads on its own, so a change is counted once per worker.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.loading import load_inventory, load_policy
+from webhook.loading import FileStamp, file_stamps, load_inventory, load_policy
 from webhook.policy import Inventory, Policy, PolicyError
 from webhook.web.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-# (device, inode, size, mtime in ns) of a watched file; None when it is missing.
-_Stamp = tuple[int, int, int, int] | None
 
 # From the policy file to the (policy, inventory) to serve; None while it has nothing to say.
 View = Callable[[Policy], tuple[Policy, Inventory] | None]
@@ -85,7 +82,7 @@ class PolicyState:
         self._view: View | None = None
         self._stamps = self._stat()
         self._snapshot = load_snapshot(settings)
-        self._failed_stamps: tuple[_Stamp, ...] | None = None
+        self._failed_stamps: tuple[FileStamp, ...] | None = None
         self.last_error: str | None = None
         self._next_check = clock() + settings.reload_interval
 
@@ -126,16 +123,8 @@ class PolicyState:
     def _watched(self) -> tuple[Path, ...]:
         return tuple(p for p in (self.settings.policy_file, self.settings.nodes_file) if p)
 
-    def _stat(self) -> tuple[_Stamp, ...]:
-        stamps: list[_Stamp] = []
-        for path in self._watched():
-            try:
-                st = os.stat(path)
-            except OSError:
-                stamps.append(None)
-            else:
-                stamps.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
-        return tuple(stamps)
+    def _stat(self) -> tuple[FileStamp, ...]:
+        return file_stamps(self._watched())
 
     def maybe_reload(self, *, force: bool = False) -> bool:
         """Reload when the files changed (checked at most once per interval); True if swapped.
