@@ -46,7 +46,6 @@ import http.client  # noqa: E402
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
-import signal  # noqa: E402
 import socket  # noqa: E402
 import ssl  # noqa: E402
 import subprocess  # noqa: E402
@@ -57,6 +56,8 @@ from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 from flask import Flask, Response, request  # noqa: E402
+
+from bench.procs import terminate  # noqa: E402
 
 FIXTURE = _REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"
 CONFIG = "python:webhook.web.gunicorn_conf"
@@ -321,13 +322,7 @@ def start_server(name: str, tmp: Path, tls_dir: Path, ca_file: Path, args: Any) 
 
 def stop_server(server: Server) -> None:
     """SIGTERM, then wait."""
-    if server.proc.poll() is None:
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            server.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait()
+    terminate(server.proc, 30)
 
 
 def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) -> dict[str, Any]:

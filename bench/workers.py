@@ -23,9 +23,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
+
+# Run as a script, bench/ comes first on sys.path and bench/http.py would hide the standard
+# library's http package: put the repository there instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+from bench.procs import terminate  # noqa: E402 - after the path fix above
 
 # --------------------------------------------------------------------------------------------
 # The app under test (imported by the gunicorn workers as workers:app; keep imports light)
@@ -197,7 +206,6 @@ def run_class(worker_class: str, args: Any, tls_dir: str, ca_file: str) -> dict[
     """Start gunicorn with one worker class, load it, stop it; return the figures."""
     import http.client
     import multiprocessing
-    import signal
     import socket
     import ssl
     import subprocess
@@ -268,11 +276,7 @@ def run_class(worker_class: str, args: Any, tls_dir: str, ca_file: str) -> dict[
             cpu1 = server_cpu(proc.pid)
             results = [p.get(timeout=args.seconds + 60) for p in pending]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        terminate(proc, 30)
 
     latencies = sorted(x for r in results for x in r["latencies"])
     pids: dict[int, int] = {}
@@ -307,11 +311,8 @@ def main() -> None:
     """Parse the options, run each worker class in turn, print a table."""
     import argparse
     import importlib.util
-    import sys
     import tempfile
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from webhook import tls
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from bench.procs import terminate
 from webhook import tls
 
 REPO = Path(__file__).resolve().parent.parent
@@ -179,13 +180,7 @@ def gunicorn(
         wait_until_serving(server)
         yield server
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc)
 
 
 def wait_until_serving(server: Server, timeout: float = 15) -> None:

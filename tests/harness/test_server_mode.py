@@ -11,7 +11,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import ssl
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.procs import terminate
 from webhook import tls
 from webhook.admission import parse_review
 from webhook.harness.admission_review import build_review
@@ -111,12 +111,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             f"https://127.0.0.1:{port}", paths.ca_cert, tmp / "client.crt", tmp / "client.key"
         )
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
 
 
 def _tls_args(server: Server) -> list[str]:

@@ -13,7 +13,6 @@ import base64
 import http.client
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -29,6 +28,7 @@ import jsonpatch
 import yaml
 
 from bench.http import children
+from bench.procs import terminate
 from webhook import tls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -142,13 +142,8 @@ def start_server(tmp: Path, *, workers: int = 2, threads: int = 2, **extra: str)
 
 
 def stop_server(server: Server) -> None:
-    if server.proc.poll() is None:
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            server.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait()
+    """Stop the server started by ``start_server``."""
+    terminate(server.proc, 30)
 
 
 def post(conn: http.client.HTTPSConnection, path: str, body: bytes) -> tuple[int, str, bytes]:

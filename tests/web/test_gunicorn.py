@@ -14,7 +14,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import ssl
 import subprocess
@@ -30,6 +29,7 @@ import jsonpatch
 import pytest
 from reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 
+from bench.procs import terminate
 from webhook import tls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,16 +86,6 @@ def start(argv: list[str], tmp: Path, env: dict[str, str]) -> tuple[subprocess.P
     return proc, log_file
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def wait_ready(server: Server, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -125,7 +115,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         wait_ready(srv)
         yield srv
     finally:
-        stop(proc)
+        terminate(proc)
 
 
 def send(
@@ -361,7 +351,7 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
     try:
         assert proc.wait(30) != 0
     finally:
-        stop(proc)
+        terminate(proc)
     log = log_file.read_text()
     assert f"cannot load the policy: {policy}: spec.devicePlugin: required" in log
     # No traceback from our code (gunicorn prints its own HaltServer one on some runs).
@@ -407,7 +397,7 @@ def test_workers_watch_the_cluster(tmp_path: Path) -> None:
             finally:
                 conn.close()
         finally:
-            stop(proc)
+            terminate(proc)
     # Each worker watches on its own: two lists of nodes at least.
     assert fake.count("nodes", "list") >= 2, srv.log()
 
@@ -445,4 +435,4 @@ def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:
             conn.close()
         assert response["patchType"] == "JSONPatch"
     finally:
-        stop(proc)
+        terminate(proc)
