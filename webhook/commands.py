@@ -9,7 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # kubernetes is imported only when a command reads a cluster
+    from webhook.kube import ClusterState
+    from webhook.kube.snapshot import LiveView
+    from webhook.policy import Policy
 
 REGISTRY: list[Callable[[Any], None]] = []
 
@@ -54,6 +59,20 @@ def _cluster_arguments(p: Any, *, required: bool) -> None:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
 
 
+def _read_cluster(policy: Policy, args: argparse.Namespace) -> tuple[LiveView, ClusterState]:
+    """The live view and snapshot for ``--kubeconfig``; a refused ConfigMap is warned about."""
+    from webhook.kube.snapshot import read_cluster
+    from webhook.policy import PolicyError
+
+    found = read_cluster(policy, args.kubeconfig, timeout=args.timeout)
+    if found is None:
+        raise PolicyError(args.kubeconfig, "", f"the cluster did not answer in {args.timeout:g} s")
+    view, state = found
+    if view.configmap_error:
+        print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}", file=sys.stderr)
+    return view, state
+
+
 @register
 def _inventory(sub: Any) -> None:
     p = sub.add_parser(
@@ -73,22 +92,8 @@ def _inventory(sub: Any) -> None:
         policy = load_policy(args.policy)
         pods: list[Any] = []
         if args.kubeconfig:
-            from webhook.kube.snapshot import read_cluster
-
-            found = read_cluster(policy, args.kubeconfig, timeout=args.timeout)
-            if found is None:
-                print(
-                    f"gpu-policy: the cluster did not answer within {args.timeout:g} s",
-                    file=sys.stderr,
-                )
-                return 2
-            view, state = found
+            view, state = _read_cluster(policy, args)
             inventory, pods = view.inventory, list(state.gpu_pods)
-            if view.configmap_error:
-                print(
-                    f"warning: device-plugin ConfigMap refused: {view.configmap_error}",
-                    file=sys.stderr,
-                )
         else:
             inventory = load_inventory(policy, args.nodes)
             if args.pods:
@@ -142,22 +147,8 @@ def _plan(sub: Any) -> None:
         policy = load_policy(args.policy)
         existing, where = plan_command.existing_configs(args.policy)
         if args.kubeconfig:
-            from webhook.kube.snapshot import read_cluster
-
-            found = read_cluster(policy, args.kubeconfig, timeout=args.timeout)
-            if found is None:
-                print(
-                    f"gpu-policy: the cluster did not answer within {args.timeout:g} s",
-                    file=sys.stderr,
-                )
-                return 2
-            view, state = found
-            if view.configmap_error:
-                print(
-                    f"warning: device-plugin ConfigMap refused: {view.configmap_error}",
-                    file=sys.stderr,
-                )
-            elif state.configmap_document() is not None:
+            view, state = _read_cluster(policy, args)
+            if view.configmap_error is None and state.configmap_document() is not None:
                 existing, where = plan_command.configmap_texts(state.configmap_document())
             policy, inventory = view.policy, view.inventory
         else:
