@@ -296,7 +296,14 @@ def cluster_server(tmp: Path) -> Iterator[tuple[Server, FakeApiServer]]:
             GPU_POLICY_KUBE=str(fake.write_kubeconfig(tmp)),
         )
         try:
-            wait(lambda: server.get("/readyz")[0] == 200, what="the first cluster snapshot")
+            # Each worker lists the cluster on its own, and one worker may win every accept():
+            # a 200 from /readyz speaks for one worker only. The listing takes milliseconds on
+            # loopback, so a second after both workers answered, both have listed.
+            wait(
+                lambda: server.get("/readyz")[0] == 200 and len(server.workers()) == 2,
+                what="the first cluster snapshot",
+            )
+            time.sleep(1.0)
             yield server, fake
         finally:
             stop_server(server)
