@@ -9,7 +9,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.web.logs import FLUSH_BYTES, PIPE_BUF, LineBufferedHandler, chunks
+from webhook.web.logs import (
+    FLUSH_BYTES,
+    FORMAT,
+    PIPE_BUF,
+    Formatter,
+    LineBufferedHandler,
+    chunks,
+    direct_handler,
+    line_for,
+    timestamp,
+)
 
 
 @pytest.mark.parametrize(
@@ -97,3 +107,53 @@ def test_a_full_batch_is_written_at_once(pipe: tuple[int, int]) -> None:
     data = read(r)
     assert len(data) >= FLUSH_BYTES and data.endswith(b"\n")
     assert set(data.split(b"\n")[:-1]) == {line.encode()}
+
+
+@pytest.mark.parametrize("created", [0.0, 1_790_000_000.0, 1_790_000_000.0005, 1_795_321_987.999])
+def test_timestamp_is_loggings_default_asctime(created: float) -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0
+    assert timestamp(created) == logging.Formatter().formatTime(record)
+    assert Formatter(FORMAT).formatTime(record) == logging.Formatter().formatTime(record)
+
+
+def test_a_direct_line_is_the_line_logging_writes(pipe: tuple[int, int]) -> None:
+    r, w = pipe
+    handler = LineBufferedHandler(w, interval=3600)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    log = logger_with(handler, "test.logs.direct")
+    assert direct_handler(log) is handler
+    message = "review uid=1 decision=allowed"
+    log.info("%s", message)
+    handler.add_line(line_for(log, logging.INFO, message))
+    handler.flush()
+    first, second = read(r).decode().splitlines()
+    stamp = len("2026-11-22 09:15:02,431 ")
+    assert first[stamp:] == second[stamp:] == f"INFO [{os.getpid()}] test.logs.direct: {message}"
+    assert first[:stamp] <= second[:stamp]
+
+
+def test_no_direct_handler_when_something_else_is_on_the_way(pipe: tuple[int, int]) -> None:
+    _, w = pipe
+    handler = LineBufferedHandler(w, interval=3600)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    parent = logger_with(handler, "test.logs.way")
+    child = logging.getLogger("test.logs.way.child")
+    assert direct_handler(child) is handler  # found through propagation
+
+    child.addFilter(lambda record: True)
+    assert direct_handler(child) is None  # a filter must see the records
+    child.filters.clear()
+
+    other = logging.StreamHandler()
+    child.addHandler(other)
+    assert direct_handler(child) is None  # two handlers
+    child.removeHandler(other)
+
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    assert direct_handler(parent) is None  # another format
+    handler.setFormatter(logging.Formatter(FORMAT, datefmt="%H:%M"))
+    assert direct_handler(parent) is None  # another date format
+    parent.handlers = [logging.StreamHandler()]
+    assert direct_handler(parent) is None  # not a LineBufferedHandler

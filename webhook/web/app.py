@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import string
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook import tls
 from webhook.admission import Endpoint, Outcome, RequestError, handle
 from webhook.web import metrics
+from webhook.web.logs import LineBufferedHandler, direct_handler, line_for
 from webhook.web.settings import Settings
 from webhook.web.state import PolicyState
 
@@ -110,17 +112,23 @@ def _is_json(content_type: str) -> bool:
 
 
 _NEEDS_QUOTES = re.compile(r'[\s"=\\]|^$')
+# Characters that never need quotes: uids, names and namespaces are made of these, and a set
+# check of them is several times cheaper than the regular expression.
+_PLAIN = frozenset(string.ascii_letters + string.digits + "-._:/*+@,")
 
 
 def _field(value: str | None) -> str:
     """A logfmt value: bare when it has no spaces, quotes or ``=``, else JSON-quoted."""
     text = value or ""
+    if text and _PLAIN.issuperset(text):
+        return text
     if text.isprintable() and not _NEEDS_QUOTES.search(text):
         return text
     return json.dumps(text)
 
 
-def _log_review(outcome: Outcome, seconds: float) -> None:
+def _log_review(outcome: Outcome, seconds: float, direct: LineBufferedHandler | None) -> None:
+    """The review's log line, handed straight to ``direct`` when there is one (see logs)."""
     req = outcome.request
     if outcome.error is not None:
         exc = outcome.error
@@ -147,7 +155,10 @@ def _log_review(outcome: Outcome, seconds: float) -> None:
         line += " patched=true"
     if outcome.skipped:
         line += f" skipped={_field(outcome.skipped)}"
-    logger.info("%s", line)
+    if direct is not None:
+        direct.add_line(line_for(logger, logging.INFO, line))
+    else:
+        logger.info("%s", line)
 
 
 # Read and drop an over-limit body up to this size before answering 413: a client still
@@ -207,6 +218,7 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     app.extensions[EXTENSION] = hook
     max_bytes = settings.max_body_bytes
+    review_log = direct_handler(logger)
 
     def review_view(endpoint: Endpoint) -> Callable[[], Response]:
         def view() -> Response:
@@ -235,7 +247,7 @@ def create_app(
                 return _text(str(exc), exc.status)
             seconds = time.perf_counter() - started
             metrics.record_review(outcome, seconds)
-            _log_review(outcome, seconds)
+            _log_review(outcome, seconds, review_log)
             return Response(outcome.body, status=outcome.http_status, content_type=_JSON)
 
         view.__name__ = endpoint

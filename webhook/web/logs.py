@@ -13,6 +13,14 @@ hands the GIL over. Measured with bench/http.py, that was a quarter of a no-op r
   ``PIPE_BUF`` into a pipe are never interleaved with another process's, so lines stay whole.
 
 A worker killed with SIGKILL loses at most ``interval`` seconds of INFO lines.
+
+The review line is the one written on every request, and building it through a ``LogRecord``
+and a ``Formatter`` cost about as much CPU as the policy checks themselves (bench/http.py, log
+level info against warning). :func:`direct_handler` finds, once, whether a logger's lines end
+in exactly one :class:`LineBufferedHandler` with this module's format and nothing else on the
+way (no other handler, no filter); :func:`line_for` then builds the very line the handler
+would have written, and :meth:`LineBufferedHandler.add_line` takes it. Any other logging set-up
+gets the ordinary ``logger.info`` path.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import time
 from typing import TextIO
 
 FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
+_SECOND_FORMAT = "%Y-%m-%d %H:%M:%S"  # logging.Formatter.default_time_format
 PIPE_BUF = 4096
 FLUSH_BYTES = 32 * 1024
 
@@ -52,6 +61,66 @@ def chunks(data: bytes, limit: int = PIPE_BUF) -> list[bytes]:
     return out
 
 
+# (whole second, its local time text): strftime runs once a second instead of once a line.
+_second: list[tuple[int, str]] = [(-1, "")]
+
+
+def timestamp(created: float) -> str:
+    """``created`` as logging's default ``asctime``: ``2026-11-22 09:15:02,431``, local time."""
+    whole = int(created)
+    cached = _second[0]
+    if cached[0] != whole:
+        # A tuple swapped in one assignment: threads see an old or a new pair, never a mix.
+        cached = (whole, time.strftime(_SECOND_FORMAT, time.localtime(created)))
+        _second[0] = cached
+    return f"{cached[1]},{int((created - whole) * 1000):03d}"
+
+
+class Formatter(logging.Formatter):
+    """``logging.Formatter`` whose default ``asctime`` comes from :func:`timestamp`."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """The record's time as :func:`timestamp` gives it, unless a ``datefmt`` is set."""
+        if datefmt is not None or self.datefmt is not None:
+            return super().formatTime(record, datefmt)
+        return timestamp(record.created)
+
+
+def line_for(logger: logging.Logger, level: int, message: str) -> str:
+    """The line :data:`FORMAT` makes of ``message`` logged now on ``logger`` at ``level``."""
+    return (
+        f"{timestamp(time.time())} {logging.getLevelName(level)} [{os.getpid()}] "
+        f"{logger.name}: {message}\n"
+    )
+
+
+def direct_handler(logger: logging.Logger) -> LineBufferedHandler | None:
+    """The one handler ``logger``'s records reach, if it is a plain LineBufferedHandler.
+
+    None when the records would meet a filter, another handler, or a different format on the
+    way (then log through ``logger`` as usual). Decided at call time: a logging set-up changed
+    afterwards is not seen.
+    """
+    found: list[logging.Handler] = []
+    node: logging.Logger | None = logger
+    while node is not None:
+        if node.filters:
+            return None
+        found += node.handlers
+        if not node.propagate:
+            break
+        node = node.parent
+    if len(found) != 1:
+        return None
+    handler = found[0]
+    if not isinstance(handler, LineBufferedHandler) or handler.filters:
+        return None
+    formatter = handler.formatter
+    if formatter is None or formatter._fmt != FORMAT or formatter.datefmt is not None:
+        return None
+    return handler
+
+
 class LineBufferedHandler(logging.Handler):
     """Formats records into lines and writes them to a file descriptor in batches."""
 
@@ -73,9 +142,17 @@ class LineBufferedHandler(logging.Handler):
             self.handleError(record)
             return
         # Handler.handle holds self.lock around emit.
+        self._keep(line, record.levelno)
+
+    def add_line(self, line: str, level: int = logging.INFO) -> None:
+        """Keep a line already formatted (ending in a newline), as ``emit`` keeps a record's."""
+        with self.lock:  # type: ignore[union-attr]  # set by Handler.__init__ (createLock)
+            self._keep(line, level)
+
+    def _keep(self, line: str, level: int) -> None:
         self._lines.append(line)
         self._size += len(line)
-        if record.levelno >= logging.WARNING or self._size >= FLUSH_BYTES:
+        if level >= logging.WARNING or self._size >= FLUSH_BYTES:
             self._write()
 
     def flush(self) -> None:
@@ -122,6 +199,6 @@ def configure_logging(level: str, stream: TextIO | None = None) -> None:
         else:
             sys.stderr.flush()
             handler = LineBufferedHandler(sys.stderr.fileno())
-        handler.setFormatter(logging.Formatter(FORMAT))
+        handler.setFormatter(Formatter(FORMAT))
         root.addHandler(handler)
     root.setLevel(level.upper())
