@@ -39,7 +39,7 @@ class RuleResult:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The outcome of ``review()``; the server, the CLI and the harness all read this."""
 

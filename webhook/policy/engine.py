@@ -497,10 +497,10 @@ def _choose_names(asks: list[_Ask], policy: Policy, results: _Results) -> set[st
 
 def _needs_selection(ask: _Ask, inventory: Inventory) -> bool:
     assert ask.chosen is not None
-    # Identity, not equality: offers are the inventory's own objects, and hashing a frozen
-    # dataclass field by field costs more than the rest of this check.
-    accepted = {(id(p), id(o)) for p, o in ask.candidates}
-    return any((id(p), id(o)) not in accepted for p, o in inventory.offering(ask.chosen))
+    # The candidates are some of the pairs that offer the chosen name (``_choose_names`` kept
+    # those of ``inventory.offers()`` that advertise it), each once: fewer of them than all
+    # means the name alone would also reach nodes that cannot serve the container.
+    return len(ask.candidates) < len(inventory.offering(ask.chosen))
 
 
 def _selection(asks: list[_Ask], inventory: Inventory, results: _Results) -> dict[str, set[str]]:

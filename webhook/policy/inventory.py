@@ -90,19 +90,20 @@ class Inventory:
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _pairs: tuple[tuple[Pool, Offer], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Both indexes are built once per snapshot; every review reads them.
+        pairs = tuple((pool, offer) for pool in self.pools for offer in pool.offers)
         index: dict[str, list[tuple[Pool, Offer]]] = defaultdict(list)
-        for pool in self.pools:
-            for offer in pool.offers:
-                index[offer.form.name].append((pool, offer))
+        for pool, offer in pairs:
+            index[offer.form.name].append((pool, offer))
+        object.__setattr__(self, "_pairs", pairs)
         object.__setattr__(self, "_by_name", {k: tuple(v) for k, v in index.items()})
 
-    def offers(self) -> Iterable[tuple[Pool, Offer]]:
-        """Every (pool, offer) pair."""
-        for pool in self.pools:
-            for offer in pool.offers:
-                yield pool, offer
+    def offers(self) -> tuple[tuple[Pool, Offer], ...]:
+        """Every (pool, offer) pair, pool by pool."""
+        return self._pairs
 
     def offering(self, name: str) -> tuple[tuple[Pool, Offer], ...]:
         """The (pool, offer) pairs that advertise the resource ``name``."""

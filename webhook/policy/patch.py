@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 Op = dict[str, Any]
+_ABSENT = object()  # a key missing from the original (None is a value)
 
 
 def escape(token: str) -> str:
@@ -30,16 +31,19 @@ def _diff(a: Any, b: Any, path: str, ops: list[Op]) -> None:
     if a is b:
         return
     if isinstance(a, dict) and isinstance(b, dict):
-        for key in a:
-            if key not in b:
-                ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
+        if not a.keys() <= b.keys():  # one C-level check for the usual case: nothing removed
+            for key in a:
+                if key not in b:
+                    ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
+        get = a.get
         for key, value in b.items():
-            if key in a:
-                old = a[key]
-                if old is not value:
-                    _diff(old, value, f"{path}/{escape(key)}", ops)
-            else:
+            old = get(key, _ABSENT)
+            if old is value:
+                continue  # shared with the original: the engine did not touch it
+            if old is _ABSENT:
                 ops.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
+            else:
+                _diff(old, value, f"{path}/{escape(key)}", ops)
         return
     if isinstance(a, list) and isinstance(b, list):
         common = min(len(a), len(b))
