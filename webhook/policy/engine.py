@@ -17,7 +17,7 @@ from typing import Any
 from webhook.policy.decision import RULES, Decision, RuleResult, Status
 from webhook.policy.inventory import Inventory, Offer, Pool
 from webhook.policy.model import Policy
-from webhook.policy.patch import diff
+from webhook.policy.patch import Within, diff
 from webhook.policy.products import base_model, model_key
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.resources import PREFIX, ResourceForm, is_mig_profile, parse_resource
@@ -32,6 +32,20 @@ MUTATIONS_ANNOTATION = "gpu-policy.io/mutations"
 _MISSING = object()
 _GPU_PREFIXES = (f"{PREFIX}gpu", f"{PREFIX}mig")
 _SKIP_ALL = "skip"
+# Everything the mutation of a pod can write (its annotations and _apply_resources,
+# _apply_selection, _apply_tolerations), in the order the API server serializes a pod, so
+# that the patch is in document order. The property tests fail if a write falls outside it.
+_MUTABLE: Within = {
+    "metadata": {"annotations": None},
+    "spec": {
+        "initContainers": None,
+        "containers": None,
+        "ephemeralContainers": None,
+        "nodeSelector": None,
+        "affinity": None,
+        "tolerations": None,
+    },
+}
 
 
 @dataclass(slots=True)
@@ -751,7 +765,7 @@ def review(
         warnings.append(f"pods created from this {kind} will be changed: " + "; ".join(changes))
         mutated = None
     elif mutated is not None:
-        patch = tuple(diff(obj, mutated))
+        patch = tuple(diff(obj, mutated, within=_MUTABLE))
     allowed = clean or not any(r.status == "fail" for r in finished)
     return Decision(
         kind=kind,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, request
+from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook import tls
@@ -97,6 +98,24 @@ def tls_ready() -> tuple[bool, str]:
         return True, "TLS not served by this process"
     status = serving.status()
     return status.valid, status.reason
+
+
+class _NoSessions(SessionInterface):
+    """The webhook keeps no sessions: every request gets the same empty, read-only session.
+
+    Flask's default interface builds a new ``NullSession`` for each request of an app without
+    a secret key; a shared one (it refuses writes) saves that on every review.
+    """
+
+    _null = NullSession()
+
+    def open_session(self, app: Flask, request: Any) -> None:
+        """No session to open: Flask then asks for the null one."""
+        return None
+
+    def make_null_session(self, app: Flask) -> NullSession:
+        """The one shared null session."""
+        return self._null
 
 
 def _text(message: str, status: int) -> Response:
@@ -212,6 +231,7 @@ def create_app(
     )
 
     app = Flask(__name__)
+    app.session_interface = _NoSessions()
     # One byte over the limit: Werkzeug stops a body streamed without Content-Length at this
     # many bytes *without* an error, so the body read can be one byte too long, and
     # webhook.admission answers 413 for it. A Content-Length over it is refused unread.
