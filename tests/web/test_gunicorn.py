@@ -27,10 +27,13 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
 from reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 
 from bench.procs import terminate
 from webhook import tls
+from webhook.web.metrics import FLUSH_SECONDS
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -289,6 +292,13 @@ def test_probes(server: Server) -> None:
         conn.close()
 
 
+SERIES = [
+    ("gpu_policy_reviews_total", {"endpoint": "mutate", "decision": "allowed"}),
+    ("gpu_policy_patches_total", {"endpoint": "mutate"}),
+    ("gpu_policy_review_duration_seconds_count", {"endpoint": "mutate"}),
+]
+
+
 def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
     def scrape() -> str:
         conn = server.connect()
@@ -299,7 +309,19 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
         finally:
             conn.close()
 
+    # Reviews of earlier tests may still be in a worker's tally (flushed once a second): wait
+    # until the counts hold still, or they would land between the two scrapes.
     before = scrape()
+    for _ in range(10):
+        time.sleep(FLUSH_SECONDS + 0.2)
+        again = scrape()
+        steady = all(
+            metric_total(again, name, **labels) == metric_total(before, name, **labels)
+            for name, labels in SERIES
+        )
+        before = again
+        if steady:
+            break
     sent: list[str] = []
     pids: set[str] = set()
     template = with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)
@@ -320,14 +342,50 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
             if len(pids) == 2 and len(sent) >= 20:
                 break
     assert len(pids) == 2, f"one worker served all {len(sent)} connections"
-    after = scrape()
-    for name, labels in [
-        ("gpu_policy_reviews_total", {"endpoint": "mutate", "decision": "allowed"}),
-        ("gpu_policy_patches_total", {"endpoint": "mutate"}),
-        ("gpu_policy_review_duration_seconds_count", {"endpoint": "mutate"}),
-    ]:
-        grown = metric_total(after, name, **labels) - metric_total(before, name, **labels)
-        assert grown == len(sent), (name, grown, len(sent))
+
+    def grown() -> list[float]:
+        after = scrape()
+        return [
+            metric_total(after, name, **labels) - metric_total(before, name, **labels)
+            for name, labels in SERIES
+        ]
+
+    # Each worker adds its tally to the shared values at least once a second (metrics.py).
+    deadline = time.monotonic() + 5
+    counts = grown()
+    while counts != [len(sent)] * len(SERIES) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        counts = grown()
+    assert counts == [len(sent)] * len(SERIES), (SERIES, counts, len(sent))
+
+
+def test_reviews_just_before_a_shutdown_are_still_counted(tmp_path: Path) -> None:
+    # Reviews are tallied and written to the shared metrics files once a second; a worker
+    # that stops gracefully writes what it has left, so nothing answered goes uncounted.
+    paths = tls.write_certs(tmp_path / "tls")
+    port = free_port()
+    env = server_env(tmp_path, port, GPU_POLICY_WORKERS="1")
+    proc, log_file = start(GUNICORN, tmp_path, env)
+    srv = Server(proc, port, ssl.create_default_context(cafile=str(paths.ca_cert)), log_file)
+    try:
+        wait_ready(srv)
+        conn = srv.connect()
+        template = with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)
+        for _ in range(25):
+            assert answer(conn, "/mutate", template)["patchType"] == "JSONPatch"
+        conn.close()
+    finally:
+        terminate(proc)
+    assert proc.returncode == 0, srv.log()
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(tmp_path / "metrics"))
+    labels = {"endpoint": "mutate", "decision": "allowed"}
+    assert registry.get_sample_value("gpu_policy_reviews_total", labels) == 25
+    assert registry.get_sample_value("gpu_policy_patches_total", {"endpoint": "mutate"}) == 25
+    count = registry.get_sample_value(
+        "gpu_policy_review_duration_seconds_count", {"endpoint": "mutate"}
+    )
+    assert count == 25
 
 
 def test_log_lines_name_the_review_and_not_the_object(server: Server) -> None:

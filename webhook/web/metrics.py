@@ -21,11 +21,23 @@ Series (label values come from fixed sets, never from user input):
 * ``gpu_policy_policy_reloads_total{result}``: policy file reloads, ``success`` or ``failure``
   (counted by each worker).
 * ``gpu_policy_engine_errors_total{endpoint}``: exceptions inside the engine (bugs).
+
+Reviews are counted in batches. In multiprocess mode every increment of a prometheus_client
+value takes a lock, checks the pid and writes the file: four times per review, about a tenth
+of a review's CPU (bench/http.py). :func:`record_review` only adds to this process's tally;
+the tally goes into the Prometheus values at least every ``FLUSH_SECONDS`` (a daemon thread),
+before this process answers ``/metrics``, and at exit. So a scrape sees another worker's
+reviews at most a second late, and a worker killed with SIGKILL loses at most a second of
+counts.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
+import time
+from collections import Counter as Tally
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -106,19 +118,87 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
+FLUSH_SECONDS = 1.0
+
+
+class _Pending:
+    """This process's reviews not yet in the Prometheus values (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: Tally[Counter] = Tally()  # a counter's child -> increments
+        self.latencies: dict[Histogram, list[float]] = {}  # a histogram's child -> seconds
+        self.started = False  # this process's flusher thread runs
+        # A forked child has no flusher (threads do not survive fork), and what the parent
+        # tallied is the parent's to flush.
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self.lock = threading.Lock()
+        self.counts = Tally()
+        self.latencies = {}
+        self.started = False
+
+    def add(self, counters: list[Counter], latency: Histogram, seconds: float) -> None:
+        """Tally one review."""
+        with self.lock:
+            counts = self.counts
+            for counter in counters:
+                counts[counter] += 1
+            observed = self.latencies.get(latency)
+            if observed is None:
+                self.latencies[latency] = [seconds]
+            else:
+                observed.append(seconds)
+        if not self.started:
+            self._start_flusher()
+
+    def flush(self) -> None:
+        """Move the tally into the Prometheus values."""
+        with self.lock:
+            counts, self.counts = self.counts, Tally()
+            latencies, self.latencies = self.latencies, {}
+        for counter, amount in counts.items():
+            counter.inc(amount)
+        for histogram, observed in latencies.items():
+            for seconds in observed:
+                histogram.observe(seconds)
+
+    def _start_flusher(self) -> None:
+        with self.lock:
+            if self.started:
+                return
+            self.started = True
+        threading.Thread(target=self._flush_loop, name="metrics-flush", daemon=True).start()
+        atexit.register(self.flush)
+
+    def _flush_loop(self) -> None:
+        while True:
+            time.sleep(FLUSH_SECONDS)
+            self.flush()
+
+
+_pending = _Pending()
+
+
 def record_review(outcome: Outcome, seconds: float) -> None:
-    """Count one answered review and its latency."""
+    """Count one answered review and its latency (into this process's tally)."""
     endpoint = outcome.endpoint
-    _reviews[endpoint, outcome.verdict].inc()
-    _latency[endpoint].observe(seconds)
+    counters = [_reviews[endpoint, outcome.verdict]]
     if outcome.patched:
-        _patches[endpoint].inc()
+        counters.append(_patches[endpoint])
     if outcome.error is not None:
-        _engine_errors[endpoint].inc()
+        counters.append(_engine_errors[endpoint])
     for rule in outcome.failed:
-        RULE_RESULTS.labels(endpoint, _rule_label(rule), "fail").inc()
+        counters.append(RULE_RESULTS.labels(endpoint, _rule_label(rule), "fail"))
     for rule in outcome.warned:
-        RULE_RESULTS.labels(endpoint, _rule_label(rule), "warn").inc()
+        counters.append(RULE_RESULTS.labels(endpoint, _rule_label(rule), "warn"))
+    _pending.add(counters, _latency[endpoint], seconds)
+
+
+def flush() -> None:
+    """Put this process's tallied reviews into the Prometheus values now."""
+    _pending.flush()
 
 
 def _rule_label(rule: str) -> str:
@@ -138,6 +218,7 @@ def record_reload(ok: bool) -> None:
 
 def exposition() -> tuple[bytes, str]:
     """The metrics text (all workers' in multiprocess mode) and its content type."""
+    flush()
     if multiprocess_dir() is not None:
         from prometheus_client import multiprocess
 
