@@ -141,19 +141,23 @@ def _gpu_entries(container: Mapping[str, Any]) -> list[_Entry]:
     ]
 
 
-def _asks_for_gpu(spec: Mapping[str, Any]) -> bool:
-    # The cheap question first: most pods reaching a webhook ask for no GPU at all.
-    for _, _, container in containers(spec):
+def _gpu_containers(
+    spec: Mapping[str, Any],
+) -> list[tuple[str, int, Mapping[str, Any], list[_Entry]]]:
+    """(list name, index, container, entries) of the containers that ask for ``nvidia.com/``.
+
+    One walk over the containers: most pods reaching a webhook ask for no GPU at all, and
+    those that do have one or two GPU containers among their sidecars.
+    """
+    found = []
+    for list_name, i, container in containers(spec):
         resources = container.get("resources")
-        if not isinstance(resources, dict):
+        if not resources or not isinstance(resources, dict):
             continue
-        for part in ("limits", "requests"):
-            section = resources.get(part)
-            if isinstance(section, dict):
-                for key in section:
-                    if isinstance(key, str) and key.startswith(PREFIX):
-                        return True
-    return False
+        entries = _gpu_entries(container)
+        if entries:
+            found.append((list_name, i, container, entries))
+    return found
 
 
 def _known_names(inventory: Inventory) -> list[str]:
@@ -164,10 +168,11 @@ def _check_container(
     list_name: str,
     index: int,
     container: Mapping[str, Any],
+    entries: list[_Entry],
+    *,
     results: _Results,
     inventory: Inventory,
 ) -> _Ask | None:
-    entries = _gpu_entries(container)
     # Other nvidia.com/ resources (NICs, vGPU, RDMA) are not ours to judge.
     entries = [e for e in entries if e.form is not None or e.name.startswith(_GPU_PREFIXES)]
     if not entries:
@@ -708,7 +713,8 @@ def review(
     workload = locate(obj)
     if workload is None:
         return _skip(kind, namespace, name, f"{kind or 'this object'} has no pod spec", mode)
-    if not _asks_for_gpu(workload.spec):
+    gpu_containers = _gpu_containers(workload.spec)
+    if not gpu_containers:
         return _skip(kind, namespace, name, "asks for no GPU", mode)
     if namespace in policy.exempt_namespaces:
         return _skip(kind, namespace, name, f"namespace {namespace} is exempt", mode)
@@ -726,8 +732,9 @@ def review(
     results = _Results()
     asks = [
         ask
-        for list_name, i, c in containers(workload.spec)
-        if (ask := _check_container(list_name, i, c, results, inventory)) is not None
+        for list_name, i, c, entries in gpu_containers
+        if (ask := _check_container(list_name, i, c, entries, results=results, inventory=inventory))
+        is not None
     ]
     intent = _intent(workload, policy, results)
     placement_rules = ("gpu-node-selection", "gpu-shared-request-above-one", "gpu-resource-offered")
