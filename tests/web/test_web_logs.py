@@ -157,3 +157,15 @@ def test_no_direct_handler_when_something_else_is_on_the_way(pipe: tuple[int, in
     assert direct_handler(parent) is None  # another date format
     parent.handlers = [logging.StreamHandler()]
     assert direct_handler(parent) is None  # not a LineBufferedHandler
+
+
+def test_a_forked_child_writes_its_own_pid(pipe: tuple[int, int]) -> None:
+    r, w = pipe
+    child = os.fork()
+    if child == 0:  # the child: one line with its pid, then out without cleanup
+        try:
+            os.write(w, line_for(logging.getLogger("test.logs.fork"), logging.INFO, "hi").encode())
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert f" INFO [{child}] test.logs.fork: hi\n" in read(r).decode()

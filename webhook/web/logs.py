@@ -86,10 +86,16 @@ class Formatter(logging.Formatter):
         return timestamp(record.created)
 
 
+# This process's pid, read once (and again in a forked child): os.getpid() is a system call,
+# and every review line carries the pid.
+_pid = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
+
+
 def line_for(logger: logging.Logger, level: int, message: str) -> str:
     """The line :data:`FORMAT` makes of ``message`` logged now on ``logger`` at ``level``."""
     return (
-        f"{timestamp(time.time())} {logging.getLevelName(level)} [{os.getpid()}] "
+        f"{timestamp(time.time())} {logging.getLevelName(level)} [{_pid[0]}] "
         f"{logger.name}: {message}\n"
     )
 
