@@ -21,7 +21,10 @@ TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, but read-only by convention: one is built on every review, and a frozen
+# dataclass sets each field through object.__setattr__. Frozen, Workload, AdmissionRequest,
+# Decision and Outcome cost a review ~12 us more (the Flask app in process, on 3.11).
+@dataclass(slots=True)
 class Workload:
     """The pod (or pod template) inside an object: its metadata and spec, and where they are."""
 
