@@ -14,12 +14,13 @@ hands the GIL over. Measured with bench/http.py, that was a quarter of a no-op r
 
 A worker killed with SIGKILL loses at most ``interval`` seconds of INFO lines.
 
-The review line is the one written on every request, and building it through a ``LogRecord``
-and a ``Formatter`` took 12 us, against 4 us for the same line made here (in process). :func:`direct_handler` finds, once, whether a logger's lines end
-in exactly one :class:`LineBufferedHandler` with this module's format and nothing else on the
-way (no other handler, no filter); :func:`line_for` then builds the very line the handler
-would have written, and :meth:`LineBufferedHandler.add_line` takes it. Any other logging set-up
-gets the ordinary ``logger.info`` path.
+The review line is the one written on every request, and building it through a ``LogRecord`` and a
+``Formatter`` took 12 us, against 4 us for the same line made here (in process).
+:func:`direct_handler` finds, once, whether a logger's lines end in exactly one
+:class:`LineBufferedHandler` with this module's format and nothing else on the way (no other
+handler, no filter); :func:`line_for` then builds the very line the handler would have written, and
+:meth:`LineBufferedHandler.add_line` takes it. Any other logging set-up gets the ordinary
+``logger.info`` path.
 """
 
 from __future__ import annotations

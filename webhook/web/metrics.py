@@ -22,14 +22,13 @@ Series (label values come from fixed sets, never from user input):
   (counted by each worker).
 * ``gpu_policy_engine_errors_total{endpoint}``: exceptions inside the engine (bugs).
 
-Reviews are counted in batches. In multiprocess mode every increment of a prometheus_client
-value takes a lock, checks the pid and writes the file: four times per review, ~13 of the
-~250 us a review took in process (py-spy). :func:`record_review` only adds to this process's
-tally (counters summed, latencies listed);
-the tally goes into the Prometheus values at least every ``FLUSH_SECONDS`` (a daemon thread),
-before this process answers ``/metrics``, and at exit. So a scrape sees another worker's
-reviews at most a second late, and a worker killed with SIGKILL loses at most a second of
-counts.
+Reviews are counted in batches. In multiprocess mode every increment of a prometheus_client value
+takes a lock, checks the pid and writes the file: four times per review, ~13 of the ~250 us a
+review took in process (py-spy). :func:`record_review` only adds to this process's tally (counters
+summed, latencies listed); the tally goes into the Prometheus values at least every
+``FLUSH_SECONDS`` (a daemon thread), before this process answers ``/metrics``, and at exit. So a
+scrape sees another worker's reviews at most a second late, and a worker killed with SIGKILL loses
+at most a second of counts.
 """
 
 from __future__ import annotations
