@@ -61,9 +61,7 @@ class RequestError(ValueError):
 _OBJECT = (dict, Mapping)
 
 
-# Not frozen, but read-only by convention: one is built on every review, and a frozen
-# dataclass sets each field through object.__setattr__. Frozen, Workload, AdmissionRequest,
-# Decision and Outcome cost a review ~12 us more (the Flask app in process, on 3.11).
+# Not frozen, but read-only by convention: see the note on Decision (webhook/policy/decision.py).
 @dataclass(slots=True)
 class AdmissionRequest:
     """The fields of ``AdmissionReview.request`` the webhook uses, checked and typed.

@@ -40,7 +40,6 @@ _MUTABLE: Within = {
     "spec": {
         "initContainers": None,
         "containers": None,
-        "ephemeralContainers": None,
         "nodeSelector": None,
         "affinity": None,
         "tolerations": None,

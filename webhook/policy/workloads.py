@@ -21,9 +21,7 @@ TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 
-# Not frozen, but read-only by convention: one is built on every review, and a frozen
-# dataclass sets each field through object.__setattr__. Frozen, Workload, AdmissionRequest,
-# Decision and Outcome cost a review ~12 us more (the Flask app in process, on 3.11).
+# Not frozen, but read-only by convention: see the note on Decision (webhook/policy/decision.py).
 @dataclass(slots=True)
 class Workload:
     """The pod (or pod template) inside an object: its metadata and spec, and where they are."""
