@@ -51,8 +51,6 @@ CLUSTER_POLICY = (
 
 #: status (or "connection error") -> how many fuzz inputs got it, for the run summary.
 FUZZ_TALLY: Counter[str] = Counter()
-#: Bodies of /metrics answers that were a 500 (see ``Server.metric``).
-METRICS_ERRORS: list[str] = []
 
 
 def free_port() -> int:
@@ -90,12 +88,9 @@ class Server:
 
     def metric(self, name: str, **labels: str) -> float:
         """The sum over the workers of one metric's samples with these labels."""
+        # Once a 500 in ~20 runs: a worker's metrics file read while still empty
+        # (prometheus/client_python#1199); /metrics now leaves such files out.
         status, text = self.get("/metrics")
-        if status == 500:
-            # Seen once in ~20 runs under load ("internal error (error)"), not reproduced
-            # since: counted, retried, reported; the reviews are what the tests judge.
-            METRICS_ERRORS.append(text)
-            status, text = self.get("/metrics")
         assert status == 200, text
         total = 0.0
         for line in text.splitlines():

@@ -388,6 +388,29 @@ def test_reviews_just_before_a_shutdown_are_still_counted(tmp_path: Path) -> Non
     assert count == 25
 
 
+def test_an_empty_metrics_file_does_not_break_the_scrape(tmp_path: Path) -> None:
+    # A worker creates its metrics file empty and sizes it a moment later; one killed in that
+    # moment leaves the empty file for good, and prometheus_client fails every scrape on it
+    # (prometheus/client_python#1199). The webhook's /metrics leaves such files out.
+    paths = tls.write_certs(tmp_path / "tls")
+    port = free_port()
+    proc, log_file = start(GUNICORN, tmp_path, server_env(tmp_path, port, GPU_POLICY_WORKERS="1"))
+    srv = Server(proc, port, ssl.create_default_context(cafile=str(paths.ca_cert)), log_file)
+    try:
+        wait_ready(srv)
+        conn = srv.connect()
+        template = with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)
+        assert answer(conn, "/mutate", template)["patchType"] == "JSONPatch"
+        (tmp_path / "metrics" / "counter_999999.db").touch()
+        status, data, _ = send(conn, "/metrics", method="GET", headers={})
+        assert status == 200, data
+        text = data.decode()
+        assert metric_total(text, "gpu_policy_reviews_total", endpoint="mutate") == 1
+        conn.close()
+    finally:
+        terminate(proc)
+
+
 def test_log_lines_name_the_review_and_not_the_object(server: Server) -> None:
     log = server.log()
     assert "Traceback" not in log

@@ -34,10 +34,12 @@ at most a second of counts.
 from __future__ import annotations
 
 import atexit
+import glob
 import os
 import threading
 import time
 from collections import Counter as Tally
+from collections.abc import Iterable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -48,6 +50,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from webhook.admission import ENDPOINTS, Outcome
 from webhook.policy import RULES
@@ -219,14 +223,42 @@ def record_reload(ok: bool) -> None:
 def exposition() -> tuple[bytes, str]:
     """The metrics text (all workers' in multiprocess mode) and its content type."""
     flush()
-    if multiprocess_dir() is not None:
-        from prometheus_client import multiprocess
-
+    path = multiprocess_dir()
+    if path is not None:
         registry = CollectorRegistry()
-        # prometheus_client ships py.typed but leaves this constructor unannotated.
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(_SharedFiles(path))
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+class _SharedFiles(Collector):
+    """Every worker's metrics files, as ``multiprocess.MultiProcessCollector`` reads them.
+
+    Except the empty ones: a worker creates its file empty and sizes it a moment later, and
+    one killed in that moment leaves it so for good. prometheus_client fails the whole scrape
+    on such a file (prometheus/client_python#1199, open for 0.26); it holds no value yet.
+    """
+
+    def __init__(self, path: str) -> None:
+        """Read the files in ``path``."""
+        self.path = path
+
+    def collect(self) -> Iterable[Metric]:
+        """The merged metrics of the non-empty files."""
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        files = []
+        for name in glob.glob(os.path.join(self.path, "*.db")):
+            try:
+                if os.path.getsize(name) > 0:
+                    files.append(name)
+            except FileNotFoundError:  # a dead worker's live gauges, removed since the glob
+                continue
+        # prometheus_client ships py.typed but leaves merge unannotated.
+        merged: Iterable[Metric] = MultiProcessCollector.merge(  # type: ignore[no-untyped-call]
+            files, accumulate=True
+        )
+        return merged
 
 
 # The cluster watch, per worker. Counters add up over the workers; the gauges keep the worst
