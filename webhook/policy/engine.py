@@ -153,6 +153,12 @@ def _gpu_containers(
         resources = container.get("resources")
         if not resources or not isinstance(resources, dict):
             continue
+        if not any(
+            isinstance(section, dict)
+            and any(isinstance(k, str) and k.startswith(PREFIX) for k in section)
+            for section in (resources.get("limits"), resources.get("requests"))
+        ):
+            continue  # the usual container: cpu and memory only
         entries = _gpu_entries(container)
         if entries:
             found.append((list_name, i, container, entries))

@@ -83,7 +83,8 @@ class Formatter(logging.Formatter):
         """The record's time as :func:`timestamp` gives it, unless a ``datefmt`` is set."""
         if datefmt is not None or self.datefmt is not None:
             return super().formatTime(record, datefmt)
-        return timestamp(record.created)
+        # The record's own msecs: how they are computed depends on the Python version.
+        return f"{timestamp(record.created)[:-4]},{int(record.msecs):03d}"
 
 
 # This process's pid, read once (and again in a forked child): os.getpid() is a system call,

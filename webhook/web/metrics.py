@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import glob
+import logging
 import os
 import threading
 import time
@@ -55,6 +56,8 @@ from prometheus_client.registry import Collector
 
 from webhook.admission import ENDPOINTS, Outcome
 from webhook.policy import RULES
+
+logger = logging.getLogger(__name__)
 
 # Sub-millisecond for a pod without a GPU, a few milliseconds for a large one; the API
 # server's own webhook latency metric starts at 5 ms, these look finer.
@@ -130,6 +133,7 @@ class _Pending:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.flushing = threading.Lock()
         self.counts: Tally[Counter] = Tally()  # a counter's child -> increments
         self.latencies: dict[Histogram, list[float]] = {}  # a histogram's child -> seconds
         self.started = False  # this process's flusher thread runs
@@ -139,6 +143,7 @@ class _Pending:
 
     def _forget(self) -> None:
         self.lock = threading.Lock()
+        self.flushing = threading.Lock()
         self.counts = Tally()
         self.latencies = {}
         self.started = False
@@ -158,15 +163,21 @@ class _Pending:
             self._start_flusher()
 
     def flush(self) -> None:
-        """Move the tally into the Prometheus values."""
-        with self.lock:
-            counts, self.counts = self.counts, Tally()
-            latencies, self.latencies = self.latencies, {}
-        for counter, amount in counts.items():
-            counter.inc(amount)
-        for histogram, observed in latencies.items():
-            for seconds in observed:
-                histogram.observe(seconds)
+        """Move the tally into the Prometheus values.
+
+        ``flushing`` is held from the swap to the last write, so a flush that returns (before
+        /metrics, at exit) has seen every review tallied before it, even one that another
+        thread's flush had swapped out. Requests only take ``lock``, which is held briefly.
+        """
+        with self.flushing:
+            with self.lock:
+                counts, self.counts = self.counts, Tally()
+                latencies, self.latencies = self.latencies, {}
+            for counter, amount in counts.items():
+                counter.inc(amount)
+            for histogram, observed in latencies.items():
+                for seconds in observed:
+                    histogram.observe(seconds)
 
     def _start_flusher(self) -> None:
         with self.lock:
@@ -179,7 +190,10 @@ class _Pending:
     def _flush_loop(self) -> None:
         while True:
             time.sleep(FLUSH_SECONDS)
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # a write that failed (full disk): say so, keep flushing
+                logger.exception("could not write the review metrics; retrying in a second")
 
 
 _pending = _Pending()
