@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from webhook.loading import load_policy, nodes_from_text
+from webhook.files import load_policy, nodes_from_text
 from webhook.policy import inventory_from_nodes, review
 from webhook.policy.plugin_config import parse_plugin_configmap
 from webhook.policy.products import base_model, product_value

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from webhook import __version__
-from webhook.loading import load_inventory, load_policy, read_text
+from webhook.files import load_inventory, load_policy, read_text
 from webhook.policy import PolicyError, review
 from webhook.review_report import json_report, text_report, yaml_report
 

@@ -87,7 +87,7 @@ def _inventory(sub: Any) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from webhook import inventory_report
-        from webhook.loading import load_inventory, load_policy, objects_from_text, read_text
+        from webhook.files import load_inventory, load_policy, objects_from_text, read_text
 
         policy = load_policy(args.policy)
         pods: list[Any] = []
@@ -142,7 +142,7 @@ def _plan(sub: Any) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from webhook import inventory_report, plan_command
-        from webhook.loading import load_inventory, load_policy
+        from webhook.files import load_inventory, load_policy
 
         policy = load_policy(args.policy)
         existing, where = plan_command.existing_configs(args.policy)

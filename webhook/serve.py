@@ -21,10 +21,26 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from webhook.contract import (
+    BIND_ENV,
+    CA_CERT_FILE,
+    DEFAULT_BIND,
+    DEFAULT_KUBE,
+    DEFAULT_TLS_DIR,
+    DEV_BIND,
+    DEV_CERT_DIR,
+    KUBE_ENV,
+    NODES_ENV,
+    POLICY_FILE_ENV,
+    THREADS_ENV,
+    TLS_CERT_FILE,
+    TLS_DIR_ENV,
+    TLS_KEY_FILE,
+    WORKERS_ENV,
+)
+
 GUNICORN_CONFIG = "python:webhook.web.gunicorn_conf"
 WSGI_APP = "webhook.web.wsgi:app"
-DEV_BIND = "127.0.0.1:8443"
-DEV_CERT_DIR = "certs/dev"
 EXIT_USAGE = 2  # as webhook.cli: usage or file errors
 EXAMPLE_REQUEST = "examples/admissionreview-gpu-pod.json"
 DENIED_REQUEST = "examples/admissionreview-gpu-pod-denied.json"
@@ -44,16 +60,14 @@ def add_parser(sub: Any) -> None:
         help=f"local development: bundled example policy, {DEV_BIND}, "
         f"certificates from --cert-dir (default {DEV_CERT_DIR}), no cluster watch",
     )
+    p.add_argument("--cert-dir", help=f"directory with tls.crt and tls.key (sets {TLS_DIR_ENV})")
+    p.add_argument("--bind", metavar="HOST:PORT", help=f"listen address (sets {BIND_ENV})")
+    p.add_argument("--policy", metavar="FILE", help=f"policy file (sets {POLICY_FILE_ENV})")
     p.add_argument(
-        "--cert-dir", help="directory with tls.crt and tls.key (sets GPU_POLICY_TLS_DIR)"
+        "--nodes", metavar="FILE", help=f"node dump used as the inventory (sets {NODES_ENV})"
     )
-    p.add_argument("--bind", metavar="HOST:PORT", help="listen address (sets GPU_POLICY_BIND)")
-    p.add_argument("--policy", metavar="FILE", help="policy file (sets GPU_POLICY_FILE)")
-    p.add_argument(
-        "--nodes", metavar="FILE", help="node dump used as the inventory (sets GPU_POLICY_NODES)"
-    )
-    p.add_argument("--workers", type=int, help="gunicorn workers (sets GPU_POLICY_WORKERS)")
-    p.add_argument("--threads", type=int, help="threads per worker (sets GPU_POLICY_THREADS)")
+    p.add_argument("--workers", type=int, help=f"gunicorn workers (sets {WORKERS_ENV})")
+    p.add_argument("--threads", type=int, help=f"threads per worker (sets {THREADS_ENV})")
     p.set_defaults(func=run)
 
 
@@ -62,17 +76,17 @@ def server_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, s
     env = dict(base)
     if args.dev:
         # The bundled example, unless --policy names another file; no cluster to watch.
-        env.pop("GPU_POLICY_FILE", None)
-        env.pop("GPU_POLICY_NODES", None)
-        env["GPU_POLICY_KUBE"] = "off"
-        env["GPU_POLICY_BIND"] = DEV_BIND
-        env["GPU_POLICY_TLS_DIR"] = DEV_CERT_DIR
-    _set(env, "GPU_POLICY_TLS_DIR", args.cert_dir)
-    _set(env, "GPU_POLICY_BIND", args.bind)
-    _set(env, "GPU_POLICY_FILE", args.policy)
-    _set(env, "GPU_POLICY_NODES", args.nodes)
-    _set(env, "GPU_POLICY_WORKERS", None if args.workers is None else str(args.workers))
-    _set(env, "GPU_POLICY_THREADS", None if args.threads is None else str(args.threads))
+        env.pop(POLICY_FILE_ENV, None)
+        env.pop(NODES_ENV, None)
+        env[KUBE_ENV] = DEFAULT_KUBE
+        env[BIND_ENV] = DEV_BIND
+        env[TLS_DIR_ENV] = DEV_CERT_DIR
+    _set(env, TLS_DIR_ENV, args.cert_dir)
+    _set(env, BIND_ENV, args.bind)
+    _set(env, POLICY_FILE_ENV, args.policy)
+    _set(env, NODES_ENV, args.nodes)
+    _set(env, WORKERS_ENV, None if args.workers is None else str(args.workers))
+    _set(env, THREADS_ENV, None if args.threads is None else str(args.threads))
     return env
 
 
@@ -93,11 +107,11 @@ def curl_command(
     env: Mapping[str, str], request_file: str = EXAMPLE_REQUEST, endpoint: str = "mutate"
 ) -> str:
     """A curl command that sends an example AdmissionReview to the server ``env`` describes."""
-    bind = env.get("GPU_POLICY_BIND", DEV_BIND)
+    bind = env.get(BIND_ENV, DEV_BIND)
     host, _, port = bind.rpartition(":")
     if host in ("", "0.0.0.0", "[::]", "::"):  # noqa: S104 - comparing, not binding
         host = "127.0.0.1"
-    ca = Path(env.get("GPU_POLICY_TLS_DIR", DEV_CERT_DIR)) / "ca.crt"
+    ca = Path(env.get(TLS_DIR_ENV, DEV_CERT_DIR)) / CA_CERT_FILE
     return (
         f"curl --cacert {ca} -H 'Content-Type: application/json' "
         f"--data @{request_file} https://{host}:{port}/{endpoint}"
@@ -131,15 +145,15 @@ def run(args: argparse.Namespace) -> int:
         try:
             load_client(settings.kube).close()  # type: ignore[no-untyped-call]
         except Exception as exc:  # ConfigException, OSError, ...: the same one-line answer
-            return _usage(f"GPU_POLICY_KUBE={settings.kube}: {exc}")
-    tls_dir = Path(env.get("GPU_POLICY_TLS_DIR", "/etc/gpu-policy/tls"))
-    missing = [name for name in ("tls.crt", "tls.key") if not (tls_dir / name).is_file()]
+            return _usage(f"{KUBE_ENV}={settings.kube}: {exc}")
+    tls_dir = Path(env.get(TLS_DIR_ENV, DEFAULT_TLS_DIR))
+    missing = [name for name in (TLS_CERT_FILE, TLS_KEY_FILE) if not (tls_dir / name).is_file()]
     if missing:
         hint = f"; make them with: gpu-policy certs --out {tls_dir}" if args.dev else ""
         return _usage(f"{tls_dir}: no {' or '.join(missing)}{hint}")
     print(
         f"gpu-policy: serving policy {snapshot.policy.name} ({snapshot.policy.source}) on "
-        f"https://{env.get('GPU_POLICY_BIND', '0.0.0.0:8443')}"
+        f"https://{env.get(BIND_ENV, DEFAULT_BIND)}"
     )
     if args.dev:
         print("try it:")

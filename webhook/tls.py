@@ -47,13 +47,11 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 )
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.loading import FileStamp, file_stamps
+from webhook.files import FileStamp, file_stamps
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "CLIENT_CA_ENV",
-    "TLS_DIR_ENV",
     "CertPaths",
     "ReloadingSSLContext",
     "TLSError",
@@ -68,8 +66,6 @@ __all__ = [
     "write_certs",
 ]
 
-TLS_DIR_ENV = "GPU_POLICY_TLS_DIR"
-CLIENT_CA_ENV = "GPU_POLICY_CLIENT_CA"
 
 # TLS 1.2 suites we accept: forward secrecy (ECDHE) and AEAD only. TLS 1.3 suites are all
 # modern and are not affected by set_ciphers. Go's crypto/tls (the API server) offers

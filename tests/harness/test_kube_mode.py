@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from webhook.files import load_inventory, load_policy
 from webhook.kube.dryrun import DryRunCreator, connect, parse_warnings
-from webhook.loading import load_inventory, load_policy
 
 from .conftest import CLUSTERS, MANIFESTS, SUITES, cli
 from .dryrun_apiserver import DryRunApiServer

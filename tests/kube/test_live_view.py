@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
+from webhook.files import load_policy
 from webhook.kube import ClusterSource
 from webhook.kube.snapshot import live_view
-from webhook.loading import load_policy
 from webhook.policy import review
 
 from .apiserver import FakeApiServer

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import gpu, pod
-from webhook.loading import load_inventory, load_policy
+from webhook.files import load_inventory, load_policy
 from webhook.policy import Inventory, review
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.loading import load_policy, nodes_from_text
+from webhook.files import load_policy, nodes_from_text
 from webhook.policy import PolicyError, inventory_from_nodes
 from webhook.policy.plan import (
     Measurement,

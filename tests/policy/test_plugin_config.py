@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.loading import load_policy
+from webhook.files import load_policy
 from webhook.policy import PolicyError
 from webhook.policy.plugin_config import parse_plugin_config
 from webhook.policy.resources import ResourceForm

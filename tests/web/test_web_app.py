@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY
 from reviewdata import load, pod_spec, review, with_gpu, workload
 
 from webhook.admission import handler as handler_module
-from webhook.loading import EXAMPLE_POLICY
+from webhook.contract import EXAMPLE_POLICY
 from webhook.web import Settings, create_app, metrics
 from webhook.web import app as app_module
 

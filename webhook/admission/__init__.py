@@ -25,7 +25,6 @@ from webhook.admission.handler import (
     validate,
 )
 from webhook.admission.request import (
-    API_VERSION,
     MAX_BODY_BYTES,
     AdmissionRequest,
     RequestError,
@@ -34,7 +33,6 @@ from webhook.admission.request import (
 )
 
 __all__ = [
-    "API_VERSION",
     "ENDPOINTS",
     "MAX_BODY_BYTES",
     "VALIDATED_KINDS",

@@ -46,12 +46,11 @@ from typing import Any, Final, Literal
 import orjson
 
 from webhook.admission.request import (
-    API_VERSION,
-    KIND,
     MAX_BODY_BYTES,
     AdmissionRequest,
     parse_review,
 )
+from webhook.contract import ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND
 from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.workloads import locate
 
@@ -282,7 +281,11 @@ def _review(request: AdmissionRequest, policy: Policy, inventory: Inventory) -> 
 
 
 def _review_doc(response: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": ADMISSION_REVIEW_KIND,
+        "response": response,
+    }
 
 
 def _dump(doc: Mapping[str, Any]) -> bytes:

@@ -17,8 +17,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-API_VERSION: Final = "admission.k8s.io/v1"
-KIND: Final = "AdmissionReview"
+from webhook.contract import ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND
 
 # The API server refuses request bodies above 3 MiB (etcd's limit is 1.5 MiB per object), and
 # an UPDATE carries the object twice; 7 MiB leaves room for both plus the request's envelope.
@@ -195,19 +194,20 @@ def parse_review(
             "not-admission-review", f"request body is {_json_type(doc)}, not an AdmissionReview"
         )
     kind = doc.get("kind")
-    if kind != KIND:
+    if kind != ADMISSION_REVIEW_KIND:
         raise RequestError(
             "not-admission-review",
-            f"kind is {kind!r}, expected {KIND}"
+            f"kind is {kind!r}, expected {ADMISSION_REVIEW_KIND}"
             if isinstance(kind, str)
             else f"not an AdmissionReview: kind is {_json_type(kind)}",
         )
     api_version = doc.get("apiVersion")
-    if api_version != API_VERSION:
+    if api_version != ADMISSION_API_VERSION:
         shown = repr(api_version) if isinstance(api_version, str) else _json_type(api_version)
         raise RequestError(
             "wrong-api-version",
-            f"apiVersion {shown[:80]} is not supported: this webhook speaks {API_VERSION} "
+            f"apiVersion {shown[:80]} is not supported: "
+            f"this webhook speaks {ADMISSION_API_VERSION} "
             "(admissionReviewVersions: [v1])",
         )
     request = doc.get("request")
@@ -253,7 +253,7 @@ def parse_review(
             "bad-field", f"request.dryRun must be a boolean, not {_json_type(dry_run)}"
         )
     return AdmissionRequest(
-        api_version=API_VERSION,
+        api_version=ADMISSION_API_VERSION,
         uid=uid,
         group=group,
         version=version,

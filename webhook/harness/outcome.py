@@ -15,10 +15,9 @@ from typing import Any, Literal
 
 import yaml
 
+from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.harness.suite import Case, Expect, warning_count
 from webhook.policy import RuleResult
-
-MUTATIONS_ANNOTATION = "gpu-policy.io/mutations"
 
 # How the object after admission is compared with a golden file:
 #   exact    - equal (the engine, or a webhook's patch applied to what we sent);

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import jsonpatch
 
+from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.harness.admission_review import (
     Answer,
     ResponseError,
@@ -30,7 +31,7 @@ from webhook.harness.admission_review import (
     failed_rules,
     parse_response,
 )
-from webhook.harness.outcome import MUTATIONS_ANNOTATION, Outcome
+from webhook.harness.outcome import Outcome
 from webhook.harness.suite import Case, Suite
 from webhook.policy import review
 

@@ -38,10 +38,10 @@ from typing import Any
 
 import yaml
 
-from webhook.loading import load_inventory, load_policy, read_text
+from webhook.contract import GPU_POLICY_API_VERSION
+from webhook.files import load_inventory, load_policy, read_text
 from webhook.policy import RULES, Inventory, Policy, PolicyError
 
-SUITE_API_VERSION = "gpu-policy.io/v1alpha1"
 SUITE_KINDS = ("Suite", "PolicyTest")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 UNCHANGED = "unchanged"
@@ -410,9 +410,9 @@ class SuiteLoader:
             raise SuiteError(r.problems)
         api = fields.get("apiVersion")
         if api is None:
-            r.problem(node, f"apiVersion is missing: use {SUITE_API_VERSION}")
-        elif r.value(api) != SUITE_API_VERSION:
-            r.problem(api, f"apiVersion is {r.value(api)!r}: use {SUITE_API_VERSION}")
+            r.problem(node, f"apiVersion is missing: use {GPU_POLICY_API_VERSION}")
+        elif r.value(api) != GPU_POLICY_API_VERSION:
+            r.problem(api, f"apiVersion is {r.value(api)!r}: use {GPU_POLICY_API_VERSION}")
         kind = fields.get("kind")
         if kind is None:
             r.problem(node, "kind is missing: use Suite (or PolicyTest)")

@@ -14,6 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.contract import (
+    MIG_ANNOTATION,
+    MUTATIONS_ANNOTATION,
+    PRODUCT_ANNOTATION,
+    SHARING_ANNOTATION,
+)
 from webhook.policy.decision import RULES, Decision, RuleResult, Status
 from webhook.policy.inventory import Inventory, Offer, Pool
 from webhook.policy.model import Policy
@@ -24,11 +30,6 @@ from webhook.policy.resources import PREFIX, ResourceForm, is_mig_profile, parse
 from webhook.policy.text import as_text, shown
 from webhook.policy.workloads import Workload, container_label, containers, locate
 
-ANNOTATION_PREFIX = "gpu-policy.io/"
-SHARING_ANNOTATION = "gpu-policy.io/sharing"
-PRODUCT_ANNOTATION = "gpu-policy.io/product"
-MIG_ANNOTATION = "gpu-policy.io/mig-profile"
-MUTATIONS_ANNOTATION = "gpu-policy.io/mutations"
 _MISSING = object()
 _GPU_PREFIXES = (f"{PREFIX}gpu", f"{PREFIX}mig")
 _SKIP_ALL = "skip"

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
+from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from webhook.policy.errors import PolicyError
 from webhook.policy.plugin_config import (
     PluginConfig,
@@ -37,8 +38,6 @@ from webhook.policy.resources import is_mig_profile
 
 Enforcement = Literal["enforce", "warn", "audit"]
 Intent = Literal["any", "shared", "exclusive"]
-API_VERSION = "gpu-policy.io/v1alpha1"
-KIND = "SharingPolicy"
 DEFAULT_NODE_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -248,18 +247,21 @@ def parse_policy(doc: object, *, source: str, read: Callable[[str], str] | None 
     if doc.get("kind") == "ConfigMap":
         configs = parse_plugin_configmap(doc, source=source)
         return Policy(configs=configs, default_config=_fallback(configs), source=source)
-    if doc.get("kind") != KIND:
+    if doc.get("kind") != SHARING_POLICY_KIND:
         if "version" in doc or "sharing" in doc or "flags" in doc:
             config = parse_plugin_config(doc, key="default", source=source)
             return Policy(configs={"default": config}, default_config="default", source=source)
         raise PolicyError(
             source,
             "kind",
-            f"expected {KIND}, a ConfigMap or a device-plugin config, found {doc.get('kind')!r}",
+            f"expected {SHARING_POLICY_KIND}, a ConfigMap or a device-plugin config, "
+            f"found {doc.get('kind')!r}",
         )
-    if doc.get("apiVersion") != API_VERSION:
+    if doc.get("apiVersion") != GPU_POLICY_API_VERSION:
         raise PolicyError(
-            source, "apiVersion", f"expected {API_VERSION}, found {doc.get('apiVersion')!r}"
+            source,
+            "apiVersion",
+            f"expected {GPU_POLICY_API_VERSION}, found {doc.get('apiVersion')!r}",
         )
     spec = _get(doc, "spec", Mapping, {}, source, "spec")
     known = {

@@ -43,9 +43,10 @@ from typing import Any
 
 import yaml
 
+from webhook.contract import GPU_POLICY_API_VERSION, MEASUREMENTS_KIND, SHARING_POLICY_KIND
 from webhook.policy.errors import PolicyError
 from webhook.policy.inventory import Inventory, Offer, Pool
-from webhook.policy.model import API_VERSION, KIND, Policy
+from webhook.policy.model import Policy
 from webhook.policy.plugin_config import PluginConfig
 from webhook.policy.products import (
     base_model,
@@ -57,7 +58,6 @@ from webhook.policy.products import (
 from webhook.policy.resources import ResourceForm
 
 DEFAULT_HEADROOM = Fraction(1, 10)
-MEASUREMENTS_KIND = "Measurements"
 CONFIGMAP_FILE = "device-plugin-config.yaml"
 DEFAULT_CONFIGMAP = ("kube-system", "time-slicing-config")
 
@@ -829,8 +829,8 @@ def policy_text(plan: Plan, policy: Policy) -> str:
         ref = policy.configmap_ref
         device_plugin["configMapRef"] = {"namespace": ref.namespace, "name": ref.name}
     doc = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
+        "apiVersion": GPU_POLICY_API_VERSION,
+        "kind": SHARING_POLICY_KIND,
         "metadata": {"name": policy.name},
         "spec": {
             "enforcement": policy.enforcement,

@@ -36,12 +36,25 @@ from pathlib import Path
 from typing import Any
 
 from webhook import tls
+from webhook.contract import (
+    BIND_ENV,
+    CLIENT_CA_ENV,
+    DEFAULT_BIND,
+    DEFAULT_LOG_LEVEL,
+    DEFAULT_THREADS,
+    DEFAULT_TLS_DIR,
+    DEFAULT_WORKERS,
+    LOG_LEVEL_ENV,
+    METRICS_DIR_ENV,
+    THREADS_ENV,
+    TLS_CERT_FILE,
+    TLS_DIR_ENV,
+    TLS_KEY_FILE,
+    WORKERS_ENV,
+)
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TLS_DIR = "/etc/gpu-policy/tls"
-# Inside a pod the server must listen on the pod IP, which is not known in advance.
-DEFAULT_BIND = "0.0.0.0:8443"
 DEFAULT_METRICS_DIR = os.path.join(tempfile.gettempdir(), "gpu-policy-metrics")
 CERT_CHECK_INTERVAL = 1.0  # seconds between two os.stat checks of the TLS files
 
@@ -61,12 +74,12 @@ class ServerSettings:
     @property
     def cert_file(self) -> Path:
         """The serving certificate (tls.crt of the mounted Secret)."""
-        return self.tls_dir / "tls.crt"
+        return self.tls_dir / TLS_CERT_FILE
 
     @property
     def key_file(self) -> Path:
         """The serving key (tls.key of the mounted Secret)."""
-        return self.tls_dir / "tls.key"
+        return self.tls_dir / TLS_KEY_FILE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ServerSettings:
@@ -82,17 +95,15 @@ class ServerSettings:
                 raise ValueError(f"{name}={raw!r}: must be at least 1")
             return value
 
-        client_ca = env.get(tls.CLIENT_CA_ENV, "").strip()
+        client_ca = env.get(CLIENT_CA_ENV, "").strip()
         return cls(
-            bind=env.get("GPU_POLICY_BIND", "").strip() or DEFAULT_BIND,
-            workers=positive_int("GPU_POLICY_WORKERS", 2),
-            threads=positive_int("GPU_POLICY_THREADS", 4),
-            tls_dir=Path(env.get(tls.TLS_DIR_ENV, "").strip() or DEFAULT_TLS_DIR),
+            bind=env.get(BIND_ENV, "").strip() or DEFAULT_BIND,
+            workers=positive_int(WORKERS_ENV, DEFAULT_WORKERS),
+            threads=positive_int(THREADS_ENV, DEFAULT_THREADS),
+            tls_dir=Path(env.get(TLS_DIR_ENV, "").strip() or DEFAULT_TLS_DIR),
             client_ca=Path(client_ca) if client_ca else None,
-            log_level=env.get("GPU_POLICY_LOG_LEVEL", "").strip().lower() or "info",
-            metrics_dir=Path(
-                env.get("PROMETHEUS_MULTIPROC_DIR", "").strip() or DEFAULT_METRICS_DIR
-            ),
+            log_level=env.get(LOG_LEVEL_ENV, "").strip().lower() or DEFAULT_LOG_LEVEL,
+            metrics_dir=Path(env.get(METRICS_DIR_ENV, "").strip() or DEFAULT_METRICS_DIR),
         )
 
 
@@ -100,7 +111,7 @@ settings = ServerSettings.from_env(os.environ)
 
 # prometheus_client decides at import time, from this variable, to keep its metrics in files
 # shared by the workers. Set it before any worker imports it, and make sure it exists.
-os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)
+os.environ[METRICS_DIR_ENV] = str(settings.metrics_dir)
 settings.metrics_dir.mkdir(parents=True, exist_ok=True)
 
 # --- gunicorn settings (module-level names gunicorn reads) ----------------------------------

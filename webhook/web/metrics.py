@@ -55,6 +55,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from webhook.admission import ENDPOINTS, Outcome
+from webhook.contract import METRICS_DIR_ENV
 from webhook.policy import RULES
 
 logger = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ _reloads = {"success": RELOADS.labels("success"), "failure": RELOADS.labels("fai
 
 def multiprocess_dir() -> str | None:
     """The shared metrics directory when running in multiprocess mode, else None."""
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+    return os.environ.get(METRICS_DIR_ENV) or None
 
 
 FLUSH_SECONDS = 1.0

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.admission import MAX_BODY_BYTES
-
-POLICY_FILE_ENV = "GPU_POLICY_FILE"
-NODES_ENV = "GPU_POLICY_NODES"
-KUBE_ENV = "GPU_POLICY_KUBE"
-LOG_LEVEL_ENV = "GPU_POLICY_LOG_LEVEL"
-METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from webhook.contract import (
+    DEFAULT_KUBE,
+    DEFAULT_LOG_LEVEL,
+    KUBE_ENV,
+    LOG_LEVEL_ENV,
+    NODES_ENV,
+    POLICY_FILE_ENV,
+)
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -35,8 +37,8 @@ class Settings:
 
     policy_file: Path | None = None
     nodes_file: Path | None = None
-    kube: str = "off"
-    log_level: str = "info"
+    kube: str = DEFAULT_KUBE
+    log_level: str = DEFAULT_LOG_LEVEL
     max_body_bytes: int = MAX_BODY_BYTES
     reload_interval: float = 1.0
 
@@ -49,17 +51,17 @@ class Settings:
             raw = env.get(name, "").strip()
             return Path(raw) if raw else None
 
-        log_level = env.get(LOG_LEVEL_ENV, "").strip().lower() or "info"
+        log_level = env.get(LOG_LEVEL_ENV, "").strip().lower() or DEFAULT_LOG_LEVEL
         if log_level not in LOG_LEVELS:
             raise ValueError(f"{LOG_LEVEL_ENV}={log_level!r}: use one of {', '.join(LOG_LEVELS)}")
         return cls(
             policy_file=path(POLICY_FILE_ENV),
             nodes_file=path(NODES_ENV),
-            kube=env.get(KUBE_ENV, "").strip() or "off",
+            kube=env.get(KUBE_ENV, "").strip() or DEFAULT_KUBE,
             log_level=log_level,
         )
 
     @property
     def watches_cluster(self) -> bool:
         """True when ``GPU_POLICY_KUBE`` asks for the Nodes and ConfigMap to be watched."""
-        return self.kube != "off"
+        return self.kube != DEFAULT_KUBE

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.loading import FileStamp, file_stamps, load_inventory, load_policy
+from webhook.files import FileStamp, file_stamps, load_inventory, load_policy
 from webhook.policy import Inventory, Policy, PolicyError
 from webhook.web.settings import Settings
 

@@ -1,4 +1,4 @@
-"""Files in, immutable policy and inventory out: the only place the policy core's inputs are read.
+"""Reading files: YAML documents, file stamps for reloaders, and the policy and inventory from disk.
 
 The core never opens files; this shell reads them, resolves references relative to the policy
 file, and turns every problem into a PolicyError naming the file, the field and the reason.
@@ -14,11 +14,9 @@ from typing import Any
 
 import yaml
 
+from webhook.contract import EXAMPLE_POLICY
 from webhook.policy import Inventory, Policy, PolicyError, parse_policy
 from webhook.policy.inventory import inventory_from_nodes, inventory_from_policy
-
-EXAMPLE_POLICY = "example-policy.yaml"
-
 
 # (device, inode, size, mtime) of a file, or None when it cannot be read: a Secret or
 # ConfigMap volume swaps a symlinked directory, so the inode changes even when the size does not.
