@@ -185,7 +185,7 @@ def test_round_trip_review_on_the_planned_layout(tmp_path: Path) -> None:
     assert set(policy.configs) == {"any", "nvidia-l20", "tesla-t4"}
     inventory = inventory_from_nodes(rolled_out(seed003_nodes(), tmp_path), policy, source="t")
     assert inventory.disagreements == ()
-    assert sorted((o.product, o.slots) for _, o in inventory.offers()) == [
+    assert sorted((o.product, o.slots) for _, o in inventory.pairs) == [
         ("NVIDIA-L20-SHARED", 8),
         ("Tesla-T4-SHARED", 3),
     ]

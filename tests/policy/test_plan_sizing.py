@@ -153,9 +153,9 @@ def test_seed_003_plan() -> None:
     assert plan.labels == (("10.0.2.11", "nvidia-l20"), ("10.0.2.12", "tesla-t4"))
     assert plan.warnings == ()
     after = planned_inventory(plan)
-    products = sorted(o.product or "" for _, o in after.offers())
+    products = sorted(o.product or "" for _, o in after.pairs)
     assert products == ["NVIDIA-L20-SHARED", "Tesla-T4-SHARED"]
-    assert sorted(o.slots or 0 for _, o in after.offers()) == [3, 8]
+    assert sorted(o.slots or 0 for _, o in after.pairs) == [3, 8]
 
 
 def test_layout_already_planned_changes_nothing() -> None:
@@ -175,9 +175,9 @@ def test_explicit_key_used_by_one_pool_is_rewritten_in_place() -> None:
 def test_rename_by_default_as_chosen() -> None:
     plan = plan_for("seed003-before", SEED003, rename_by_default=True)
     assert "renameByDefault: true" in plan.configs["nvidia-l20"]
-    names = sorted(o.form.name for _, o in planned_inventory(plan).offers())
+    names = sorted(o.form.name for _, o in planned_inventory(plan).pairs)
     assert names == ["nvidia.com/gpu.shared", "nvidia.com/gpu.shared"]
-    products = sorted(o.product or "" for _, o in planned_inventory(plan).offers())
+    products = sorted(o.product or "" for _, o in planned_inventory(plan).pairs)
     assert products == ["NVIDIA-L20", "Tesla-T4"]  # no -SHARED when renamed
 
 

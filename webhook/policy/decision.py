@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Status = Literal["pass", "fail", "warn", "skip", "error"]
@@ -56,17 +56,11 @@ class Decision:
     mutated: Mapping[str, Any] | None = None
     patch: tuple[dict[str, Any], ...] = ()
     enforcement: str = "enforce"
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> tuple[str, ...]:
         """Ids of the rules that failed, in order, without repeats."""
         return tuple(dict.fromkeys(r.rule for r in self.results if r.status == "fail"))
-
-    @property
-    def flagged(self) -> tuple[str, ...]:
-        """Ids of the rules that failed or warned (what audit annotations record)."""
-        return tuple(dict.fromkeys(r.rule for r in self.results if r.status in ("fail", "warn")))
 
     @property
     def denial(self) -> str:

@@ -21,8 +21,6 @@ from webhook.policy.plugin_config import PluginConfig
 from webhook.policy.products import base_model, model_key, product_label, product_value
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
 
-SHARING_LABEL_STRATEGIES = ("none", "time-slicing", "mps")
-
 
 @dataclass(frozen=True, slots=True)
 class Offer:
@@ -82,15 +80,18 @@ class Pool:
 
 @dataclass(frozen=True)
 class Inventory:
-    """An immutable snapshot of the pools; a request reads one snapshot from start to end."""
+    """An immutable snapshot of the pools; a request reads one snapshot from start to end.
+
+    ``pairs`` holds every (pool, offer) pair, pool by pool: what a review walks.
+    """
 
     pools: tuple[Pool, ...]
     source: str
     disagreements: tuple[str, ...] = ()
+    pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
-        default_factory=dict, repr=False, compare=False
+        init=False, repr=False, compare=False
     )
-    _pairs: tuple[tuple[Pool, Offer], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Both indexes are built once per snapshot; every review reads them.
@@ -98,14 +99,10 @@ class Inventory:
         index: dict[str, list[tuple[Pool, Offer]]] = defaultdict(list)
         for pool, offer in pairs:
             index[offer.form.name].append((pool, offer))
-        object.__setattr__(self, "_pairs", pairs)
+        object.__setattr__(self, "pairs", pairs)
         object.__setattr__(self, "_by_name", {k: tuple(v) for k, v in index.items()})
 
-    def offers(self) -> tuple[tuple[Pool, Offer], ...]:
-        """Every (pool, offer) pair, pool by pool."""
-        return self._pairs
-
-    def offering(self, name: str) -> tuple[tuple[Pool, Offer], ...]:
+    def advertising(self, name: str) -> tuple[tuple[Pool, Offer], ...]:
         """The (pool, offer) pairs that advertise the resource ``name``."""
         return self._by_name.get(name, ())
 
@@ -118,7 +115,7 @@ class Inventory:
         """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), Tesla-T4-SHARED (3 slots)``, per name."""
         parts = []
         for name in sorted(names if names is not None else self._by_name):
-            offers = ", ".join(o.describe() for _, o in self.offering(name))
+            offers = ", ".join(o.describe() for _, o in self.advertising(name))
             parts.append(f"{name}: {offers}" if offers else name)
         return "; ".join(parts) if parts else "no GPU resources"
 

@@ -21,7 +21,7 @@ shell passes ``read`` to resolve ``configFile`` / ``configMapFile`` references.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
@@ -81,7 +81,6 @@ class Policy:
     configmap_ref: ConfigMapRef | None = None
     name: str = "policy"
     source: str = "<policy>"
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def config_for(self, key: str | None) -> PluginConfig | None:
         """The plugin config a node with config label ``key`` runs (the fallback when absent)."""

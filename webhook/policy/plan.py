@@ -561,7 +561,7 @@ def make_plan(
     for pool in inventory.pools:
         used[pool.config_key].add(_pool_model(pool))
     known_memory: dict[tuple[str, str], int] = {}
-    for _, offer in inventory.offers():
+    for _, offer in inventory.pairs:
         if offer.model is not None and offer.profile is not None and offer.memory_mib:
             known_memory.setdefault((model_key(offer.model), offer.profile), offer.memory_mib)
     matched: set[Measurement] = set()

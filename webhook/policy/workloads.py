@@ -31,11 +31,6 @@ class Workload:
     metadata: Mapping[str, Any]
     spec: Mapping[str, Any]
 
-    @property
-    def is_template(self) -> bool:
-        """True for a pod template (Deployment, Job, ...): no API-server defaulting has run."""
-        return self.kind != "Pod"
-
 
 def locate(obj: Mapping[str, Any]) -> Workload | None:
     """The pod spec of ``obj``, or None for kinds without one (or a template without a spec)."""
