@@ -14,11 +14,9 @@ it): the web layer hands this package the request body and sends back ``Outcome.
 
 from webhook.admission.handler import (
     ENDPOINTS,
-    VALIDATED_KINDS,
     Endpoint,
     Outcome,
     Verdict,
-    clean_warnings,
     handle,
     mutate,
     respond,
@@ -31,6 +29,8 @@ from webhook.admission.request import (
     decode,
     parse_review,
 )
+from webhook.admission.response import clean_warnings
+from webhook.policy.engine.scope import VALIDATED_KINDS
 
 __all__ = [
     "ENDPOINTS",
