@@ -143,13 +143,15 @@ def _plan(sub: Any) -> None:
     def run(args: argparse.Namespace) -> int:
         from webhook import inventory_report, plan_command
         from webhook.files import load_inventory, load_policy
+        from webhook.planning import configmap_texts, existing_configs
 
         policy = load_policy(args.policy)
-        existing, where = plan_command.existing_configs(args.policy)
+        existing, where = existing_configs(policy)
         if args.kubeconfig:
             view, state = _read_cluster(policy, args)
-            if view.configmap_error is None and state.configmap_document() is not None:
-                existing, where = plan_command.configmap_texts(state.configmap_document())
+            live = state.configmap_document()
+            if view.configmap_error is None and live is not None:
+                existing, where = configmap_texts(live)
             policy, inventory = view.policy, view.inventory
         else:
             inventory = load_inventory(policy, args.nodes)

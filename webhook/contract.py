@@ -41,6 +41,9 @@ DEV_CERT_DIR: Final = "certs/dev"
 # -- Files ----------------------------------------------------------------------------------------
 # The bundled example policy, a resource of the package `webhook.data`.
 EXAMPLE_POLICY: Final = "example-policy.yaml"
+# Where `gpu-policy plan` writes the device plugin's ConfigMap unless told (--configmap), and the
+# namespace a ConfigMap document without one is taken to be in.
+DEVICE_PLUGIN_CONFIGMAP: Final = ("kube-system", "time-slicing-config")
 TLS_CERT_FILE: Final = "tls.crt"
 TLS_KEY_FILE: Final = "tls.key"
 CA_CERT_FILE: Final = "ca.crt"

@@ -67,7 +67,7 @@ def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Pol
             raise OSError(2, "references need a policy file on disk")
         return (base / ref).read_text(encoding="utf-8")
 
-    return parse_policy(docs[0], source=source, read=read)
+    return parse_policy(docs[0], source=source, read=read, text=text)
 
 
 def load_policy(path: str | Path | None) -> Policy:

@@ -1,8 +1,8 @@
 """``gpu-policy plan``'s shell: measurements and config texts in, tables and rollout files out.
 
-The sizing itself is pure (``webhook.policy.plan``); this module reads the measurements file
-and the raw device-plugin config texts (kept verbatim in the written ConfigMap), renders the
-sizing table and writes ``device-plugin-config.yaml``, ``label-nodes.sh`` and ``policy.yaml``.
+The sizing itself is pure (``webhook.planning``); this module reads the measurements file,
+renders the sizing table and writes ``device-plugin-config.yaml``, ``label-nodes.sh`` and
+``policy.yaml``.
 ``webhook.commands`` loads the policy and the inventory and hands in ``inventory_report``'s
 renderers for the before/after views (this module sits beside it, and may not import it).
 """
@@ -13,21 +13,18 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from fractions import Fraction
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from webhook.policy import Inventory, Policy, PolicyError
-from webhook.policy.plan import (
+from webhook.contract import DEVICE_PLUGIN_CONFIGMAP
+from webhook.planning import (
     CONFIGMAP_FILE,
-    DEFAULT_CONFIGMAP,
     DEFAULT_HEADROOM,
     Measurement,
     Plan,
     configmap_text,
-    dump_yaml,
     label_script,
     make_plan,
     parse_headroom,
@@ -36,6 +33,7 @@ from webhook.policy.plan import (
     planned_inventory,
     policy_text,
 )
+from webhook.policy import Inventory, Policy, PolicyError
 
 LABEL_SCRIPT = "label-nodes.sh"
 POLICY_FILE = "policy.yaml"
@@ -54,52 +52,6 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
-
-
-def configmap_texts(doc: Any) -> tuple[dict[str, str], tuple[str, str] | None]:
-    """A ConfigMap document's config texts per key, and its (namespace, name)."""
-    if not isinstance(doc, Mapping):
-        return {}, None
-    data = doc.get("data") or {}
-    meta = doc.get("metadata") or {}
-    where = None
-    if isinstance(meta, Mapping) and meta.get("name"):
-        where = (str(meta.get("namespace") or DEFAULT_CONFIGMAP[0]), str(meta["name"]))
-    return {str(k): str(v) for k, v in data.items()}, where
-
-
-def existing_configs(policy_path: str | None) -> tuple[dict[str, str], tuple[str, str] | None]:
-    """The device-plugin config texts the policy file names, verbatim, and the ConfigMap's place.
-
-    Follows the policy's ``devicePlugin`` (configMapFile, configMap, configFile, config), or
-    reads a bare ConfigMap / config file given as the policy. None: the bundled example policy.
-    """
-    if policy_path is None:
-        text = resources.files("webhook.data").joinpath("example-policy.yaml").read_text("utf-8")
-        base, source = None, "<bundled policy>"
-    else:
-        path = Path(policy_path)
-        text, base, source = _read(path), path.parent, str(path)
-    doc = _load_yaml(text, source)
-    if not isinstance(doc, Mapping):
-        return {}, None
-    if doc.get("kind") == "ConfigMap":
-        return configmap_texts(doc)
-    spec = doc.get("spec")
-    if not isinstance(spec, Mapping):
-        return {"default": text}, None
-    dp = spec.get("devicePlugin") or {}
-    if "configMapFile" in dp and base is not None:
-        ref = base / str(dp["configMapFile"])
-        return configmap_texts(_load_yaml(_read(ref), str(ref)))
-    if "configMap" in dp:
-        return configmap_texts(dp["configMap"])
-    if "configFile" in dp and base is not None:
-        return {"default": _read(base / str(dp["configFile"]))}, None
-    if "config" in dp:
-        value = dp["config"]
-        return {"default": value if isinstance(value, str) else dump_yaml(value)}, None
-    return {}, None
 
 
 def read_measurements(
@@ -295,7 +247,7 @@ def run(
         existing=existing,
     )
     after = planned_inventory(plan, source="plan")
-    where = configmap or DEFAULT_CONFIGMAP
+    where = configmap or DEVICE_PLUGIN_CONFIGMAP
     if args.configmap:
         ns, _, name = str(args.configmap).rpartition("/")
         where = (ns or where[0], name)

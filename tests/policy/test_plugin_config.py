@@ -1,7 +1,8 @@
 """The device plugin's config: every real config a user has loads; what the plugin refuses, we refuse.
 
-Fixtures under tests/fixtures/device-plugin-configs/ are taken verbatim from the seeds and from
-NVIDIA's documentation (each file names its source); invalid/ holds what the plugin rejects.
+Fixtures under tests/fixtures/device-plugin-configs/ are taken verbatim from clusters' ConfigMaps
+and from NVIDIA's documentation (each file names its source); invalid/ holds what the plugin
+rejects.
 """
 
 from __future__ import annotations

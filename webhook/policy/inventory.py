@@ -3,8 +3,8 @@
 The inventory is an immutable snapshot built from one of three sources, best first:
 
 1. Node objects (a ``kubectl get nodes -o yaml`` dump, or the live watch): ``status.allocatable``
-   is the truth about resource names and slots, GFD labels the truth about products
-   (GPU-SHARING.md §4); disagreements between the two are recorded, not hidden.
+   is the truth about resource names and slots, GPU Feature Discovery's labels the truth about
+   products; disagreements between the two are recorded, not hidden.
 2. The pools the policy declares (``spec.pools``), expanded with the device-plugin config.
 3. The device-plugin config alone: resource names per config key, products unknown.
 """

@@ -1,7 +1,7 @@
 """RFC 6902 JSON Patch from the original and the mutated object.
 
-A generic ``jsonpatch.make_patch`` of a whole pod costs about 0.8 ms of CPU (PERFORMANCE.md),
-more than the rest of a review together. The engine mutates by copying only what it changes
+A generic ``jsonpatch.make_patch`` of a whole pod costs about 0.8 ms of CPU, more than the rest
+of a review together. The engine mutates by copying only what it changes
 and sharing everything else with the original, so this diff skips any subtree that is the very
 same object (``is``) and only walks the few paths that were copied. A caller that knows where
 it writes can also name those places (``within``), and the walk does not even look at the rest

@@ -1,6 +1,6 @@
 """The resource names the NVIDIA device plugin advertises, parsed into one small value type.
 
-Forms (GPU-SHARING.md §2):
+Forms (the device plugin's README: "Shared Access to GPUs", "MIG strategies"):
 
 - ``nvidia.com/gpu``: a full GPU, or one MIG instance under ``migStrategy: single``
 - ``nvidia.com/gpu.shared``: a replica of a time-sliced or MPS GPU (``renameByDefault: true``)
@@ -20,7 +20,7 @@ GPU = "nvidia.com/gpu"
 SHARED_SUFFIX = ".shared"
 
 _MIG = re.compile(r"^mig-(?P<profile>\d+g\.\d+gb(?:\.me)?)$")
-_PROFILE = re.compile(r"^\d+g\.\d+gb(?:\+me)?$")
+_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb(?:\+me)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +80,12 @@ def parse_resource(name: str) -> ResourceForm | None:
 def is_mig_profile(profile: str) -> bool:
     """True for a MIG profile name in NVIDIA's spelling, e.g. ``1g.5gb`` or ``1g.10gb+me``."""
     return _PROFILE.match(profile) is not None
+
+
+def profile_size(profile: str) -> tuple[int, int] | None:
+    """(compute slices, memory GB) a MIG profile names: ``3g.40gb`` -> (3, 40); None if not one."""
+    match = _PROFILE.match(profile)
+    return None if match is None else (int(match[1]), int(match[2]))
 
 
 def mig_form(profile: str) -> ResourceForm:

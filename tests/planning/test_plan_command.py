@@ -18,7 +18,7 @@ from webhook.policy.plugin_config import parse_plugin_configmap
 from webhook.policy.products import base_model, product_value
 from webhook.policy.resources import ResourceForm, parse_resource
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLUSTERS = ROOT / "examples" / "clusters"
 BEFORE = CLUSTERS / "seed003-before"
 MEASURE = ("--measure", "NVIDIA-L20=4621Mi", "--measure", "Tesla-T4=4401Mi")

@@ -1,24 +1,19 @@
-"""The pure sizing: seed 003's numbers from first principles, MIG pools, warnings, rendered files."""
+"""The pure sizing: the example clusters' numbers from first principles, MIG pools, warnings."""
 
 from __future__ import annotations
 
 import copy
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from webhook.files import load_policy, nodes_from_text
-from webhook.policy import PolicyError, inventory_from_nodes
-from webhook.policy.plan import (
+from tests.planning.plans import ROOT, SEED003, cluster, plan_for
+from webhook.planning import (
     Measurement,
-    configmap_text,
     fitting_replicas,
     key_for_model,
-    make_plan,
-    mig_instances,
     parse_headroom,
     parse_measure_arg,
     parse_measurements,
@@ -27,23 +22,8 @@ from webhook.policy.plan import (
     profile_memory_estimate,
     replicas_for,
 )
-from webhook.policy.plugin_config import parse_plugin_configmap
-
-ROOT = Path(__file__).resolve().parents[2]
-CLUSTERS = ROOT / "examples" / "clusters"
-SEED003 = (Measurement(4621, "NVIDIA-L20"), Measurement(4401, "Tesla-T4"))
-
-
-def cluster(name: str) -> tuple[Any, list[dict[str, Any]]]:
-    policy = load_policy(CLUSTERS / name / "policy.yaml")
-    path = CLUSTERS / name / "nodes.yaml"
-    return policy, nodes_from_text(path.read_text(), source=str(path))
-
-
-def plan_for(name: str, measurements: Any, nodes: list[dict[str, Any]] | None = None, **kw: Any):
-    policy, loaded = cluster(name)
-    inventory = inventory_from_nodes(nodes if nodes is not None else loaded, policy, source=name)
-    return make_plan(inventory, policy, measurements, **kw)
+from webhook.policy import PolicyError
+from webhook.policy.products import mig_instances
 
 
 def codes(plan: Any) -> list[str]:
@@ -61,7 +41,7 @@ def test_seed_003_replicas_from_first_principles() -> None:
     assert int(Fraction(46068) / (Fraction(4621) * Fraction(11, 10))) == 9
 
 
-def test_headroom_range_that_reproduces_the_seed() -> None:
+def test_headroom_range_that_gives_8_and_3() -> None:
     for pct in (10, 12, 14):
         h = Fraction(pct, 100)
         assert (fitting_replicas(46068, 4621, h), fitting_replicas(15360, 4401, h)) == (8, 3)
@@ -133,7 +113,7 @@ def test_mig_tables() -> None:
     assert mig_instances("NVIDIA-L20", "1g.5gb") is None
 
 
-# --- seed 003 ------------------------------------------------------------------------------
+# --- examples/clusters/seed003-* -------------------------------------------------------------
 
 
 def test_seed_003_plan() -> None:
@@ -181,20 +161,6 @@ def test_rename_by_default_as_chosen() -> None:
     assert products == ["NVIDIA-L20", "Tesla-T4"]  # no -SHARED when renamed
 
 
-def test_configmap_keeps_existing_keys_and_parses() -> None:
-    plan = plan_for("seed003-before", SEED003)
-    existing = {"any": "version: v1\nflags:\n  migStrategy: single"}
-    text = configmap_text(plan, existing, namespace="kube-system", name="time-slicing-config")
-    doc = yaml.safe_load(text)
-    assert list(doc["data"]) == ["any", "nvidia-l20", "tesla-t4"]
-    assert doc["data"]["any"] == existing["any"]
-    configs = parse_plugin_configmap(doc, source="written")
-    assert configs["nvidia-l20"].resources[0].replicas == 8
-    assert configs["tesla-t4"].fail_requests_greater_than_one
-    # make_plan had no config texts: migStrategy from the nodes' nvidia.com/mig.strategy label.
-    assert configs["tesla-t4"].mig_strategy == "single"
-
-
 # --- warnings --------------------------------------------------------------------------------
 
 
@@ -210,7 +176,7 @@ def test_warning_labels_lack_memory() -> None:
 
 
 def test_warning_process_larger_than_todays_slot() -> None:
-    # seed 001's T4 runs 4 replicas: 3840 MiB slots for a 4401 MiB process.
+    # examples/clusters/seed001-a100-t4's T4 runs 4 replicas: 3840 MiB slots for 4401 MiB.
     plan = plan_for("seed001-a100-t4", (Measurement(4401, "Tesla-T4"),))
     warning = next(w for w in plan.warnings if w.code == "process-larger-than-slot")
     assert warning.subject == "Tesla-T4"
