@@ -38,7 +38,6 @@ carries the exception so that the web layer can log the traceback and count it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import orjson
@@ -51,6 +50,7 @@ from webhook.admission.request import (
 )
 from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.engine.scope import mutate_skip, validate_skip
+from webhook.policy.records import per_review_record
 
 Endpoint = Literal["mutate", "validate"]
 Verdict = Literal["allowed", "denied", "error"]
@@ -58,8 +58,7 @@ Verdict = Literal["allowed", "denied", "error"]
 ENDPOINTS: Final[tuple[Endpoint, ...]] = ("mutate", "validate")
 
 
-# Not frozen, but read-only by convention: see the note on Decision (webhook/policy/decision.py).
-@dataclass(slots=True)
+@per_review_record
 class Outcome:
     """One answered AdmissionReview, and what the web layer logs and counts about it.
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from webhook.policy.records import per_review_record
+
 Status = Literal["pass", "fail", "warn", "skip", "error"]
 
 # Stable rule ids: users match on them in suites, alerts and audit logs. Never rename one.
@@ -39,10 +41,7 @@ class RuleResult:
         return out
 
 
-# Not frozen, but read-only by convention: one is built on every review, and a frozen
-# dataclass sets each field through object.__setattr__. Frozen, Workload, AdmissionRequest,
-# Decision and Outcome cost a review ~12 us more (the Flask app in process, on 3.11).
-@dataclass(slots=True)
+@per_review_record
 class Decision:
     """The outcome of ``review()``; the server, the CLI and the harness all read this."""
 

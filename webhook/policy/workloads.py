@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from webhook.policy.records import per_review_record
 
 # kind -> path of the pod template (metadata + spec) inside the object; () for a Pod itself.
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -21,8 +22,7 @@ TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 
-# Not frozen, but read-only by convention: see the note on Decision (webhook/policy/decision.py).
-@dataclass(slots=True)
+@per_review_record
 class Workload:
     """The pod (or pod template) inside an object: its metadata and spec, and where they are."""
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from webhook.policy.decision import RuleResult
 from webhook.policy.inventory import Inventory
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
+from webhook.policy.records import per_review_record
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
 from webhook.policy.workloads import container_label, containers
 
@@ -23,7 +23,7 @@ MISSING: Any = object()
 _GPU_PREFIXES = (f"{PREFIX}gpu", f"{PREFIX}mig")
 
 
-@dataclass(slots=True)
+@per_review_record
 class Entry:
     """One ``nvidia.com/`` resource in one container, as written."""
 
@@ -33,7 +33,7 @@ class Entry:
     limit: Any
 
 
-@dataclass(slots=True)
+@per_review_record
 class Ask:
     """What one container asks for, once its rules pass: one kind of GPU, ``count`` of them."""
 

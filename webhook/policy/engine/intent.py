@@ -8,13 +8,13 @@ once into an :class:`Intent` that placement compares offers against.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from webhook.contract import MIG_ANNOTATION, PRODUCT_ANNOTATION, SHARING_ANNOTATION
 from webhook.policy.decision import RuleResult
 from webhook.policy.model import Policy
 from webhook.policy.products import model_key
+from webhook.policy.records import per_review_record
 from webhook.policy.resources import PREFIX, is_mig_profile
 from webhook.policy.text import as_text, shown
 from webhook.policy.workloads import Workload
@@ -23,7 +23,7 @@ from webhook.policy.workloads import Workload
 Expression = tuple[str, str, frozenset[str]]
 
 
-@dataclass(slots=True)
+@per_review_record
 class Intent:
     """The pod's stated wishes: sharing, products, MIG profile and node selection."""
 

@@ -9,7 +9,6 @@ picks the resource name every container will ask for on pools they all share, an
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from webhook.contract import SHARING_ANNOTATION
 from webhook.policy.decision import RuleResult
@@ -18,12 +17,13 @@ from webhook.policy.engine.intent import Intent
 from webhook.policy.inventory import Inventory, Offer, Pool
 from webhook.policy.model import Policy
 from webhook.policy.products import base_model
+from webhook.policy.records import per_review_record
 from webhook.policy.resources import ResourceForm
 
 Pair = tuple[Pool, Offer]
 
 
-@dataclass(slots=True)
+@per_review_record
 class Choice:
     """The resource name one container will ask for, and the offers of it that can serve it."""
 
