@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from webhook.policy.records import per_review_record
@@ -32,14 +32,22 @@ class Workload:
     spec: Mapping[str, Any]
 
 
+def dig(obj: object, path: Iterable[str]) -> Any:
+    """The value at ``path`` (keys of nested objects) in ``obj``; None where a step is missing."""
+    node: Any = obj
+    for step in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(step)
+    return node
+
+
 def locate(obj: Mapping[str, Any]) -> Workload | None:
     """The pod spec of ``obj``, or None for kinds without one (or a template without a spec)."""
     kind = obj.get("kind")
     if not isinstance(kind, str) or kind not in TEMPLATE_PATHS:
         return None
-    node: Any = obj
-    for step in TEMPLATE_PATHS[kind]:
-        node = node.get(step) if isinstance(node, dict) else None
+    node = dig(obj, TEMPLATE_PATHS[kind])
     if not isinstance(node, dict):
         return None
     spec = node.get("spec")

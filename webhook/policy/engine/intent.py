@@ -17,8 +17,14 @@ from webhook.policy.products import model_key
 from webhook.policy.records import per_review_record
 from webhook.policy.resources import PREFIX, is_mig_profile
 from webhook.policy.text import as_text, shown
-from webhook.policy.workloads import Workload
+from webhook.policy.workloads import Workload, dig
 
+_REQUIRED_TERMS = (
+    "affinity",
+    "nodeAffinity",
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "nodeSelectorTerms",
+)
 # (label key, operator, values) of one product expression; a term ANDs its expressions.
 Expression = tuple[str, str, frozenset[str]]
 
@@ -117,16 +123,7 @@ def _annotation_failures(sharing: object, mig: object) -> tuple[RuleResult, ...]
 
 def required_terms(spec: Mapping[str, Any]) -> list[Any] | None:
     """The pod's required node affinity terms (``nodeSelectorTerms``), None when it has none."""
-    affinity = spec.get("affinity")
-    if not isinstance(affinity, dict):
-        return None
-    node_affinity = affinity.get("nodeAffinity")
-    if not isinstance(node_affinity, dict):
-        return None
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not isinstance(required, dict):
-        return None
-    terms = required.get("nodeSelectorTerms")
+    terms = dig(spec, _REQUIRED_TERMS)
     return terms if isinstance(terms, list) else None
 
 
