@@ -64,6 +64,7 @@ MEASUREMENTS_KIND: Final = "Measurements"
 # What the API server sends and expects back (admissionReviewVersions: [v1]).
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 ADMISSION_REVIEW_KIND: Final = "AdmissionReview"
+ADMISSION_OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 # -- Annotations and labels on Kubernetes objects -------------------------------------------------
 SHARING_ANNOTATION: Final = "gpu-policy.io/sharing"

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from webhook.contract import ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND
+from webhook.contract import ADMISSION_API_VERSION, ADMISSION_OPERATIONS, ADMISSION_REVIEW_KIND
 from webhook.policy.records import per_review_record
 
 # The API server refuses request bodies above 3 MiB (etcd's limit is 1.5 MiB per object), and
@@ -26,7 +26,7 @@ MAX_BODY_BYTES: Final = 7 * 1024 * 1024
 # A UID is a 36-character UUID; anything far longer is not from an API server.
 _MAX_UID_CHARS: Final = 256
 
-OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+OPERATIONS: Final = frozenset(ADMISSION_OPERATIONS)
 
 Reason = Literal[
     "too-large",

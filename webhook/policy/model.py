@@ -41,7 +41,7 @@ from webhook.policy.plugin_config import (
 from webhook.policy.resources import is_mig_profile
 
 Enforcement = Literal["enforce", "warn", "audit"]
-Intent = Literal["any", "shared", "exclusive"]
+SharingIntent = Literal["any", "shared", "exclusive"]
 DEFAULT_NODE_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -101,7 +101,7 @@ class Policy:
     default_config: str | None
     node_label: str = DEFAULT_NODE_LABEL
     enforcement: Enforcement = "enforce"
-    default_intent: Intent = "any"
+    default_intent: SharingIntent = "any"
     exempt_namespaces: frozenset[str] = frozenset({"kube-system"})
     rewrite_resource_names: bool = True
     inject_node_selection: bool = True
