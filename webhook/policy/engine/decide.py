@@ -104,7 +104,7 @@ def review(
 def _checked(
     found: Sequence[Found], workload: Workload, policy: Policy, inventory: Inventory
 ) -> tuple[list[Ask], Intent | None, list[RuleResult]]:
-    """The containers' asks and the pod's intent (None when its annotations fail), and failures."""
+    """The containers' asks, the pod's intent (None once anything failed), and the failures."""
     asks: list[Ask] = []
     findings: list[RuleResult] = []
     for list_name, i, container, entries in found:
