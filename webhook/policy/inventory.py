@@ -313,13 +313,19 @@ def _node_offer(
     original = form.original
     labels, config = node.labels, node.config
     product = labels.get(f"{original}.product")
-    configured = _configured_replicas(node, form)
+    labelled = _int(labels.get(f"{original}.replicas"))
+    # No GFD labels: the config the node runs says how far it is shared.
+    configured = labelled if labelled is not None else (config.replicas(form) if config else 1)
+    configured = max(configured, 1)
     strategy = labels.get(f"{original}.sharing-strategy") or (
         "none" if configured == 1 else "time-slicing"
     )
-    replicas, problems = _shared_name_replicas(node, resource, form, configured)
-    problems += _label_problems(
-        node, resource, form, product=product, replicas=replicas, slots=slots
+    replicas = configured
+    if form.renamed and configured == 1:
+        # allocatable wins for names: a .shared name means replicated even if labels say 1.
+        replicas = max(2, config.replicas(form) if config else 2)
+    problems = _label_problems(
+        node, resource, form, product=product, replicas=(configured, replicas), slots=slots
     )
     count = _int(labels.get(f"{original}.count"))
     if count is not None and replicas > 1 and slots == count:
@@ -352,58 +358,44 @@ def _node_offer(
     return offer, problems
 
 
-def _configured_replicas(node: _Node, form: ResourceForm) -> int:
-    """How far the node shares ``form``: GFD's replicas label, else the config it runs."""
-    labelled = _int(node.labels.get(f"{form.original}.replicas"))
-    config = node.config
-    # No GFD labels: the config the node runs says how far it is shared.
-    replicas = labelled if labelled is not None else (config.replicas(form) if config else 1)
-    return max(replicas, 1)
-
-
-def _shared_name_replicas(
-    node: _Node, resource: str, form: ResourceForm, replicas: int
-) -> tuple[int, list[str]]:
-    """``replicas``, unless the advertised name says shared where they say 1 (names win)."""
-    original = form.original
-    config = node.config
-    if form.renamed and replicas == 1:
-        # A .shared name means replicated, whatever the labels say.
-        said = node.labels.get(f"{original}.replicas", "nothing")
-        problem = (
-            f"node {node.name}: allocatable has {resource} but label {original}.replicas says "
-            f"{said}: GFD may read another config than the plugin"
-        )
-        return max(2, config.replicas(form) if config else 2), [problem]
-    return replicas, []
-
-
 def _label_problems(
     node: _Node,
     resource: str,
     form: ResourceForm,
     *,
     product: str | None,
-    replicas: int,
+    replicas: tuple[int, int],
     slots: int,
 ) -> list[str]:
-    """Where the node's config and product label disagree with what it advertises."""
+    """Where the node's labels and config disagree with what it advertises.
+
+    ``replicas``: as the labels or the config say, and as the advertised name corrects it.
+    """
     original = form.original
     config = node.config
+    said, shared = replicas
     problems = []
-    if config is not None and config.advertised(form.with_renamed(False)).name != resource:
+    if said != shared:
         problems.append(
-            f"node {node.name}: advertises {resource}, but config {node.key!r} "
-            f"would advertise {config.advertised(form.with_renamed(False)).name}"
+            f"node {node.name}: allocatable has {resource} but label {original}.replicas says "
+            f"{node.labels.get(f'{original}.replicas', 'nothing')}: GFD may read another config "
+            "than the plugin"
         )
+    if config is not None:
+        advertised = config.advertised(form.with_renamed(False)).name
+        if advertised != resource:
+            problems.append(
+                f"node {node.name}: advertises {resource}, but config {node.key!r} "
+                f"would advertise {advertised}"
+            )
     if product is None:
         return problems
-    if replicas > 1 and not form.renamed and not product.endswith("-SHARED"):
+    if shared > 1 and not form.renamed and not product.endswith("-SHARED"):
         problems.append(
             f"node {node.name}: {original}.product={product} lacks -SHARED although "
             f"{resource} is shared"
         )
-    if product.endswith("-SHARED") and (replicas == 1 or form.renamed):
+    if product.endswith("-SHARED") and (shared == 1 or form.renamed):
         problems.append(
             f"node {node.name}: {original}.product={product} says shared, allocatable says "
             f"{resource}: {slots}"
