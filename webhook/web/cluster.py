@@ -96,7 +96,7 @@ class ClusterFeed:
     def report(self) -> None:
         """Copy the watch's figures (restarts, errors, data age, reachability) into metrics."""
         self._metrics.update(
-            self.source.metrics(), now=time.time(), refused=self._last_error is not None
+            self.source.health(), now=time.time(), refused=self._last_error is not None
         )
 
     def _report_loop(self, interval: float = 2.0) -> None:

@@ -41,6 +41,7 @@ import threading
 import time
 from collections import Counter as Tally
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -57,6 +58,9 @@ from prometheus_client.registry import Collector
 from webhook.admission import ENDPOINTS, Outcome
 from webhook.contract import METRICS_DIR_ENV
 from webhook.policy import RULES
+
+if TYPE_CHECKING:
+    from webhook.kube import Health
 
 logger = logging.getLogger(__name__)
 
@@ -299,29 +303,28 @@ CONFIGMAP_REFUSED = Gauge(
     "1 while a worker refuses the device-plugin ConfigMap (the last good configs are in force).",
     multiprocess_mode="max",
 )
-_EVENT_KEYS = {
-    "watch_restarts": "watch_restarts_total",
-    "api_errors": "api_errors_total",
-    "relists": "relists_total",
-}
 
 
 class ClusterMetrics:
-    """Turns a ClusterSource's running totals (``source.metrics()``) into these metrics."""
+    """Turns a ClusterSource's health (running totals, data age) into these metrics."""
 
     def __init__(self) -> None:
         """Nothing counted yet."""
-        self._seen = dict.fromkeys(_EVENT_KEYS, 0.0)
+        self._seen = {"watch_restarts": 0, "api_errors": 0, "relists": 0}
 
-    def update(self, figures: dict[str, float], *, now: float, refused: bool) -> None:
+    def update(self, health: Health, *, now: float, refused: bool) -> None:
         """Record one reading: ``now`` is the wall clock at the reading."""
-        for event, key in _EVENT_KEYS.items():
-            delta = figures.get(key, 0.0) - self._seen[event]
+        totals = {
+            "watch_restarts": health.watch_restarts,
+            "api_errors": health.errors,
+            "relists": health.relists,
+        }
+        for event, total in totals.items():
+            delta = total - self._seen[event]
             if delta > 0:
                 CLUSTER_EVENTS.labels(event).inc(delta)
-                self._seen[event] += delta
-        age = figures.get("sync_age_seconds", -1.0)
-        if age >= 0:
-            CLUSTER_LAST_SYNC.set(now - age)
-        CLUSTER_REACHABLE.set(figures.get("api_reachable", 0.0))
+                self._seen[event] = total
+        if health.sync_age_seconds is not None:
+            CLUSTER_LAST_SYNC.set(now - health.sync_age_seconds)
+        CLUSTER_REACHABLE.set(1.0 if health.api_reachable else 0.0)
         CONFIGMAP_REFUSED.set(1.0 if refused else 0.0)
