@@ -31,7 +31,6 @@ import logging
 import os
 import ssl
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 )
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.files import FileStamp, file_stamps
+from webhook.files import FileWatch, Stamps
 
 logger = logging.getLogger(__name__)
 
@@ -546,7 +545,6 @@ class TLSStatus:
 @dataclass(frozen=True)
 class _Loaded:
     context: ssl.SSLContext
-    stamps: tuple[FileStamp, ...]
     certificate: x509.Certificate
 
 
@@ -582,12 +580,9 @@ class ReloadingSSLContext:
         self.key_file = Path(key_file)
         self.client_ca_file = Path(client_ca_file) if client_ca_file is not None else None
         self.check_interval = check_interval
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._failed_stamps: tuple[FileStamp, ...] | None = None
+        self._files = FileWatch(self._watched(), interval=check_interval, clock=clock)
         self._last_error: str | None = None
-        self._current = self._load(self._stamps())
-        self._next_check = clock() + check_interval
+        self._current = self._load(self._files.loaded)
         logger.info("serving certificate %s", self._describe(self._current.certificate))
 
     # -- files -----------------------------------------------------------------------------
@@ -596,10 +591,7 @@ class ReloadingSSLContext:
         files = (self.cert_file, self.key_file)
         return (*files, self.client_ca_file) if self.client_ca_file is not None else files
 
-    def _stamps(self) -> tuple[FileStamp, ...]:
-        return file_stamps(self._watched())
-
-    def _load(self, stamps: tuple[FileStamp, ...]) -> _Loaded:
+    def _load(self, stamps: Stamps) -> _Loaded:
         """Build a context from the files whose stamps were just taken."""
         try:
             certs = x509.load_pem_x509_certificates(self.cert_file.read_bytes())
@@ -615,11 +607,11 @@ class ReloadingSSLContext:
             context = build_server_context(self.cert_file, self.key_file, self.client_ca_file)
         except (OSError, ssl.SSLError) as e:
             raise TLSError(f"cannot build the TLS context: {e}") from e
-        if self._stamps() != stamps:
+        if self._files.stamps() != stamps:
             # The pair we parsed may not be the pair OpenSSL loaded. The stamps differ from
             # the ones recorded, so the next check loads the files again.
             raise TLSError("the files changed while they were being loaded")
-        return _Loaded(context, stamps, leaf)
+        return _Loaded(context, leaf)
 
     @staticmethod
     def _describe(cert: x509.Certificate) -> str:
@@ -633,38 +625,27 @@ class ReloadingSSLContext:
 
     def maybe_reload(self, *, force: bool = False) -> bool:
         """Check the files (at most once per interval unless ``force``); True if reloaded."""
-        now = self._clock()
-        if not force and now < self._next_check:
-            return False
-        # Another thread is checking: serve with what we have rather than wait.
-        if not self._lock.acquire(blocking=False):
-            return False
+        return self._files.reload(self._try_load, self._swap_in, force=force)
+
+    def _try_load(self, stamps: Stamps) -> _Loaded | None:
         try:
-            self._next_check = now + self.check_interval
-            stamps = self._stamps()
-            if stamps in (self._current.stamps, self._failed_stamps):
-                return False
-            try:
-                loaded = self._load(stamps)
-            except TLSError as e:
-                self._failed_stamps = stamps
-                self._last_error = str(e)
-                # Half a rotation (one file replaced, the other not yet) lands here too; the
-                # second file's change makes the next check try again.
-                logger.warning(
-                    "TLS files changed but cannot be used, still serving %s: %s"
-                    " (tried again when they change)",
-                    self._describe(self._current.certificate),
-                    e,
-                )
-                return False
-            self._current = loaded
-            self._failed_stamps = None
-            self._last_error = None
-            logger.info("reloaded TLS files, now serving %s", self._describe(loaded.certificate))
-            return True
-        finally:
-            self._lock.release()
+            return self._load(stamps)
+        except TLSError as e:
+            self._last_error = str(e)
+            # Half a rotation (one file replaced, the other not yet) lands here too; the
+            # second file's change makes the next check try again.
+            logger.warning(
+                "TLS files changed but cannot be used, still serving %s: %s"
+                " (tried again when they change)",
+                self._describe(self._current.certificate),
+                e,
+            )
+            return None
+
+    def _swap_in(self, loaded: _Loaded) -> None:
+        self._current = loaded
+        self._last_error = None
+        logger.info("reloaded TLS files, now serving %s", self._describe(loaded.certificate))
 
     def context(self) -> ssl.SSLContext:
         """The context to wrap the next connection with (after a cheap change check)."""

@@ -27,9 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from webhook.files import FileStamp, file_stamps, load_inventory, load_policy
+from webhook.files import FileWatch, Stamps, load_inventory, load_policy
 from webhook.policy import Inventory, Policy, PolicyError
 from webhook.web.settings import Settings
 
@@ -76,15 +75,12 @@ class PolicyState:
         """Load the snapshot now; raise PolicyError if it cannot be served."""
         self.settings = settings
         self._on_reload = on_reload
-        self._clock = clock
-        self._check_lock = threading.Lock()  # one thread checks the files at a time
         self._build_lock = threading.Lock()  # one snapshot is built at a time
         self._view: View | None = None
-        self._stamps = self._stat()
+        watched = (p for p in (settings.policy_file, settings.nodes_file) if p)
+        self._files = FileWatch(watched, interval=settings.reload_interval, clock=clock)
         self._snapshot = load_snapshot(settings)
-        self._failed_stamps: tuple[FileStamp, ...] | None = None
         self.last_error: str | None = None
-        self._next_check = clock() + settings.reload_interval
 
     @property
     def snapshot(self) -> Snapshot:
@@ -120,62 +116,39 @@ class PolicyState:
 
     # -- the files -------------------------------------------------------------------------
 
-    def _watched(self) -> tuple[Path, ...]:
-        return tuple(p for p in (self.settings.policy_file, self.settings.nodes_file) if p)
-
-    def _stat(self) -> tuple[FileStamp, ...]:
-        return file_stamps(self._watched())
-
     def maybe_reload(self, *, force: bool = False) -> bool:
         """Reload when the files changed (checked at most once per interval); True if swapped.
 
         Never blocks: when another thread is already checking, this one serves what it has.
         """
-        if not self._watched():
-            return False
-        now = self._clock()
-        if not force and now < self._next_check:
-            return False
-        if not self._check_lock.acquire(blocking=False):
-            return False
+        return self._files.reload(self._load, self._swap_in, force=force)
+
+    def _load(self, stamps: Stamps) -> Snapshot | None:
         try:
-            self._next_check = now + self.settings.reload_interval
-            stamps = self._stat()
-            if stamps in (self._stamps, self._failed_stamps):
-                return False
-            try:
-                loaded = load_snapshot(self.settings, self._snapshot.generation + 1)
-            except PolicyError as exc:
-                self._failed_stamps = stamps
-                self.last_error = str(exc)
-                logger.error(
-                    "policy reload failed, still serving policy %s (generation %d): %s",
-                    self._snapshot.policy.source,
-                    self._snapshot.generation,
-                    exc,
-                )
-                self._notify(ok=False)
-                return False
-            if self._stat() != stamps:
-                # The files changed while they were read; load them again at the next check.
-                self._next_check = now
-                return False
-            with self._build_lock:
-                snapshot = self._apply_view(loaded.base, loaded.generation) or loaded
-                self._snapshot = snapshot
-            self._stamps = stamps
-            self._failed_stamps = None
-            self.last_error = None
-            logger.info(
-                "policy reloaded: %s (generation %d), inventory: %s",
-                snapshot.policy.source,
-                snapshot.generation,
-                snapshot.inventory.source,
+            return load_snapshot(self.settings, self._snapshot.generation + 1)
+        except PolicyError as exc:
+            self.last_error = str(exc)
+            logger.error(
+                "policy reload failed, still serving policy %s (generation %d): %s",
+                self._snapshot.policy.source,
+                self._snapshot.generation,
+                exc,
             )
-            self._notify(ok=True)
-            return True
-        finally:
-            self._check_lock.release()
+            self._notify(ok=False)
+            return None
+
+    def _swap_in(self, loaded: Snapshot) -> None:
+        with self._build_lock:
+            snapshot = self._apply_view(loaded.base, loaded.generation) or loaded
+            self._snapshot = snapshot
+        self.last_error = None
+        logger.info(
+            "policy reloaded: %s (generation %d), inventory: %s",
+            snapshot.policy.source,
+            snapshot.generation,
+            snapshot.inventory.source,
+        )
+        self._notify(ok=True)
 
     def _notify(self, *, ok: bool) -> None:
         if self._on_reload is not None:
