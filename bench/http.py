@@ -1,9 +1,9 @@
 """End-to-end HTTP benchmark: the real webhook against a no-op app, side by side in one run.
 
-Starts two gunicorn servers with identical settings (``-c python:webhook.web.gunicorn_conf``,
+Starts two gunicorn servers with identical settings (``-c python:webhook.server.gunicorn_conf``,
 the same environment: 2 gthread workers, 4 threads, the same certificates, log level info):
 
-* ``real``: the webhook (``webhook.web.wsgi:app``) on the bundled example policy;
+* ``real``: the webhook (``webhook.server.wsgi:app``) on the bundled example policy;
 * ``noop``: a Flask app (``noop_app`` below) that parses the JSON body and echoes the uid.
 
 Each is driven over kept-alive TLS (verified against the CA, as the API server does) by
@@ -61,8 +61,8 @@ from flask import Flask, Response, request  # noqa: E402
 from bench.procs import terminate  # noqa: E402
 
 FIXTURE = _REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"
-CONFIG = "python:webhook.web.gunicorn_conf"
-APPS = {"noop": "bench.http:noop_app", "real": "webhook.web.wsgi:app"}
+CONFIG = "python:webhook.server.gunicorn_conf"
+APPS = {"noop": "bench.http:noop_app", "real": "webhook.server.wsgi:app"}
 HEADERS = {"Content-Type": "application/json"}
 TARGET_RATE = 1500  # reviews/s the issue asks for on this 2-core machine
 
@@ -442,14 +442,14 @@ def main() -> None:
     args = p.parse_args()
     load_before = os.getloadavg()[0]
 
-    from webhook import tls
+    from webhook.certs import issue
 
     body = review_body()
     rounds: list[dict[str, dict[str, Any]]] = []
     paced: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-http-") as d:
         tmp = Path(d)
-        paths = tls.write_certs(tmp / "tls", days=1)
+        paths = issue.write_certs(tmp / "tls", days=1)
         servers = {
             name: start_server(name, tmp, paths.directory, paths.ca_cert, args)
             for name in ("noop", "real")

@@ -1,9 +1,9 @@
 """Soak: the real webhook at a steady rate for minutes; errors, p99 and memory over time.
 
 Starts the webhook like bench/http.py does (``start_server``: gunicorn with
-``webhook.web.gunicorn_conf``, 2 gthread workers x 4 threads, certificates from
-``webhook.tls``) and drives it with ``--connections`` client processes over kept-alive TLS at a
-paced total rate (``--rate`` requests/s; latency counts from the scheduled send time, so a
+``webhook.server.gunicorn_conf``, 2 gthread workers x 4 threads, certificates from
+``webhook.certs.issue``) and drives it with ``--connections`` client processes over kept-alive
+TLS at a paced total rate (``--rate`` requests/s; latency counts from the scheduled send time, so a
 stall is not hidden), posting the request of bench/http.py (``review_body``: a ~3.9 KB pod
 CREATE asking for one GPU) to ``/mutate`` with a fresh uid each time, and checking every
 answer (HTTP 200, the uid, a JSONPatch).
@@ -168,7 +168,7 @@ def main() -> None:
     )
     args = p.parse_args()
 
-    from webhook import tls
+    from webhook.certs import issue
 
     body = review_body()
     mp = multiprocessing.get_context("fork")
@@ -176,7 +176,7 @@ def main() -> None:
     errors: Counter[str] = Counter()
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as d:
         tmp = Path(d)
-        paths = tls.write_certs(tmp / "tls", days=1)
+        paths = issue.write_certs(tmp / "tls", days=1)
         server = start_server("real", tmp, paths.directory, paths.ca_cert, args)
         try:
             out = mp.Queue()

@@ -1,6 +1,6 @@
-"""gunicorn worker classes under keep-alive TLS: why webhook/web/gunicorn_conf.py uses gthread.
+"""gunicorn worker classes under keep-alive TLS: why webhook/server/gunicorn_conf.py uses gthread.
 
-Starts gunicorn with our config (``-c python:webhook.web.gunicorn_conf``, so the same TLS
+Starts gunicorn with our config (``-c python:webhook.server.gunicorn_conf``, so the same TLS
 context, keepalive and limits) serving ``app`` below, once per worker class, and drives it
 from separate client processes for a fixed time. Each client connection is an
 ``http.client.HTTPSConnection`` kept alive between requests, as the API server does; each
@@ -234,7 +234,7 @@ def run_class(worker_class: str, args: Any, tls_dir: str, ca_file: str) -> dict[
         "-m",
         "gunicorn",
         "-c",
-        "python:webhook.web.gunicorn_conf",
+        "python:webhook.server.gunicorn_conf",
         "--worker-class",
         worker_class,
         "--pythonpath",
@@ -313,7 +313,7 @@ def main() -> None:
     import importlib.util
     import tempfile
 
-    from webhook import tls
+    from webhook.certs import issue
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=5.0, help="measured time per class")
@@ -333,7 +333,7 @@ def main() -> None:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-certs-") as d:
-        paths = tls.write_certs(d, days=1)
+        paths = issue.write_certs(d, days=1)
         for worker_class in classes:
             rows.append(run_class(worker_class, args, str(paths.directory), str(paths.ca_cert)))
 

@@ -1,6 +1,6 @@
-"""gunicorn with webhook.web.gunicorn_conf, as real processes over real TLS.
+"""gunicorn with webhook.server.gunicorn_conf, as real processes over real TLS.
 
-The server is ``gunicorn -c python:webhook.web.gunicorn_conf`` serving ``wsgi_app`` below (a
+The server is ``gunicorn -c python:webhook.server.gunicorn_conf`` serving ``wsgi_app`` below (a
 stand-in for the Flask app: it answers with its pid), configured only through the
 environment variables of docs/contracts.md. Clients verify the server against the CA and keep
 their connections alive, as the API server does.
@@ -29,7 +29,7 @@ import pytest
 from cryptography import x509
 
 from bench.procs import terminate
-from webhook import tls
+from webhook.certs import issue
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
@@ -41,7 +41,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
 def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    """200 with the worker pid; /slow sleeps 1 s first; /tls reports webhook.tls.serving()."""
+    """200 with the worker pid; /slow sleeps 1 s first; /tls reports the served certificate.
+
+    The certificate is what ``webhook.server.wsgi`` hands to ``/readyz``: the serving context
+    of the gunicorn config, which gunicorn imported in the master before forking this worker.
+    """
     length = int(environ.get("CONTENT_LENGTH") or 0)
     if length:
         environ["wsgi.input"].read(length)
@@ -52,10 +56,10 @@ def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
             Path(mark_dir, f"{os.getpid()}-{threading.get_ident()}").touch()
         time.sleep(1.0)
     elif environ["PATH_INFO"] == "/tls":
-        serving = tls.serving()
-        doc["registered"] = serving is not None
-        if serving is not None:
-            status = serving.status()
+        conf = sys.modules.get("webhook.server.gunicorn_conf")
+        doc["registered"] = conf is not None
+        if conf is not None:
+            status = conf.serving_context().status()
             doc.update(valid=status.valid, serial=status.serial, reason=status.reason)
     body = json.dumps(doc).encode()
     start_response(
@@ -132,7 +136,7 @@ GUNICORN = [
     "-m",
     "gunicorn",
     "-c",
-    "python:webhook.web.gunicorn_conf",
+    "python:webhook.server.gunicorn_conf",
     "--pythonpath",
     str(Path(__file__).parent),
     "test_gunicorn_tls:wsgi_app",
@@ -198,12 +202,12 @@ def wait_until_serving(server: Server, timeout: float = 15) -> None:
 
 
 @pytest.fixture
-def certs(tmp_path: Path) -> tls.CertPaths:
-    return tls.write_certs(tmp_path / "tls", days=30)
+def certs(tmp_path: Path) -> issue.CertPaths:
+    return issue.write_certs(tmp_path / "tls", days=30)
 
 
-def reissue(paths: tls.CertPaths) -> tuple[bytes, bytes]:
-    return tls.make_serving_cert(
+def reissue(paths: issue.CertPaths) -> tuple[bytes, bytes]:
+    return issue.make_serving_cert(
         paths.ca_cert.read_bytes(),
         paths.ca_key.read_bytes(),
         service="gpu-policy-webhook",
@@ -219,7 +223,7 @@ def reissue(paths: tls.CertPaths) -> tuple[bytes, bytes]:
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
 def test_tls12_and_tls13_served_old_protocols_and_ciphers_refused(
-    tmp_path: Path, certs: tls.CertPaths
+    tmp_path: Path, certs: issue.CertPaths
 ) -> None:
     with gunicorn(tmp_path, certs.directory, certs.ca_cert) as server:
         conn = server.connect()
@@ -321,7 +325,7 @@ class Load:
             t.join(10)
 
 
-def make_secret_volume(root: Path, paths: tls.CertPaths) -> Callable[[bytes, bytes], None]:
+def make_secret_volume(root: Path, paths: issue.CertPaths) -> Callable[[bytes, bytes], None]:
     """Lay out ``root`` as the kubelet does for a Secret volume; return the swap function.
 
     tls.crt -> ..data/tls.crt, ..data -> ..<timestamp>; an update writes a new timestamped
@@ -349,15 +353,15 @@ def replace_files(tls_dir: Path) -> Callable[[bytes, bytes], None]:
     """Rotation the way write_certs does it: each file replaced atomically, key first."""
 
     def publish(cert: bytes, key: bytes) -> None:
-        tls.write_atomic(tls_dir / "tls.key", key, mode=0o600)
-        tls.write_atomic(tls_dir / "tls.crt", cert)
+        issue.write_atomic(tls_dir / "tls.key", key, mode=0o600)
+        issue.write_atomic(tls_dir / "tls.crt", cert)
 
     return publish
 
 
 @pytest.mark.parametrize("layout", ["secret-volume", "replaced-files"])
 def test_rotation_under_load_fails_no_request(
-    tmp_path: Path, certs: tls.CertPaths, layout: str
+    tmp_path: Path, certs: issue.CertPaths, layout: str
 ) -> None:
     if layout == "secret-volume":
         tls_dir = tmp_path / "secret"
@@ -404,17 +408,17 @@ def test_rotation_under_load_fails_no_request(
     assert all(r["registered"] and r["valid"] and r["serial"] == new_serial for r in reports)
 
 
-def test_broken_files_keep_the_old_certificate(tmp_path: Path, certs: tls.CertPaths) -> None:
+def test_broken_files_keep_the_old_certificate(tmp_path: Path, certs: issue.CertPaths) -> None:
     old_serial = x509.load_pem_x509_certificate(certs.cert.read_bytes()).serial_number
     with gunicorn(tmp_path, certs.directory, certs.ca_cert) as server, Load(server) as load:
         time.sleep(0.3)
-        tls.write_atomic(certs.cert, b"-----BEGIN CERTIFICATE-----\ngarbage\n")
+        issue.write_atomic(certs.cert, b"-----BEGIN CERTIFICATE-----\ngarbage\n")
         time.sleep(1.5)
         assert {server.served_serial() for _ in range(6)} == {old_serial}
 
         # a cert with a key that is not its own: same
         other_cert, _ = reissue(certs)
-        tls.write_atomic(certs.cert, other_cert)
+        issue.write_atomic(certs.cert, other_cert)
         time.sleep(1.5)
         assert {server.served_serial() for _ in range(6)} == {old_serial}
 
@@ -435,19 +439,21 @@ def test_broken_files_keep_the_old_certificate(tmp_path: Path, certs: tls.CertPa
 # --------------------------------------------------------------------------------------------
 
 
-def test_client_certificates_required_with_client_ca(tmp_path: Path, certs: tls.CertPaths) -> None:
-    client_ca = tls.make_ca("apiserver-clients", 30)
+def test_client_certificates_required_with_client_ca(
+    tmp_path: Path, certs: issue.CertPaths
+) -> None:
+    client_ca = issue.make_ca("apiserver-clients", 30)
     client_ca_file = tmp_path / "client-ca.crt"
     client_ca_file.write_bytes(client_ca[0])
 
     def client_files(name: str, ca: tuple[bytes, bytes]) -> tuple[Path, Path]:
-        cert, key = tls.make_client_cert(*ca, common_name=name)
+        cert, key = issue.make_client_cert(*ca, common_name=name)
         (tmp_path / f"{name}.crt").write_bytes(cert)
         (tmp_path / f"{name}.key").write_bytes(key)
         return tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
 
     good = client_files("apiserver", client_ca)
-    stranger = client_files("stranger", tls.make_ca("someone-else", 30))
+    stranger = client_files("stranger", issue.make_ca("someone-else", 30))
 
     with gunicorn(
         tmp_path,
@@ -479,7 +485,7 @@ def test_client_certificates_required_with_client_ca(tmp_path: Path, certs: tls.
 # --------------------------------------------------------------------------------------------
 
 
-def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: tls.CertPaths) -> None:
+def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: issue.CertPaths) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
     with gunicorn(
@@ -521,9 +527,9 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: tls.CertP
 
 
 def test_unusable_certificate_stops_the_server_at_start(
-    tmp_path: Path, certs: tls.CertPaths
+    tmp_path: Path, certs: issue.CertPaths
 ) -> None:
-    certs.key.write_bytes(tls.make_ca("not-the-key", 1)[1])
+    certs.key.write_bytes(issue.make_ca("not-the-key", 1)[1])
     result = subprocess.run(
         GUNICORN,
         cwd=REPO,

@@ -5,7 +5,7 @@ over variables already set), loads the policy once so that a bad file is reporte
 (file, field, reason) before anything starts, checks that the certificate files exist, and
 replaces itself (``os.execvpe``) with::
 
-    gunicorn -c python:webhook.web.gunicorn_conf webhook.web.wsgi:app
+    gunicorn -c python:webhook.server.gunicorn_conf webhook.server.wsgi:app
 
 so that gunicorn is the container's main process and gets the kubelet's signals directly.
 ``--dev`` (what ``make run`` uses) serves the bundled example policy on 127.0.0.1:8443 with the
@@ -39,8 +39,8 @@ from webhook.contract import (
     WORKERS_ENV,
 )
 
-GUNICORN_CONFIG = "python:webhook.web.gunicorn_conf"
-WSGI_APP = "webhook.web.wsgi:app"
+GUNICORN_CONFIG = "python:webhook.server.gunicorn_conf"
+WSGI_APP = "webhook.server.wsgi:app"
 EXIT_USAGE = 2  # as webhook.cli: usage or file errors
 EXAMPLE_REQUEST = "examples/admissionreview-gpu-pod.json"
 DENIED_REQUEST = "examples/admissionreview-gpu-pod-denied.json"
@@ -52,7 +52,7 @@ def add_parser(sub: Any) -> None:
         "serve",
         help="serve the admission webhook over HTTPS (gunicorn)",
         description="Serve the admission webhook: check the settings and the policy, then run "
-        "gunicorn with webhook.web.gunicorn_conf.",
+        "gunicorn with webhook.server.gunicorn_conf.",
     )
     p.add_argument(
         "--dev",
@@ -129,8 +129,8 @@ def run(args: argparse.Namespace) -> int:
     A problem is one line on stderr and exit status 2 (a bad policy file raises PolicyError,
     which the CLI prints the same way).
     """
-    from webhook.web.settings import Settings
-    from webhook.web.state import load_snapshot
+    from webhook.server.settings import Settings
+    from webhook.server.state import load_snapshot
 
     env = server_env(args, os.environ)
     try:

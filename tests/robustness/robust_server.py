@@ -1,7 +1,7 @@
 """The webhook as a real server for the robustness tests: start, talk to, check, stop.
 
-``start_server`` runs ``gunicorn -c python:webhook.web.gunicorn_conf webhook.web.wsgi:app``
-as a separate process on a free loopback port, with certificates from ``webhook.tls`` and only
+``start_server`` runs ``gunicorn -c python:webhook.server.gunicorn_conf webhook.server.wsgi:app``
+as a separate process on a free loopback port, with certificates from ``webhook.certs.issue`` and only
 the environment variables of docs/contracts.md, and waits until it answers and every worker
 is up. Clients verify the server against the CA and keep their connections alive, as the API
 server does. The worker pids come from /proc (``bench.http.children``).
@@ -29,14 +29,14 @@ import yaml
 
 from bench.http import children
 from bench.procs import terminate
-from webhook import tls
+from webhook.certs import issue
 
 REPO = Path(__file__).resolve().parents[2]
 GUNICORN = [
     str(Path(sys.executable).parent / "gunicorn"),
     "-c",
-    "python:webhook.web.gunicorn_conf",
-    "webhook.web.wsgi:app",
+    "python:webhook.server.gunicorn_conf",
+    "webhook.server.wsgi:app",
 ]
 JSON = {"Content-Type": "application/json"}
 SEED003 = REPO / "examples" / "clusters" / "seed003-l20-t4"
@@ -101,7 +101,7 @@ class Server:
 
 def start_server(tmp: Path, *, workers: int = 2, threads: int = 2, **extra: str) -> Server:
     """gunicorn on a free port with certificates in ``tmp/tls``; ``extra``: more env vars."""
-    paths = tls.write_certs(tmp / "tls")
+    paths = issue.write_certs(tmp / "tls")
     port = free_port()
     env = {
         k: v

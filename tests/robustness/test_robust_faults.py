@@ -204,7 +204,7 @@ def _review_pids(server: Server) -> set[str]:
     import re
 
     time.sleep(0.6)  # log lines are written in batches, at least twice a second
-    return set(re.findall(r"\[(\d+)\] webhook\.web\.app: review uid=", server.log()))
+    return set(re.findall(r"\[(\d+)\] webhook\.server\.app: review uid=", server.log()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ def cluster_server(tmp: Path) -> Iterator[tuple[Server, FakeApiServer]]:
 
 def readyz(server: Server) -> str:
     status, text = server.get("/readyz")
-    assert status == 200, text  # never unready once listed: see webhook/web/cluster.py
+    assert status == 200, text  # never unready once listed: see webhook/server/cluster.py
     return text
 
 

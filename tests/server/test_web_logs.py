@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.web.logs import (
+from webhook.server.logs import (
     FLUSH_BYTES,
     FORMAT,
     PIPE_BUF,

@@ -1,7 +1,7 @@
 """The webhook as it runs in the cluster: gunicorn, our config, real TLS, kept-alive connections.
 
-``gunicorn -c python:webhook.web.gunicorn_conf webhook.web.wsgi:app`` runs as a separate
-process with 2 workers on a free loopback port, with certificates made by ``webhook.tls``,
+``gunicorn -c python:webhook.server.gunicorn_conf webhook.server.wsgi:app`` runs as a separate
+process with 2 workers on a free loopback port, with certificates made by ``webhook.certs.issue``,
 configured only through the environment variables of docs/contracts.md. Clients verify the
 server against the CA and reuse their connection, as the API server does.
 """
@@ -32,14 +32,19 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 
 from bench.procs import terminate
-from webhook import tls
-from webhook.web.metrics import FLUSH_SECONDS
+from webhook.certs import issue
+from webhook.server.metrics import FLUSH_SECONDS
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-GUNICORN = [str(BIN / "gunicorn"), "-c", "python:webhook.web.gunicorn_conf", "webhook.web.wsgi:app"]
+GUNICORN = [
+    str(BIN / "gunicorn"),
+    "-c",
+    "python:webhook.server.gunicorn_conf",
+    "webhook.server.wsgi:app",
+]
 JSON_HEADERS = {"Content-Type": "application/json"}
-REVIEW_LINE = re.compile(r"\[(\d+)\] webhook\.web\.app: review uid=(\S+)")
+REVIEW_LINE = re.compile(r"\[(\d+)\] webhook\.server\.app: review uid=(\S+)")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -109,7 +114,7 @@ def wait_ready(server: Server, timeout: float = 20) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("gunicorn")
-    paths = tls.write_certs(tmp / "tls")
+    paths = issue.write_certs(tmp / "tls")
     port = free_port()
     proc, log_file = start(GUNICORN, tmp, server_env(tmp, port))
     context = ssl.create_default_context(cafile=str(paths.ca_cert))
@@ -362,7 +367,7 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
 def test_reviews_just_before_a_shutdown_are_still_counted(tmp_path: Path) -> None:
     # Reviews are tallied and written to the shared metrics files once a second; a worker
     # that stops gracefully writes what it has left, so nothing answered goes uncounted.
-    paths = tls.write_certs(tmp_path / "tls")
+    paths = issue.write_certs(tmp_path / "tls")
     port = free_port()
     env = server_env(tmp_path, port, GPU_POLICY_WORKERS="1")
     proc, log_file = start(GUNICORN, tmp_path, env)
@@ -392,7 +397,7 @@ def test_an_empty_metrics_file_does_not_break_the_scrape(tmp_path: Path) -> None
     # A worker creates its metrics file empty and sizes it a moment later; one killed in that
     # moment leaves the empty file for good, and prometheus_client fails every scrape on it
     # (prometheus/client_python#1199). The webhook's /metrics leaves such files out.
-    paths = tls.write_certs(tmp_path / "tls")
+    paths = issue.write_certs(tmp_path / "tls")
     port = free_port()
     proc, log_file = start(GUNICORN, tmp_path, server_env(tmp_path, port, GPU_POLICY_WORKERS="1"))
     srv = Server(proc, port, ssl.create_default_context(cafile=str(paths.ca_cert)), log_file)
@@ -414,14 +419,14 @@ def test_an_empty_metrics_file_does_not_break_the_scrape(tmp_path: Path) -> None
 def test_log_lines_name_the_review_and_not_the_object(server: Server) -> None:
     log = server.log()
     assert "Traceback" not in log
-    lines = [line for line in log.splitlines() if "webhook.web.app: review uid=" in line]
+    lines = [line for line in log.splitlines() if "webhook.server.app: review uid=" in line]
     assert lines
     assert all("decision=" in line and " ms=" in line for line in lines)
     assert not any("kube-api-access" in line for line in lines)
 
 
 def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
-    tls.write_certs(tmp_path / "tls")
+    issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec: {enforcement: loud}\n"
@@ -443,7 +448,7 @@ def test_workers_watch_the_cluster(tmp_path: Path) -> None:
     from kube.apiserver import FakeApiServer
     from test_web_cluster import POLICY, load_cluster
 
-    tls_paths = tls.write_certs(tmp_path / "tls")
+    tls_paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY.replace("ENFORCEMENT", "enforce"))
     with FakeApiServer() as fake:
@@ -484,7 +489,7 @@ def test_workers_watch_the_cluster(tmp_path: Path) -> None:
 
 
 def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:
-    paths = tls.write_certs(tmp_path / "certs")
+    paths = issue.write_certs(tmp_path / "certs")
     port = free_port()
     argv = [
         str(BIN / "gpu-policy"),

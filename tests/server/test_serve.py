@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from webhook import serve, tls
+from webhook import serve
+from webhook.certs import issue
 from webhook.cli import main
 
 
@@ -57,7 +58,7 @@ def test_curl_command() -> None:
 def test_gunicorn_is_the_one_beside_python() -> None:
     argv = serve.gunicorn_argv()
     assert argv[0] == str(Path(sys.executable).parent / "gunicorn")
-    assert argv[1:] == ["-c", "python:webhook.web.gunicorn_conf", "webhook.web.wsgi:app"]
+    assert argv[1:] == ["-c", "python:webhook.server.gunicorn_conf", "webhook.server.wsgi:app"]
 
 
 @pytest.fixture
@@ -74,13 +75,13 @@ def execs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str], dict[st
 def test_dev_run_prints_curl_and_execs_gunicorn(
     tmp_path: Path, execs: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tls.write_certs(tmp_path)
+    issue.write_certs(tmp_path)
     assert main(["serve", "--dev", "--cert-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"curl --cacert {tmp_path}/ca.crt" in out
     assert "https://127.0.0.1:8443/mutate" in out and "https://127.0.0.1:8443/validate" in out
     ((file, argv, env),) = execs
-    assert file == argv[0] and argv[-1] == "webhook.web.wsgi:app"
+    assert file == argv[0] and argv[-1] == "webhook.server.wsgi:app"
     assert env["GPU_POLICY_TLS_DIR"] == str(tmp_path)
     assert env["GPU_POLICY_BIND"] == "127.0.0.1:8443"
 
@@ -98,7 +99,7 @@ def test_missing_certificates_stop_before_gunicorn(
 def test_bad_policy_stops_before_gunicorn(
     tmp_path: Path, execs: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tls.write_certs(tmp_path)
+    issue.write_certs(tmp_path)
     policy = tmp_path / "policy.yaml"
     policy.write_text("apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec: 3\n")
     assert main(["serve", "--cert-dir", str(tmp_path), "--policy", str(policy)]) == 2
@@ -124,7 +125,7 @@ def test_unusable_cluster_configuration_stops_before_gunicorn(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    tls.write_certs(tmp_path)
+    issue.write_certs(tmp_path)
     monkeypatch.setenv("GPU_POLICY_KUBE", "in-cluster")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert main(["serve", "--cert-dir", str(tmp_path)]) == 2

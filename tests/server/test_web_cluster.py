@@ -18,8 +18,8 @@ from flask import Flask
 from kube.apiserver import FakeApiServer
 from reviewdata import load, with_gpu
 
-from webhook.web import Settings, create_app
-from webhook.web.cluster import ClusterError
+from webhook.server import Settings, create_app
+from webhook.server.cluster import ClusterError
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"

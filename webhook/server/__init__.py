@@ -1,5 +1,5 @@
 """The Flask adapter: ``create_app(settings)`` serves /mutate, /validate, /healthz, /readyz and
-/metrics; ``webhook.web.wsgi:app`` is what gunicorn runs (with ``webhook.web.gunicorn_conf``).
+/metrics; ``webhook.server.wsgi:app`` is what gunicorn runs (with ``webhook.server.gunicorn_conf``).
 
 Importing this package imports neither flask nor prometheus_client: ``create_app`` is loaded
 on first use, so ``gpu-policy serve`` can read ``Settings`` before it starts gunicorn.
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from webhook.web.settings import Settings
+from webhook.server.settings import Settings
 
 if TYPE_CHECKING:
-    from webhook.web.app import create_app
+    from webhook.server.app import create_app
 
 __all__ = ["Settings", "create_app"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
-        from webhook.web.app import create_app
+        from webhook.server.app import create_app
 
         return create_app
     raise AttributeError(name)

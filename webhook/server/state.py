@@ -13,7 +13,7 @@ Two sources feed a snapshot:
   swapping a symlink: ``os.stat`` follows it and sees a new inode. A file that does not load
   keeps the last good snapshot; the problem (file, field, reason) is logged and counted once
   per state of the files, and the files are tried again when they change next.
-* the cluster, when one is watched (``webhook.web.cluster``): a ``view`` function combines the
+* the cluster, when one is watched (``webhook.server.cluster``): a ``view`` function combines the
   policy file with the latest cluster snapshot (the device-plugin ConfigMap, the nodes) and is
   called again for every new cluster snapshot and every policy reload.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from webhook.files import FileWatch, Stamps, load_inventory, load_policy
 from webhook.policy import Inventory, Policy, PolicyError
-from webhook.web.settings import Settings
+from webhook.server.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Routes (on the path only: the API server appends ``?timeout=10s`` to the webhook
 * ``GET /healthz``: the process is alive (it answers).
 * ``GET /readyz``: a policy is loaded and, when this process serves TLS through the gunicorn
   config, its certificate is within its validity window; 503 with the reason otherwise.
-* ``GET /metrics``: Prometheus text (see ``webhook.web.metrics``).
+* ``GET /metrics``: Prometheus text (see ``webhook.server.metrics``).
 
 Everything a client can get wrong is a 4xx with a one-line ``text/plain`` body, never an HTML
 page or a traceback: 404 unknown path, 405 wrong method, 415 a Content-Type other than
@@ -34,15 +34,14 @@ from flask import Flask, Response, request
 from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook import tls
 from webhook.admission import Endpoint, Outcome, RequestError, handle
-from webhook.web import metrics
-from webhook.web.logs import LineBufferedHandler, direct_handler, line_for
-from webhook.web.settings import Settings
-from webhook.web.state import PolicyState
+from webhook.server import metrics
+from webhook.server.logs import LineBufferedHandler, direct_handler, line_for
+from webhook.server.settings import Settings
+from webhook.server.state import PolicyState
 
 if TYPE_CHECKING:
-    from webhook.web.cluster import ClusterFeed
+    from webhook.server.cluster import ClusterFeed
 
 logger = logging.getLogger(__name__)
 
@@ -91,13 +90,9 @@ class Webhook:
         return ready, reasons
 
 
-def tls_ready() -> tuple[bool, str]:
-    """Readiness of the certificate this process serves (gunicorn config), if it serves one."""
-    serving = tls.serving()
-    if serving is None:
-        return True, "TLS not served by this process"
-    status = serving.status()
-    return status.valid, status.reason
+def tls_not_served() -> tuple[bool, str]:
+    """The certificate check of an app whose TLS is terminated elsewhere (the default)."""
+    return True, "TLS not served by this process"
 
 
 class _NoSessions(SessionInterface):
@@ -204,22 +199,22 @@ def _drain(environ: dict[str, Any]) -> None:
 
 
 def create_app(
-    settings: Settings | None = None, *, ready_checks: Sequence[ReadyCheck] = ()
+    settings: Settings | None = None, *, ready_checks: Sequence[ReadyCheck] = (tls_not_served,)
 ) -> Flask:
     """The webhook's Flask app, serving the policy the settings name.
 
     Loads the policy and inventory now and raises ``PolicyError`` when they are unusable (a
     worker fails at start, not at a request). With ``settings.kube`` other than ``off`` it
-    starts watching the cluster (``webhook.web.cluster``; ``ClusterError`` when the
-    configuration cannot be loaded). ``ready_checks`` are added to ``/readyz`` (the
-    certificate check of ``tls_ready`` is always there). The app's ``Webhook`` object is
-    ``app.extensions["gpu_policy"]``.
+    starts watching the cluster (``webhook.server.cluster``; ``ClusterError`` when the
+    configuration cannot be loaded). ``/readyz`` runs ``ready_checks`` after the policy's:
+    ``webhook.server.wsgi`` passes the served certificate's check; the default says TLS is
+    terminated elsewhere. The app's ``Webhook`` object is ``app.extensions["gpu_policy"]``.
     """
     settings = settings or Settings.from_env()
     state = PolicyState(settings, on_reload=metrics.record_reload)
-    hook = Webhook(settings, state, [tls_ready, *ready_checks])
+    hook = Webhook(settings, state, list(ready_checks))
     if settings.watches_cluster:
-        from webhook.web.cluster import ClusterFeed
+        from webhook.server.cluster import ClusterFeed
 
         hook.cluster = ClusterFeed.from_settings(settings, state).start()
         hook.ready_checks.append(hook.cluster.ready)

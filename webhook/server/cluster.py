@@ -26,9 +26,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from webhook.policy import Inventory, Policy
-from webhook.web.metrics import ClusterMetrics
-from webhook.web.settings import Settings
-from webhook.web.state import PolicyState
+from webhook.server.metrics import ClusterMetrics
+from webhook.server.settings import Settings
+from webhook.server.state import PolicyState
 
 if TYPE_CHECKING:
     from webhook.kube import ClusterSource, ClusterState

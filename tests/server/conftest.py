@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "admission"))
 from flask import Flask
 from flask.testing import FlaskClient
 
-from webhook.web import Settings, create_app
+from webhook.server import Settings, create_app
 
 
 @pytest.fixture

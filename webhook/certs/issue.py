@@ -1,18 +1,10 @@
-"""Certificates for the webhook: generation, atomic writing and a reloading server context.
+"""Making certificates for the webhook: a private CA, serving and client certificates, on disk.
 
-Two jobs live here:
-
-* Making certificates: a private CA, a serving certificate whose SANs are the names the API
-  server uses to reach the Service (``<service>.<namespace>.svc``), and client certificates
-  for the optional mutual TLS. ``write_certs`` writes them the way a reader can never see half
-  a file (temporary file + ``os.replace``), which is what ``gpu-policy certs`` and the
-  Helm-less dev setup use.
-* Serving them: ``ReloadingSSLContext`` builds the server ``ssl.SSLContext`` and rebuilds it
-  when the mounted Secret changes (cert-manager renews it; the kubelet swaps the ``..data``
-  symlink), keeping the last good context when the new files are broken or only half
-  rotated. gunicorn asks for a context per accepted connection (see
-  ``webhook/web/gunicorn_conf.py``), so a rotation reaches every new connection without a
-  restart and without failing a request.
+A private CA, a serving certificate whose SANs are the names the API server uses to reach the
+Service (``<service>.<namespace>.svc``), and client certificates for the optional mutual TLS.
+``write_certs`` writes them the way a reader can never see half a file (temporary file +
+``os.replace``), which is what ``gpu-policy certs`` and the Helm-less dev setup use. Serving
+them is ``webhook.certs.serving``.
 
 Keys are ECDSA P-256, not RSA 2048. Both are accepted by the API server (Go's crypto/tls) and
 by cert-manager; P-256 is the cheaper of the two where it matters to us: the server's half of
@@ -29,10 +21,8 @@ import datetime as dt
 import ipaddress
 import logging
 import os
-import ssl
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,30 +36,23 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 )
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.files import FileWatch, Stamps
+from webhook.contract import CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "CertPaths",
-    "ReloadingSSLContext",
     "TLSError",
-    "TLSStatus",
-    "build_server_context",
     "make_ca",
     "make_client_cert",
     "make_serving_cert",
-    "register_serving",
-    "serving",
+    "same_public_key",
     "serving_dns_names",
+    "utcnow",
+    "write_atomic",
     "write_certs",
 ]
 
-
-# TLS 1.2 suites we accept: forward secrecy (ECDHE) and AEAD only. TLS 1.3 suites are all
-# modern and are not affected by set_ciphers. Go's crypto/tls (the API server) offers
-# ECDHE-ECDSA/RSA with AES-GCM and ChaCha20 first, so nothing real is turned away.
-TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 # Certificates are backdated a little so a node whose clock is slightly behind ours does not
 # reject a certificate "not yet valid" right after it was issued.
@@ -101,7 +84,8 @@ def _cert_pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _utcnow() -> dt.datetime:
+def utcnow() -> dt.datetime:
+    """Now, in UTC (what certificate validity is compared with)."""
     return dt.datetime.now(dt.UTC)
 
 
@@ -128,7 +112,7 @@ def _load_ca(
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(ca_key, _ISSUER_KEY_TYPES):
         raise TLSError(f"the CA key ({type(ca_key).__name__}) cannot sign certificates")
-    if not _same_public_key(ca_cert, ca_key):
+    if not same_public_key(ca_cert, ca_key):
         raise TLSError("the CA key does not match the CA certificate")
     return ca_cert, ca_key
 
@@ -142,7 +126,7 @@ def _leaf_builder(
     now: dt.datetime | None,
 ) -> x509.CertificateBuilder:
     """Common part of serving and client certificates: validity, key usage, SKI/AKI."""
-    start = (now or _utcnow()) - _BACKDATE
+    start = (now or utcnow()) - _BACKDATE
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     return (
         x509.CertificateBuilder()
@@ -186,7 +170,7 @@ def make_ca(common_name: str, days: int, *, now: dt.datetime | None = None) -> t
     """
     _check_days(days)
     key = _new_key()
-    start = (now or _utcnow()) - _BACKDATE
+    start = (now or utcnow()) - _BACKDATE
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
@@ -333,7 +317,7 @@ class CertPaths:
         tls.crt and tls.key are the names a kubernetes.io/tls Secret mounts.
         """
         d = Path(directory)
-        return cls(d, d / "ca.crt", d / "ca.key", d / "tls.crt", d / "tls.key")
+        return cls(d, d / CA_CERT_FILE, d / "ca.key", d / TLS_CERT_FILE, d / TLS_KEY_FILE)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
@@ -382,7 +366,7 @@ def _problem_with_pair(
         return f"{e.filename} is missing"
     except (OSError, ValueError, TypeError, UnsupportedAlgorithm) as e:
         return f"{cert_path.name}/{key_path.name} unreadable: {e}"
-    if not _same_public_key(cert, key):
+    if not same_public_key(cert, key):
         return f"{key_path.name} does not match {cert_path.name}"
     if cert.not_valid_after_utc - renew_before <= now:
         return f"{cert_path.name} expires {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
@@ -428,7 +412,7 @@ def write_certs(
     extra_sans = list(extra_sans)
     paths = CertPaths.in_dir(out_dir)
     paths.directory.mkdir(parents=True, exist_ok=True)
-    now = _utcnow()
+    now = utcnow()
 
     ca_cert_pem: bytes | None = None
     ca_key_pem: bytes | None = None
@@ -492,237 +476,10 @@ def _is_ip(value: str) -> bool:
     return True
 
 
-def _same_public_key(cert: x509.Certificate, key: PrivateKeyTypes) -> bool:
+def same_public_key(cert: x509.Certificate, key: PrivateKeyTypes) -> bool:
+    """True when ``key`` is the private half of the key ``cert`` certifies."""
     fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     try:
         return bool(cert.public_key().public_bytes(*fmt) == key.public_key().public_bytes(*fmt))
     except (ValueError, TypeError, UnsupportedAlgorithm):
         return False
-
-
-# --------------------------------------------------------------------------------------------
-# Serving: the SSL context and its reloading
-# --------------------------------------------------------------------------------------------
-
-
-def build_server_context(
-    cert_file: str | os.PathLike[str],
-    key_file: str | os.PathLike[str],
-    client_ca_file: str | os.PathLike[str] | None = None,
-) -> ssl.SSLContext:
-    """A server-side context: TLS 1.2 or 1.3, ECDHE with AEAD only, optional client CA.
-
-    With ``client_ca_file`` every client must present a certificate that CA signed
-    (CERT_REQUIRED); the handshake of any other client fails. Raises ``ssl.SSLError`` or
-    ``OSError`` when the files are unusable (for instance cert and key do not match).
-    """
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.set_ciphers(TLS12_CIPHERS)
-    # No renegotiation (a CPU drain and a historical source of bugs), no compression (CRIME);
-    # prefer our cipher order over the client's.
-    ctx.options |= ssl.OP_NO_RENEGOTIATION | ssl.OP_NO_COMPRESSION
-    ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
-    ctx.load_cert_chain(certfile=os.fspath(cert_file), keyfile=os.fspath(key_file))
-    if client_ca_file is not None:
-        ctx.load_verify_locations(cafile=os.fspath(client_ca_file))
-        ctx.verify_mode = ssl.CERT_REQUIRED
-    return ctx
-
-
-@dataclass(frozen=True)
-class TLSStatus:
-    """What the server presents right now; ``/readyz`` reports it."""
-
-    valid: bool
-    reason: str
-    serial: int
-    not_before: dt.datetime
-    not_after: dt.datetime
-    last_error: str | None
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    context: ssl.SSLContext
-    certificate: x509.Certificate
-
-
-class ReloadingSSLContext:
-    """An ``ssl.SSLContext`` that follows its certificate files.
-
-    ``context()`` returns the current context. At most once per ``check_interval`` seconds it
-    first stats the files (``os.stat``, following the Secret volume's symlinks) and, when the
-    device, inode, size or mtime of any of them changed, builds a new context from them. The
-    new context replaces the old one only when it is whole: the certificate and key parse, the
-    key matches the certificate, and the files did not change while they were being read.
-    Otherwise the last good context stays, the reason is logged once per state of the files,
-    and the files are tried again when they change next.
-
-    Construction loads the files once and raises ``TLSError`` when they are unusable: a server
-    fails at start, not at its first connection.
-
-    Thread-safe: ``context()`` never blocks on a reload that another thread is doing, it
-    returns the context it has.
-    """
-
-    def __init__(
-        self,
-        cert_file: str | os.PathLike[str],
-        key_file: str | os.PathLike[str],
-        *,
-        client_ca_file: str | os.PathLike[str] | None = None,
-        check_interval: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        """Load the files now; raise ``TLSError`` if they cannot be served."""
-        self.cert_file = Path(cert_file)
-        self.key_file = Path(key_file)
-        self.client_ca_file = Path(client_ca_file) if client_ca_file is not None else None
-        self.check_interval = check_interval
-        self._files = FileWatch(self._watched(), interval=check_interval, clock=clock)
-        self._last_error: str | None = None
-        self._current = self._load(self._files.loaded)
-        logger.info("serving certificate %s", self._describe(self._current.certificate))
-
-    # -- files -----------------------------------------------------------------------------
-
-    def _watched(self) -> tuple[Path, ...]:
-        files = (self.cert_file, self.key_file)
-        return (*files, self.client_ca_file) if self.client_ca_file is not None else files
-
-    def _load(self, stamps: Stamps) -> _Loaded:
-        """Build a context from the files whose stamps were just taken."""
-        try:
-            certs = x509.load_pem_x509_certificates(self.cert_file.read_bytes())
-            key = serialization.load_pem_private_key(self.key_file.read_bytes(), password=None)
-        except FileNotFoundError as e:
-            raise TLSError(f"{e.filename} is missing") from e
-        except (OSError, ValueError, TypeError, UnsupportedAlgorithm) as e:
-            raise TLSError(f"{self.cert_file} or {self.key_file} is unreadable: {e}") from e
-        leaf = certs[0]
-        if not _same_public_key(leaf, key):
-            raise TLSError(f"{self.key_file} does not match {self.cert_file}")
-        try:
-            context = build_server_context(self.cert_file, self.key_file, self.client_ca_file)
-        except (OSError, ssl.SSLError) as e:
-            raise TLSError(f"cannot build the TLS context: {e}") from e
-        if self._files.stamps() != stamps:
-            # The pair we parsed may not be the pair OpenSSL loaded. The stamps differ from
-            # the ones recorded, so the next check loads the files again.
-            raise TLSError("the files changed while they were being loaded")
-        return _Loaded(context, leaf)
-
-    @staticmethod
-    def _describe(cert: x509.Certificate) -> str:
-        return (
-            f"serial {cert.serial_number:x}, {cert.subject.rfc4514_string()},"
-            f" valid {cert.not_valid_before_utc:%Y-%m-%d %H:%M} to"
-            f" {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
-        )
-
-    # -- public ----------------------------------------------------------------------------
-
-    def maybe_reload(self, *, force: bool = False) -> bool:
-        """Check the files (at most once per interval unless ``force``); True if reloaded."""
-        return self._files.reload(self._try_load, self._swap_in, force=force)
-
-    def _try_load(self, stamps: Stamps) -> _Loaded | None:
-        try:
-            return self._load(stamps)
-        except TLSError as e:
-            self._last_error = str(e)
-            # Half a rotation (one file replaced, the other not yet) lands here too; the
-            # second file's change makes the next check try again.
-            logger.warning(
-                "TLS files changed but cannot be used, still serving %s: %s"
-                " (tried again when they change)",
-                self._describe(self._current.certificate),
-                e,
-            )
-            return None
-
-    def _swap_in(self, loaded: _Loaded) -> None:
-        self._current = loaded
-        self._last_error = None
-        logger.info("reloaded TLS files, now serving %s", self._describe(loaded.certificate))
-
-    def context(self) -> ssl.SSLContext:
-        """The context to wrap the next connection with (after a cheap change check)."""
-        self.maybe_reload()
-        return self._current.context
-
-    @property
-    def certificate(self) -> x509.Certificate:
-        """The leaf certificate currently served."""
-        return self._current.certificate
-
-    @property
-    def serial(self) -> int:
-        """Serial number of the certificate currently served."""
-        return self._current.certificate.serial_number
-
-    @property
-    def not_before(self) -> dt.datetime:
-        """Start of the served certificate's validity (UTC)."""
-        return self._current.certificate.not_valid_before_utc
-
-    @property
-    def not_after(self) -> dt.datetime:
-        """End of the served certificate's validity (UTC)."""
-        return self._current.certificate.not_valid_after_utc
-
-    @property
-    def last_error(self) -> str | None:
-        """Why the files on disk are not served, if they are not; None when they are."""
-        return self._last_error
-
-    def valid(self, now: dt.datetime | None = None) -> bool:
-        """True when the served certificate is within its validity window.
-
-        Checks the files first (same throttle as ``context()``), so a renewed certificate
-        makes the server ready again without waiting for a connection.
-        """
-        return self.status(now).valid
-
-    def status(self, now: dt.datetime | None = None) -> TLSStatus:
-        """Validity of the served certificate, with a reason a human can read."""
-        self.maybe_reload()
-        now = now or _utcnow()
-        cert = self._current.certificate
-        if now < cert.not_valid_before_utc:
-            valid, reason = False, f"certificate not valid before {cert.not_valid_before_utc}"
-        elif now >= cert.not_valid_after_utc:
-            valid, reason = False, f"certificate expired at {cert.not_valid_after_utc}"
-        else:
-            valid, reason = True, f"certificate valid until {cert.not_valid_after_utc}"
-        if self._last_error:
-            reason += f"; files on disk not used: {self._last_error}"
-        return TLSStatus(
-            valid=valid,
-            reason=reason,
-            serial=cert.serial_number,
-            not_before=cert.not_valid_before_utc,
-            not_after=cert.not_valid_after_utc,
-            last_error=self._last_error,
-        )
-
-
-# The context of the server in this process (set by the gunicorn config), so the Flask app's
-# /readyz can ask about the certificate without knowing how the server was started.
-_serving: ReloadingSSLContext | None = None
-
-
-def register_serving(context: ReloadingSSLContext | None) -> None:
-    """Record the context this process serves with (None to forget it)."""
-    global _serving  # noqa: PLW0603 - one process-wide serving context, set once at start
-    _serving = context
-
-
-def serving() -> ReloadingSSLContext | None:
-    """The context this process serves with, or None when not served by our gunicorn config.
-
-    In a gunicorn worker this is the copy inherited from the master, which follows the files
-    by itself. None means TLS is terminated elsewhere (Flask's test client, a dev server).
-    """
-    return _serving

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reviewdata import fixture_ids, load, with_gpu
 
-from webhook.web import Settings, create_app
+from webhook.server import Settings, create_app
 
 APP: Flask = create_app(Settings())
 DOCS = [load(*ids) for ids in fixture_ids()]

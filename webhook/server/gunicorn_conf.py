@@ -1,4 +1,4 @@
-"""gunicorn configuration for the webhook: ``gunicorn -c python:webhook.web.gunicorn_conf APP``.
+"""gunicorn configuration for the webhook: ``gunicorn -c python:webhook.server.gunicorn_conf APP``.
 
 Settings come from the environment (docs/contracts.md); gunicorn command-line flags given
 after ``-c`` override them. What matters and why:
@@ -13,12 +13,12 @@ after ``-c`` override them. What matters and why:
 * **Certificates reload without a restart.** gunicorn calls the ``ssl_context`` hook below
   for every connection it accepts (gunicorn 23-27, sync and gthread workers: ``TConn.init``
   and ``SyncWorker.accept`` call ``sock.ssl_wrap_socket``). The hook returns the context of
-  one ``webhook.tls.ReloadingSSLContext`` per process, which costs an ``os.stat`` of the files
-  at most once a second and rebuilds the context only when they changed. New connections get
-  the new certificate; connections already open keep theirs (TLS does not change the
-  certificate of a live connection), which is harmless while both are signed by the CA the API
-  server trusts. The gevent and tornado workers build their context once per worker and would
-  not reload: do not switch to them.
+  one ``webhook.certs.serving.ReloadingSSLContext`` per process, which costs an ``os.stat``
+  of the files at most once a second and rebuilds the context only when they changed. New
+  connections get the new certificate; connections already open keep theirs (TLS does not
+  change the certificate of a live connection), which is harmless while both are signed by
+  the CA the API server trusts. The gevent and tornado workers build their context once per
+  worker and would not reload: do not switch to them.
 * **graceful shutdown.** On SIGTERM workers stop accepting and finish the requests in flight
   (up to ``graceful_timeout``), so a rolling update fails no admission request.
 """
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook import tls
+from webhook.certs.issue import TLSError
+from webhook.certs.serving import ReloadingSSLContext
 from webhook.contract import (
     BIND_ENV,
     CLIENT_CA_ENV,
@@ -152,24 +153,24 @@ loglevel = settings.log_level
 
 # --- the serving context ---------------------------------------------------------------------
 
-_reloader: tls.ReloadingSSLContext | None = None
+_reloader: ReloadingSSLContext | None = None
 
 
-def serving_context() -> tls.ReloadingSSLContext:
-    """This process's reloading context, loaded on first use and registered for /readyz.
+def serving_context() -> ReloadingSSLContext:
+    """This process's reloading context, loaded on first use.
 
     The master loads it in ``on_starting`` (a bad certificate stops the server at start);
     the workers inherit that object when they fork and each follows the files on its own.
+    ``webhook.server.wsgi`` hands it to the app's ``/readyz``.
     """
     global _reloader  # noqa: PLW0603 - one serving context per process
     if _reloader is None:
-        _reloader = tls.ReloadingSSLContext(
+        _reloader = ReloadingSSLContext(
             settings.cert_file,
             settings.key_file,
             client_ca_file=settings.client_ca,
             check_interval=CERT_CHECK_INTERVAL,
         )
-        tls.register_serving(_reloader)
     return _reloader
 
 
@@ -182,11 +183,11 @@ def on_starting(server: Any) -> None:
     """Master, before binding: load the certificate and clear stale metric files."""
     try:
         reloader = serving_context()
-    except tls.TLSError as e:
+    except TLSError as e:
         # gunicorn prints a RuntimeError as one line and exits 1.
         raise RuntimeError(f"TLS: {e}") from e
     status = reloader.status()
-    # webhook.tls logs through the app's logging setup, which the master does not have:
+    # webhook.certs.serving logs through the app's logging setup, which the master does not have:
     # say what is served through gunicorn's own logger.
     server.log.info(
         "TLS: serving %s (serial %x), reloaded when it changes", reloader.cert_file, status.serial

@@ -1,7 +1,7 @@
 """The server's settings, read from the environment variables of docs/contracts.md.
 
 Only what the Flask app needs lives here; the listen address, workers, threads and TLS files
-are read by ``webhook/web/gunicorn_conf.py``. This module imports neither flask nor
+are read by ``webhook/server/gunicorn_conf.py``. This module imports neither flask nor
 prometheus_client, so ``gpu-policy serve`` can check the settings before it starts gunicorn.
 """
 

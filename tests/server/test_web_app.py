@@ -20,8 +20,8 @@ from reviewdata import load, pod_spec, review, with_gpu, workload
 
 from webhook.admission import handler as handler_module
 from webhook.contract import EXAMPLE_POLICY
-from webhook.web import Settings, create_app, metrics
-from webhook.web import app as app_module
+from webhook.server import Settings, create_app, metrics
+from webhook.server import app as app_module
 
 JSON = "application/json"
 EXAMPLE_TEXT = (
@@ -114,9 +114,9 @@ def test_one_log_line_per_review_without_the_object(
     client: FlaskClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     doc = with_gpu(load("v1.36.2", "validate", "pod-dryrun-create"), 2)
-    with caplog.at_level(logging.INFO, logger="webhook.web.app"):
+    with caplog.at_level(logging.INFO, logger="webhook.server.app"):
         post(client, "/validate", doc)
-    lines = [r.getMessage() for r in caplog.records if r.name == "webhook.web.app"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "webhook.server.app"]
     assert len(lines) == 1
     line = lines[0]
     for part in (
@@ -137,9 +137,9 @@ def test_one_log_line_per_review_without_the_object(
 
 def test_skipped_review_logs_why(client: FlaskClient, caplog: pytest.LogCaptureFixture) -> None:
     doc = load("v1.36.2", "mutate", "pod-dryrun-ssa-update")
-    with caplog.at_level(logging.INFO, logger="webhook.web.app"):
+    with caplog.at_level(logging.INFO, logger="webhook.server.app"):
         post(client, "/mutate", doc)
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "webhook.web.app"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "webhook.server.app"]
     assert 'skipped="pod UPDATE: pods are mutated on CREATE only"' in line
 
 
@@ -156,7 +156,7 @@ def test_engine_bug_is_a_500_with_an_admission_review_logged_and_counted(
     monkeypatch.setattr(handler_module, "review", broken)
     errors = sample("gpu_policy_engine_errors_total", endpoint=endpoint)
     doc = with_gpu(load("v1.36.2", endpoint, "pod-create"), 1)
-    with caplog.at_level(logging.INFO, logger="webhook.web.app"):
+    with caplog.at_level(logging.INFO, logger="webhook.server.app"):
         resp = post(client, f"/{endpoint}", doc)
     assert resp.status_code == 500 and resp.content_type == JSON
     response = resp.get_json()["response"]
@@ -312,20 +312,6 @@ def test_readyz_without_tls(client: FlaskClient) -> None:
     assert "TLS not served by this process" in text
 
 
-class FakeStatus:
-    def __init__(self, valid: bool, reason: str) -> None:
-        self.valid = valid
-        self.reason = reason
-
-
-class FakeServing:
-    def __init__(self, valid: bool, reason: str) -> None:
-        self._status = FakeStatus(valid, reason)
-
-    def status(self) -> FakeStatus:
-        return self._status
-
-
 @pytest.mark.parametrize(
     ("valid", "code", "reason"),
     [
@@ -333,11 +319,10 @@ class FakeServing:
         (False, 503, "certificate expired at 2026-11-21 03:00:00+00:00"),
     ],
 )
-def test_readyz_reports_the_served_certificate(
-    client: FlaskClient, monkeypatch: pytest.MonkeyPatch, valid: bool, code: int, reason: str
-) -> None:
-    monkeypatch.setattr(app_module.tls, "serving", lambda: FakeServing(valid, reason))
-    resp = client.get("/readyz")
+def test_readyz_reports_the_served_certificate(valid: bool, code: int, reason: str) -> None:
+    # What webhook.server.wsgi passes: the serving context's check (ReloadingSSLContext.ready).
+    app = create_app(Settings(), ready_checks=[lambda: (valid, reason)])
+    resp = app.test_client().get("/readyz")
     assert resp.status_code == code
     text = assert_one_line_text(resp)
     assert reason in text
@@ -405,7 +390,7 @@ def test_policy_file_changes_are_picked_up_and_bad_files_keep_the_last_good(
     assert app.extensions["gpu_policy"].state.snapshot.generation == 2
 
     # A bad change: the last good policy stays, the failure is logged and counted once.
-    with caplog.at_level(logging.ERROR, logger="webhook.web.state"):
+    with caplog.at_level(logging.ERROR, logger="webhook.server.state"):
         policy_file.write_text(EXAMPLE_TEXT.replace("enforcement: enforce", "enforcement: loud"))
         assert allowed()
         assert allowed()
