@@ -25,90 +25,20 @@ after ``-c`` override them. What matters and why:
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import ssl
-import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from webhook.certs.issue import TLSError
 from webhook.certs.serving import ReloadingSSLContext
-from webhook.contract import (
-    BIND_ENV,
-    CLIENT_CA_ENV,
-    DEFAULT_BIND,
-    DEFAULT_LOG_LEVEL,
-    DEFAULT_THREADS,
-    DEFAULT_TLS_DIR,
-    DEFAULT_WORKERS,
-    LOG_LEVEL_ENV,
-    METRICS_DIR_ENV,
-    THREADS_ENV,
-    TLS_CERT_FILE,
-    TLS_DIR_ENV,
-    TLS_KEY_FILE,
-    WORKERS_ENV,
-)
+from webhook.contract import METRICS_DIR_ENV
+from webhook.server.settings import Settings
 
-logger = logging.getLogger(__name__)
-
-DEFAULT_METRICS_DIR = os.path.join(tempfile.gettempdir(), "gpu-policy-metrics")
 CERT_CHECK_INTERVAL = 1.0  # seconds between two os.stat checks of the TLS files
 
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """The environment settings this configuration reads (docs/contracts.md)."""
-
-    bind: str
-    workers: int
-    threads: int
-    tls_dir: Path
-    client_ca: Path | None
-    log_level: str
-    metrics_dir: Path
-
-    @property
-    def cert_file(self) -> Path:
-        """The serving certificate (tls.crt of the mounted Secret)."""
-        return self.tls_dir / TLS_CERT_FILE
-
-    @property
-    def key_file(self) -> Path:
-        """The serving key (tls.key of the mounted Secret)."""
-        return self.tls_dir / TLS_KEY_FILE
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> ServerSettings:
-        """Read the settings, with the defaults of docs/contracts.md; ValueError if invalid."""
-
-        def positive_int(name: str, default: int) -> int:
-            raw = env.get(name, "").strip() or str(default)
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r}: not an integer") from None
-            if value < 1:
-                raise ValueError(f"{name}={raw!r}: must be at least 1")
-            return value
-
-        client_ca = env.get(CLIENT_CA_ENV, "").strip()
-        return cls(
-            bind=env.get(BIND_ENV, "").strip() or DEFAULT_BIND,
-            workers=positive_int(WORKERS_ENV, DEFAULT_WORKERS),
-            threads=positive_int(THREADS_ENV, DEFAULT_THREADS),
-            tls_dir=Path(env.get(TLS_DIR_ENV, "").strip() or DEFAULT_TLS_DIR),
-            client_ca=Path(client_ca) if client_ca else None,
-            log_level=env.get(LOG_LEVEL_ENV, "").strip().lower() or DEFAULT_LOG_LEVEL,
-            metrics_dir=Path(env.get(METRICS_DIR_ENV, "").strip() or DEFAULT_METRICS_DIR),
-        )
-
-
-settings = ServerSettings.from_env(os.environ)
+settings = Settings.from_env()
 
 # prometheus_client decides at import time, from this variable, to keep its metrics in files
 # shared by the workers. Set it before any worker imports it, and make sure it exists.
