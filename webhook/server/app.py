@@ -21,10 +21,7 @@ failed rules, milliseconds); objects are never logged.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import string
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,9 +31,9 @@ from flask import Flask, Response, request
 from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook.admission import Endpoint, Outcome, RequestError, handle
+from webhook.admission import Endpoint, RequestError, handle
 from webhook.server import metrics
-from webhook.server.logs import LineBufferedHandler, direct_handler, line_for
+from webhook.server.logs import ReviewLog
 from webhook.server.settings import Settings
 from webhook.server.state import PolicyState
 
@@ -125,56 +122,6 @@ def _is_json(content_type: str) -> bool:
     return mimetype == _JSON
 
 
-_NEEDS_QUOTES = re.compile(r'[\s"=\\]|^$')
-# Characters that never need quotes: uids, names and namespaces are made of these, and a set
-# check of them is several times cheaper than the regular expression.
-_PLAIN = frozenset(string.ascii_letters + string.digits + "-._:/*+@,")
-
-
-def _field(value: str | None) -> str:
-    """A logfmt value: bare when it has no spaces, quotes or ``=``, else JSON-quoted."""
-    text = value or ""
-    if text and _PLAIN.issuperset(text):
-        return text
-    if text.isprintable() and not _NEEDS_QUOTES.search(text):
-        return text
-    return json.dumps(text)
-
-
-def _log_review(outcome: Outcome, seconds: float, direct: LineBufferedHandler | None) -> None:
-    """The review's log line, handed straight to ``direct`` when there is one (see logs)."""
-    req = outcome.request
-    if outcome.error is not None:
-        exc = outcome.error
-        logger.error(
-            "engine error uid=%s endpoint=%s kind=%s: %s",
-            req.uid,
-            outcome.endpoint,
-            req.kind,
-            type(exc).__name__,
-            exc_info=(type(exc), exc, exc.__traceback__),
-        )
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    line = (
-        f"review uid={_field(req.uid)} endpoint={outcome.endpoint} kind={_field(req.kind)} "
-        f"namespace={_field(req.namespace or '')} name={_field(req.display_name)} "
-        f"operation={req.operation} dryRun={'true' if req.dry_run else 'false'} "
-        f"decision={outcome.verdict} failed={','.join(outcome.failed) or '-'} "
-        f"ms={seconds * 1000:.2f}"
-    )
-    if outcome.warned:
-        line += f" warned={','.join(outcome.warned)}"
-    if outcome.patched:
-        line += " patched=true"
-    if outcome.skipped:
-        line += f" skipped={_field(outcome.skipped)}"
-    if direct is not None:
-        direct.add_line(line_for(logger, logging.INFO, line))
-    else:
-        logger.info("%s", line)
-
-
 # Read and drop an over-limit body up to this size before answering 413: a client still
 # sending when the server closes sees a reset instead of the answer. Larger bodies are cut off.
 _DRAIN_LIMIT = 32 * 1024 * 1024
@@ -233,7 +180,7 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     app.extensions[EXTENSION] = hook
     max_bytes = settings.max_body_bytes
-    review_log = direct_handler(logger)
+    review_log = ReviewLog(logger)
 
     def review_view(endpoint: Endpoint) -> Callable[[], Response]:
         def view() -> Response:
@@ -262,7 +209,7 @@ def create_app(
                 return _text(str(exc), exc.status)
             seconds = time.perf_counter() - started
             metrics.record_review(outcome, seconds)
-            _log_review(outcome, seconds, review_log)
+            review_log.write(outcome, seconds)
             return Response(outcome.body, status=outcome.http_status, content_type=_JSON)
 
         view.__name__ = endpoint

@@ -14,23 +14,29 @@ hands the GIL over. Measured with bench/http.py, that was a quarter of a no-op r
 
 A worker killed with SIGKILL loses at most ``interval`` seconds of INFO lines.
 
-The review line is the one written on every request, and building it through a ``LogRecord`` and a
-``Formatter`` took 12 us, against 4 us for the same line made here (in process).
-:func:`direct_handler` finds, once, whether a logger's lines end in exactly one
-:class:`LineBufferedHandler` with this module's format and nothing else on the way (no other
-handler, no filter); :func:`line_for` then builds the very line the handler would have written, and
-:meth:`LineBufferedHandler.add_line` takes it. Any other logging set-up gets the ordinary
-``logger.info`` path.
+:class:`ReviewLog` makes the review line, the one written on every request. Building it through
+a ``LogRecord`` and a ``Formatter`` took 12 us, against 4 us for the same line made here (in
+process). :func:`direct_handler` finds, once, whether a logger's lines end in exactly one
+:class:`LineBufferedHandler` that formats a record into the very line :func:`line_for` makes
+(tried on a sample record) with nothing else on the way (no other handler, no filter); the
+review line then goes straight to :meth:`LineBufferedHandler.add_line`. Any other logging
+set-up gets the ordinary ``logger.info`` path.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
+import string
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from webhook.admission import Outcome
 
 FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
 _SECOND_FORMAT = "%Y-%m-%d %H:%M:%S"  # logging.Formatter.default_time_format
@@ -61,18 +67,36 @@ def chunks(data: bytes, limit: int = PIPE_BUF) -> list[bytes]:
     return out
 
 
-# (whole second, its local time text): strftime runs once a second instead of once a line.
-_second: list[tuple[int, str]] = [(-1, "")]
+class _LinePrefix:
+    """What starts every line: the second's local time text, and this process's pid.
+
+    ``strftime`` runs once a second instead of once a line, and the pid is read once (and
+    again in a forked child): ``os.getpid()`` is a system call, and every review line has it.
+    """
+
+    __slots__ = ("pid", "second")
+
+    def __init__(self) -> None:
+        # (whole second, its text): a tuple swapped in one assignment, so threads see an old
+        # or a new pair, never a mix.
+        self.second: tuple[int, str] = (-1, "")
+        self.pid = os.getpid()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self.pid = os.getpid()
+
+
+_prefix = _LinePrefix()
 
 
 def timestamp(created: float) -> str:
     """``created`` as logging's default ``asctime``: ``2026-11-22 09:15:02,431``, local time."""
     whole = int(created)
-    cached = _second[0]
+    cached = _prefix.second
     if cached[0] != whole:
-        # A tuple swapped in one assignment: threads see an old or a new pair, never a mix.
         cached = (whole, time.strftime(_SECOND_FORMAT, time.localtime(created)))
-        _second[0] = cached
+        _prefix.second = cached
     return f"{cached[1]},{int((created - whole) * 1000):03d}"
 
 
@@ -87,18 +111,27 @@ class Formatter(logging.Formatter):
         return f"{timestamp(record.created)[:-4]},{int(record.msecs):03d}"
 
 
-# This process's pid, read once (and again in a forked child): os.getpid() is a system call,
-# and every review line carries the pid.
-_pid = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
+def line_for(logger: logging.Logger, level: int, message: str, created: float | None = None) -> str:
+    """The line :data:`FORMAT` makes of ``message`` logged on ``logger`` at ``level``.
 
-
-def line_for(logger: logging.Logger, level: int, message: str) -> str:
-    """The line :data:`FORMAT` makes of ``message`` logged now on ``logger`` at ``level``."""
+    At ``created`` (a ``time.time()`` value), by default now.
+    """
     return (
-        f"{timestamp(time.time())} {logging.getLevelName(level)} [{_pid[0]}] "
-        f"{logger.name}: {message}\n"
+        f"{timestamp(time.time() if created is None else created)} "
+        f"{logging.getLevelName(level)} [{_prefix.pid}] {logger.name}: {message}\n"
     )
+
+
+def _formats_like_line_for(formatter: logging.Formatter, logger: logging.Logger) -> bool:
+    # A sample record at a whole millisecond (so any way of computing msecs agrees), formatted
+    # both ways: only the format's public behaviour is compared, not how it is configured.
+    sample = logging.LogRecord(logger.name, logging.INFO, "", 0, "sample", (), None)
+    sample.created, sample.msecs = 1_790_000_000.25, 250.0
+    expected = line_for(logger, logging.INFO, "sample", sample.created)
+    try:
+        return formatter.format(sample) + "\n" == expected
+    except Exception:  # a formatter that cannot format the sample is not ours
+        return False
 
 
 def direct_handler(logger: logging.Logger) -> LineBufferedHandler | None:
@@ -122,10 +155,76 @@ def direct_handler(logger: logging.Logger) -> LineBufferedHandler | None:
     handler = found[0]
     if not isinstance(handler, LineBufferedHandler) or handler.filters:
         return None
-    formatter = handler.formatter
-    if formatter is None or formatter._fmt != FORMAT or formatter.datefmt is not None:
+    if handler.formatter is None or not _formats_like_line_for(handler.formatter, logger):
         return None
     return handler
+
+
+_NEEDS_QUOTES = re.compile(r'[\s"=\\]|^$')
+# Characters that never need quotes: uids, names and namespaces are made of these, and a set
+# check of them is several times cheaper than the regular expression.
+_PLAIN = frozenset(string.ascii_letters + string.digits + "-._:/*+@,")
+
+
+def logfmt_value(value: str | None) -> str:
+    """A logfmt value: bare when it has no spaces, quotes or ``=``, else JSON-quoted."""
+    text = value or ""
+    if text and _PLAIN.issuperset(text):
+        return text
+    if text.isprintable() and not _NEEDS_QUOTES.search(text):
+        return text
+    return json.dumps(text)
+
+
+class ReviewLog:
+    """The one log line per answered review; objects are never logged.
+
+    ``review uid=... endpoint=... kind=... namespace=... name=... operation=... dryRun=...
+    decision=... failed=... ms=...``, then ``warned=``, ``patched=true`` and ``skipped=`` when
+    they apply. An engine error is logged first, with its traceback. The line goes straight to
+    the handler :func:`direct_handler` finds for ``logger`` (found once, here), else through
+    ``logger.info``.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        """Log on ``logger``."""
+        self.logger = logger
+        self._direct = direct_handler(logger)
+
+    def write(self, outcome: Outcome, seconds: float) -> None:
+        """Log the review ``outcome``, answered in ``seconds``."""
+        logger = self.logger
+        req = outcome.request
+        if outcome.error is not None:
+            exc = outcome.error
+            logger.error(
+                "engine error uid=%s endpoint=%s kind=%s: %s",
+                req.uid,
+                outcome.endpoint,
+                req.kind,
+                type(exc).__name__,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        line = (
+            f"review uid={logfmt_value(req.uid)} endpoint={outcome.endpoint} "
+            f"kind={logfmt_value(req.kind)} namespace={logfmt_value(req.namespace or '')} "
+            f"name={logfmt_value(req.display_name)} operation={req.operation} "
+            f"dryRun={'true' if req.dry_run else 'false'} decision={outcome.verdict} "
+            f"failed={','.join(outcome.failed) or '-'} ms={seconds * 1000:.2f}"
+        )
+        if outcome.warned:
+            line += f" warned={','.join(outcome.warned)}"
+        if outcome.patched:
+            line += " patched=true"
+        if outcome.skipped:
+            line += f" skipped={logfmt_value(outcome.skipped)}"
+        direct = self._direct
+        if direct is not None:
+            direct.add_line(line_for(logger, logging.INFO, line))
+        else:
+            logger.info("%s", line)
 
 
 class LineBufferedHandler(logging.Handler):
