@@ -15,8 +15,8 @@ streamed without one), 400 a body that is not an AdmissionReview v1. A 500 means
 an engine bug gets the well-formed AdmissionReview of ``webhook.admission`` with HTTP 500, so
 the API server applies the webhook's failurePolicy.
 
-One log line per review (uid, endpoint, kind, namespace, name, operation, dryRun, decision,
-failed rules, milliseconds); objects are never logged.
+One log line per review (``webhook.server.logs.ReviewLog``: uid, endpoint, kind, namespace,
+name, operation, dryRun, decision, failed rules, milliseconds); objects are never logged.
 """
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.admission import Endpoint, RequestError, handle
+from webhook.contract import (
+    HEALTHZ_PATH,
+    METRICS_PATH,
+    MUTATE_PATH,
+    READYZ_PATH,
+    VALIDATE_PATH,
+)
 from webhook.server import metrics
 from webhook.server.logs import ReviewLog
 from webhook.server.settings import Settings
@@ -46,7 +53,11 @@ logger = logging.getLogger(__name__)
 ReadyCheck = Callable[[], tuple[bool, str]]
 
 EXTENSION = "gpu_policy"
-PATHS = ("/mutate", "/validate", "/healthz", "/readyz", "/metrics")
+PATHS = (MUTATE_PATH, VALIDATE_PATH, HEALTHZ_PATH, READYZ_PATH, METRICS_PATH)
+_REVIEW_PATHS: tuple[tuple[Endpoint, str], ...] = (
+    ("mutate", MUTATE_PATH),
+    ("validate", VALIDATE_PATH),
+)
 
 _JSON = "application/json"
 _TEXT = "text/plain; charset=utf-8"
@@ -85,6 +96,13 @@ class Webhook:
             ready = ready and ok
             reasons.append(reason)
         return ready, reasons
+
+    def readyz(self) -> Response:
+        """``GET /readyz``: 200 ``ready: ...`` or 503 ``not ready: ...``, every reason."""
+        ready, reasons = self.readiness()
+        return _text(
+            ("ready: " if ready else "not ready: ") + "; ".join(reasons), 200 if ready else 503
+        )
 
 
 def tls_not_served() -> tuple[bool, str]:
@@ -158,6 +176,28 @@ def create_app(
     terminated elsewhere. The app's ``Webhook`` object is ``app.extensions["gpu_policy"]``.
     """
     settings = settings or Settings.from_env()
+    hook = start_webhook(settings, ready_checks)
+    app = Flask(__name__)
+    app.session_interface = _NoSessions()
+    # One byte over the limit: Werkzeug stops a body streamed without Content-Length at this
+    # many bytes *without* an error, so the body read can be one byte too long, and
+    # webhook.admission answers 413 for it. A Content-Length over it is refused unread.
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
+    app.extensions[EXTENSION] = hook
+    review_log = ReviewLog(logger)
+    for endpoint, path in _REVIEW_PATHS:
+        view = _review_view(endpoint, hook.state, settings.max_body_bytes, review_log)
+        app.add_url_rule(path, view_func=view, methods=["POST"])
+    app.add_url_rule(HEALTHZ_PATH, view_func=healthz, methods=["GET"])
+    app.add_url_rule(READYZ_PATH, view_func=hook.readyz, methods=["GET"])
+    app.add_url_rule(METRICS_PATH, view_func=metrics_view, methods=["GET"])
+    app.register_error_handler(HTTPException, _HTTPErrors(settings.max_body_bytes))
+    app.register_error_handler(Exception, _internal_error)
+    return app
+
+
+def start_webhook(settings: Settings, ready_checks: Sequence[ReadyCheck]) -> Webhook:
+    """Load the policy (PolicyError when unusable) and, when asked, start watching the cluster."""
     state = PolicyState(settings, on_reload=metrics.record_reload)
     hook = Webhook(settings, state, list(ready_checks))
     if settings.watches_cluster:
@@ -171,96 +211,89 @@ def create_app(
         state.snapshot.policy.source,
         state.snapshot.inventory.source,
     )
+    return hook
 
-    app = Flask(__name__)
-    app.session_interface = _NoSessions()
-    # One byte over the limit: Werkzeug stops a body streamed without Content-Length at this
-    # many bytes *without* an error, so the body read can be one byte too long, and
-    # webhook.admission answers 413 for it. A Content-Length over it is refused unread.
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    app.extensions[EXTENSION] = hook
-    max_bytes = settings.max_body_bytes
-    review_log = ReviewLog(logger)
 
-    def review_view(endpoint: Endpoint) -> Callable[[], Response]:
-        def view() -> Response:
-            started = time.perf_counter()
-            state.maybe_reload()
-            content_type = request.environ.get("CONTENT_TYPE", "")
-            if not _is_json(content_type):
-                metrics.record_bad_request("unsupported-media-type")
-                shown = repr(content_type[:60]) if content_type else "none"
-                return _text(f"Content-Type must be {_JSON}, got {shown}", 415)
-            # RequestEntityTooLarge (413) by Content-Length; a body streamed without one
-            # (gunicorn sets wsgi.input_terminated) is read up to the limit plus one byte.
-            body = request.get_data(cache=False)
-            snapshot = state.snapshot
-            try:
-                outcome = handle(
-                    endpoint,
-                    body,
-                    policy=snapshot.policy,
-                    inventory=snapshot.inventory,
-                    max_bytes=max_bytes,
-                )
-            except RequestError as exc:
-                metrics.record_bad_request(exc.reason)
-                logger.info("bad request on /%s: %s: %s", endpoint, exc.reason, exc)
-                return _text(str(exc), exc.status)
-            seconds = time.perf_counter() - started
-            metrics.record_review(outcome, seconds)
-            review_log.write(outcome, seconds)
-            return Response(outcome.body, status=outcome.http_status, content_type=_JSON)
+def _review_view(
+    endpoint: Endpoint, state: PolicyState, max_bytes: int, review_log: ReviewLog
+) -> Callable[[], Response]:
+    """The view of ``/mutate`` or ``/validate``: the path every review takes, kept short."""
 
-        view.__name__ = endpoint
-        return view
+    def view() -> Response:
+        started = time.perf_counter()
+        state.maybe_reload()
+        content_type = request.environ.get("CONTENT_TYPE", "")
+        if not _is_json(content_type):
+            metrics.record_bad_request("unsupported-media-type")
+            shown = repr(content_type[:60]) if content_type else "none"
+            return _text(f"Content-Type must be {_JSON}, got {shown}", 415)
+        # RequestEntityTooLarge (413) by Content-Length; a body streamed without one
+        # (gunicorn sets wsgi.input_terminated) is read up to the limit plus one byte.
+        body = request.get_data(cache=False)
+        snapshot = state.snapshot
+        try:
+            outcome = handle(
+                endpoint,
+                body,
+                policy=snapshot.policy,
+                inventory=snapshot.inventory,
+                max_bytes=max_bytes,
+            )
+        except RequestError as exc:
+            metrics.record_bad_request(exc.reason)
+            logger.info("bad request on /%s: %s: %s", endpoint, exc.reason, exc)
+            return _text(str(exc), exc.status)
+        seconds = time.perf_counter() - started
+        metrics.record_review(outcome, seconds)
+        review_log.write(outcome, seconds)
+        return Response(outcome.body, status=outcome.http_status, content_type=_JSON)
 
-    app.add_url_rule("/mutate", view_func=review_view("mutate"), methods=["POST"])
-    app.add_url_rule("/validate", view_func=review_view("validate"), methods=["POST"])
+    view.__name__ = endpoint
+    return view
 
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return _text("ok", 200)
 
-    @app.get("/readyz")
-    def readyz() -> Response:
-        ready, reasons = hook.readiness()
-        return _text(
-            ("ready: " if ready else "not ready: ") + "; ".join(reasons), 200 if ready else 503
-        )
+def healthz() -> Response:
+    """``GET /healthz``: the process answers."""
+    return _text("ok", 200)
 
-    @app.get("/metrics")
-    def metrics_view() -> Response:
-        data, content_type = metrics.exposition()
-        return Response(data, status=200, content_type=content_type)
 
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response:
+def metrics_view() -> Response:
+    """``GET /metrics``: the Prometheus text of every worker."""
+    data, content_type = metrics.exposition()
+    return Response(data, status=200, content_type=content_type)
+
+
+class _HTTPErrors:
+    """The answer to an HTTP error raised by Flask or Werkzeug: one line, counted, logged."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+
+    def __call__(self, exc: HTTPException) -> Response:
         code = exc.code or 500
         reason = _HTTP_REASONS.get(code, f"http-{code}")
         metrics.record_bad_request(reason)
-        if isinstance(exc, RequestEntityTooLarge):
-            message = f"request body is over the limit of {max_bytes} bytes"
-            _drain(request.environ)
-        elif code == 404:
-            message = f"no such path {request.path[:100]!r}; paths: {', '.join(PATHS)}"
-        elif code == 405:
-            valid = getattr(exc, "valid_methods", None) or ()
-            allowed = ", ".join(sorted(m for m in valid if m not in ("OPTIONS", "HEAD")))
-            message = f"method {request.method} is not allowed on {request.path}; use {allowed}"
-        else:
-            message = f"{exc.name}: {exc.description or ''}"
         logger.info("HTTP %d on %s %s: %s", code, request.method, request.path[:100], reason)
-        response = _text(message, code)
+        response = _text(self._message(exc, code), code)
         for name, value in exc.get_headers():
             if name.lower() == "allow":
                 response.headers[name] = value
         return response
 
-    @app.errorhandler(Exception)
-    def internal_error(exc: Exception) -> Response:
-        # A bug in this layer: log it with its traceback, answer one line.
-        logger.exception("internal error on %s %s", request.method, request.path[:100])
-        return _text(f"internal error ({type(exc).__name__})", 500)
+    def _message(self, exc: HTTPException, code: int) -> str:
+        if isinstance(exc, RequestEntityTooLarge):
+            _drain(request.environ)
+            return f"request body is over the limit of {self.max_bytes} bytes"
+        if code == 404:
+            return f"no such path {request.path[:100]!r}; paths: {', '.join(PATHS)}"
+        if code == 405:
+            valid = getattr(exc, "valid_methods", None) or ()
+            allowed = ", ".join(sorted(m for m in valid if m not in ("OPTIONS", "HEAD")))
+            return f"method {request.method} is not allowed on {request.path}; use {allowed}"
+        return f"{exc.name}: {exc.description or ''}"
 
-    return app
+
+def _internal_error(exc: Exception) -> Response:
+    # A bug in this layer: log it with its traceback, answer one line.
+    logger.exception("internal error on %s %s", request.method, request.path[:100])
+    return _text(f"internal error ({type(exc).__name__})", 500)
