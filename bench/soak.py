@@ -177,7 +177,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as d:
         tmp = Path(d)
         paths = issue.write_certs(tmp / "tls", days=1)
-        server = start_server("real", tmp, paths.directory, paths.ca_cert, args)
+        server = start_server("real", tmp, paths, args)
         try:
             out = mp.Queue()
             begin = time.monotonic() + 0.5

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.procs import terminate
+from tests.support.procs import terminate
 from webhook.admission import parse_review
 from webhook.certs import issue
 from webhook.harness.admission_review import build_review

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.apiserver import FakeApiServer
+from tests.support.objects import TIME_SLICING_CONFIG, configmap, cpu_node, gpu_node, pod
 from webhook.kube import ClusterSource, ClusterState
 
-from .apiserver import FakeApiServer
 from .helpers import FAST, wait_until
-from .objects import TIME_SLICING_CONFIG, configmap, cpu_node, gpu_node, pod
 
 NS, CM = "gpu-operator", "device-plugin-config"
 MakeSource = Callable[..., ClusterSource]

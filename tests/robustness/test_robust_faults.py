@@ -10,7 +10,7 @@ counted and bounded, and each is sent again on a new connection and must get the
 nothing a client sent is lost or answered twice differently.
 
 Already covered elsewhere and not repeated: SIGTERM with requests in flight, certificate files
-replaced by garbage and rotation under load (tests/test_gunicorn_tls.py).
+replaced by garbage and rotation under load (tests/server/test_gunicorn.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube.apiserver import FakeApiServer
 from reviewdata import load, with_gpu
 from robust_server import (
     CLUSTER_POLICY,
@@ -42,6 +41,8 @@ from robust_server import (
     start_server,
     stop_server,
 )
+
+from tests.support.apiserver import FakeApiServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube.apiserver import FakeApiServer
 from robust_server import CONFIGMAP, REPO, load_cluster
+
+from tests.support.apiserver import FakeApiServer
 
 sys.path.insert(0, str(REPO / "tests" / "chart"))
 from chart_helpers import TOOLS, Renderer

@@ -1,9 +1,15 @@
 """The webhook as it runs in the cluster: gunicorn, our config, real TLS, kept-alive connections.
 
 ``gunicorn -c python:webhook.server.gunicorn_conf webhook.server.wsgi:app`` runs as a separate
-process with 2 workers on a free loopback port, with certificates made by ``webhook.certs.issue``,
-configured only through the environment variables of docs/contracts.md. Clients verify the
-server against the CA and reuse their connection, as the API server does.
+process with 2 workers on a free loopback port (``tests.support.gunicorn``), with certificates
+made by ``webhook.certs.issue``, configured only through the environment variables of
+docs/contracts.md. Clients verify the server against the CA and reuse their connection, as the
+API server does.
+
+The second half tests what the gunicorn config does with TLS (protocols and ciphers, rotation
+under load, broken files, mutual TLS, SIGTERM with requests in flight, a bad certificate at
+start) with the config serving ``tests.support.gunicorn.stand_in``, an app that answers with its
+worker's pid.
 """
 
 from __future__ import annotations
@@ -14,116 +20,57 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
+from cryptography import x509
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 from reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 
-from bench.procs import terminate
+from tests.support.gunicorn import (
+    REPO,
+    STAND_IN,
+    Server,
+    argv,
+    client_context,
+    free_port,
+    launch,
+    metric_total,
+    running,
+    server_env,
+    start,
+    stop,
+    wait_until_serving,
+)
 from webhook.certs import issue
 from webhook.server.metrics import FLUSH_SECONDS
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-GUNICORN = [
-    str(BIN / "gunicorn"),
-    "-c",
-    "python:webhook.server.gunicorn_conf",
-    "webhook.server.wsgi:app",
-]
 JSON_HEADERS = {"Content-Type": "application/json"}
 REVIEW_LINE = re.compile(r"\[(\d+)\] webhook\.server\.app: review uid=(\S+)")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    context: ssl.SSLContext
-    log_file: Path
-
-    def connect(self) -> http.client.HTTPSConnection:
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
-
-    def log(self) -> str:
-        return self.log_file.read_text(errors="replace")
-
-
-def server_env(tmp: Path, port: int, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GPU_POLICY_") and k != "PROMETHEUS_MULTIPROC_DIR"
-    }
-    env.update(
-        GPU_POLICY_BIND=f"127.0.0.1:{port}",
-        GPU_POLICY_TLS_DIR=str(tmp / "tls"),
-        GPU_POLICY_WORKERS="2",
-        GPU_POLICY_THREADS="2",
-        GPU_POLICY_LOG_LEVEL="info",
-        PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"),
-    )
-    env.update(extra)
-    return env
-
-
-def start(argv: list[str], tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
-    log_file = tmp / f"server-{uuid.uuid4().hex[:8]}.log"
-    with log_file.open("wb") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return proc, log_file
-
-
-def wait_ready(server: Server, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            pytest.fail(f"server exited with {server.proc.returncode}:\n{server.log()}")
-        conn = server.connect()
-        try:
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return
-        except (OSError, http.client.HTTPException):
-            time.sleep(0.1)
-        finally:
-            conn.close()
-    pytest.fail(f"server did not start:\n{server.log()}")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("gunicorn")
-    paths = issue.write_certs(tmp / "tls")
-    port = free_port()
-    proc, log_file = start(GUNICORN, tmp, server_env(tmp, port))
-    context = ssl.create_default_context(cafile=str(paths.ca_cert))
-    srv = Server(proc, port, context, log_file)
-    try:
-        wait_ready(srv)
+    with running(tmp, issue.write_certs(tmp / "tls")) as srv:
         yield srv
-    finally:
-        terminate(proc)
 
 
 def send(
@@ -155,16 +102,6 @@ def wait_for_log_lines(server: Server, uids: list[str], timeout: float = 5) -> d
         if all(u in by_uid for u in uids) or time.monotonic() > deadline:
             return {u: by_uid[u] for u in uids if u in by_uid}
         time.sleep(0.05)
-
-
-def metric_total(text: str, name: str, **labels: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(name + "{"):
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def test_reviews_over_one_kept_alive_connection(server: Server) -> None:
@@ -367,21 +304,16 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
 def test_reviews_just_before_a_shutdown_are_still_counted(tmp_path: Path) -> None:
     # Reviews are tallied and written to the shared metrics files once a second; a worker
     # that stops gracefully writes what it has left, so nothing answered goes uncounted.
-    paths = issue.write_certs(tmp_path / "tls")
-    port = free_port()
-    env = server_env(tmp_path, port, GPU_POLICY_WORKERS="1")
-    proc, log_file = start(GUNICORN, tmp_path, env)
-    srv = Server(proc, port, ssl.create_default_context(cafile=str(paths.ca_cert)), log_file)
+    srv = start(tmp_path, issue.write_certs(tmp_path / "tls"), workers=1)
     try:
-        wait_ready(srv)
         conn = srv.connect()
         template = with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)
         for _ in range(25):
             assert answer(conn, "/mutate", template)["patchType"] == "JSONPatch"
         conn.close()
     finally:
-        terminate(proc)
-    assert proc.returncode == 0, srv.log()
+        stop(srv)
+    assert srv.proc.returncode == 0, srv.log()
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(tmp_path / "metrics"))
     labels = {"endpoint": "mutate", "decision": "allowed"}
@@ -397,12 +329,7 @@ def test_an_empty_metrics_file_does_not_break_the_scrape(tmp_path: Path) -> None
     # A worker creates its metrics file empty and sizes it a moment later; one killed in that
     # moment leaves the empty file for good, and prometheus_client fails every scrape on it
     # (prometheus/client_python#1199). The webhook's /metrics leaves such files out.
-    paths = issue.write_certs(tmp_path / "tls")
-    port = free_port()
-    proc, log_file = start(GUNICORN, tmp_path, server_env(tmp_path, port, GPU_POLICY_WORKERS="1"))
-    srv = Server(proc, port, ssl.create_default_context(cafile=str(paths.ca_cert)), log_file)
-    try:
-        wait_ready(srv)
+    with running(tmp_path, issue.write_certs(tmp_path / "tls"), workers=1) as srv:
         conn = srv.connect()
         template = with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)
         assert answer(conn, "/mutate", template)["patchType"] == "JSONPatch"
@@ -412,8 +339,6 @@ def test_an_empty_metrics_file_does_not_break_the_scrape(tmp_path: Path) -> None
         text = data.decode()
         assert metric_total(text, "gpu_policy_reviews_total", endpoint="mutate") == 1
         conn.close()
-    finally:
-        terminate(proc)
 
 
 def test_log_lines_name_the_review_and_not_the_object(server: Server) -> None:
@@ -426,46 +351,40 @@ def test_log_lines_name_the_review_and_not_the_object(server: Server) -> None:
 
 
 def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
-    issue.write_certs(tmp_path / "tls")
+    paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec: {enforcement: loud}\n"
     )
-    proc, log_file = start(
-        GUNICORN, tmp_path, server_env(tmp_path, free_port(), GPU_POLICY_FILE=str(policy))
-    )
+    port = free_port()
+    env = server_env(tmp_path, port, paths.directory, GPU_POLICY_FILE=str(policy))
+    srv = launch(argv(), tmp_path, env, client_context(paths.ca_cert), port)
     try:
-        assert proc.wait(30) != 0
+        assert srv.proc.wait(30) != 0
     finally:
-        terminate(proc)
-    log = log_file.read_text()
+        stop(srv)
+    log = srv.log()
     assert f"cannot load the policy: {policy}: spec.devicePlugin: required" in log
     # No traceback from our code (gunicorn prints its own HaltServer one on some runs).
     assert "/webhook/" not in "".join(line for line in log.splitlines() if 'File "' in line)
 
 
 def test_workers_watch_the_cluster(tmp_path: Path) -> None:
-    from kube.apiserver import FakeApiServer
-    from test_web_cluster import POLICY, load_cluster
+    from test_cluster import POLICY, load_cluster
+
+    from tests.support.apiserver import FakeApiServer
 
     tls_paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY.replace("ENFORCEMENT", "enforce"))
     with FakeApiServer() as fake:
         load_cluster(fake)
-        port = free_port()
-        env = server_env(
+        with running(
             tmp_path,
-            port,
+            tls_paths,
             GPU_POLICY_FILE=str(policy),
             GPU_POLICY_KUBE=str(fake.write_kubeconfig(tmp_path)),
-        )
-        proc, log_file = start(GUNICORN, tmp_path, env)
-        srv = Server(
-            proc, port, ssl.create_default_context(cafile=str(tls_paths.ca_cert)), log_file
-        )
-        try:
-            wait_ready(srv)
+        ) as srv:
             conn = srv.connect()
             try:
                 deadline = time.monotonic() + 15
@@ -482,8 +401,6 @@ def test_workers_watch_the_cluster(tmp_path: Path) -> None:
                 assert "NVIDIA-L20-SHARED (8 slots)" in response["status"]["message"]
             finally:
                 conn.close()
-        finally:
-            terminate(proc)
     # Each worker watches on its own: two lists of nodes at least.
     assert fake.count("nodes", "list") >= 2, srv.log()
 
@@ -491,7 +408,7 @@ def test_workers_watch_the_cluster(tmp_path: Path) -> None:
 def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:
     paths = issue.write_certs(tmp_path / "certs")
     port = free_port()
-    argv = [
+    command = [
         str(BIN / "gpu-policy"),
         "serve",
         "--dev",
@@ -500,13 +417,12 @@ def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:
         "--bind",
         f"127.0.0.1:{port}",
     ]
-    env = server_env(tmp_path, port)
+    env = server_env(tmp_path, port, paths.directory)
     env.pop("GPU_POLICY_BIND")
     env.pop("GPU_POLICY_TLS_DIR")
-    proc, log_file = start(argv, tmp_path, env)
-    srv = Server(proc, port, ssl.create_default_context(cafile=str(paths.ca_cert)), log_file)
+    srv = launch(command, tmp_path, env, client_context(paths.ca_cert), port)
     try:
-        wait_ready(srv)
+        wait_until_serving(srv, workers=2)
         log = srv.log()
         curl = f"curl --cacert {paths.ca_cert} -H 'Content-Type: application/json' "
         assert (
@@ -521,4 +437,370 @@ def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:
             conn.close()
         assert response["patchType"] == "JSONPatch"
     finally:
-        terminate(proc)
+        stop(srv)
+
+
+# ============================================================================================
+# What the gunicorn config does with TLS, serving the stand-in app
+# ============================================================================================
+
+
+def peer_serial(conn: http.client.HTTPSConnection) -> int:
+    assert isinstance(conn.sock, ssl.SSLSocket)
+    der = conn.sock.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def get(conn: http.client.HTTPSConnection, path: str = "/") -> dict[str, Any]:
+    conn.request("GET", path)
+    resp = conn.getresponse()
+    body = resp.read()
+    assert resp.status == 200, (resp.status, body)
+    return dict(json.loads(body))
+
+
+def served_serial(server: Server) -> int:
+    """The serial of the certificate a new connection gets."""
+    conn = server.connect()
+    try:
+        get(conn)
+        return peer_serial(conn)
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> issue.CertPaths:
+    return issue.write_certs(tmp_path / "tls", days=30)
+
+
+def reissue(paths: issue.CertPaths) -> tuple[bytes, bytes]:
+    return issue.make_serving_cert(
+        paths.ca_cert.read_bytes(),
+        paths.ca_key.read_bytes(),
+        service="gpu-policy-webhook",
+        namespace="gpu-policy",
+        days=30,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# (a) protocol versions and ciphers
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
+def test_tls12_and_tls13_served_old_protocols_and_ciphers_refused(
+    tmp_path: Path, certs: issue.CertPaths
+) -> None:
+    with running(tmp_path, certs, app=STAND_IN) as server:
+        conn = server.connect()
+        get(conn)
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        assert conn.sock.version() == "TLSv1.3"
+        conn.close()
+
+        conn = server.connect(
+            context=client_context(certs.ca_cert, max_version=ssl.TLSVersion.TLSv1_2)
+        )
+        get(conn)
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        assert conn.sock.version() == "TLSv1.2"
+        cipher = conn.sock.cipher()
+        assert cipher is not None and cipher[0].startswith("ECDHE-ECDSA-")
+        assert "GCM" in cipher[0] or "CHACHA20" in cipher[0]
+        conn.close()
+
+        # The hostname the API server uses is in the certificate too.
+        ctx = client_context(certs.ca_cert)
+        conn = http.client.HTTPSConnection(
+            "gpu-policy-webhook.gpu-policy.svc", server.port, context=ctx, timeout=10
+        )
+        conn.sock = ctx.wrap_socket(
+            socket.create_connection(("127.0.0.1", server.port), timeout=10),
+            server_hostname="gpu-policy-webhook.gpu-policy.svc",
+        )
+        get(conn)
+        conn.close()
+
+        # A TLS 1.1 client. SECLEVEL=0 lets our OpenSSL offer it at all; the refusal
+        # ("alert protocol version") comes from the server.
+        old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        old.load_verify_locations(str(certs.ca_cert))
+        old.set_ciphers("DEFAULT:@SECLEVEL=0")
+        old.minimum_version = ssl.TLSVersion.TLSv1
+        old.maximum_version = ssl.TLSVersion.TLSv1_1
+        with pytest.raises(ssl.SSLError, match="alert protocol version"):
+            get(server.connect(context=old))
+
+        # TLS 1.2 with CBC-only suites (no AEAD): the server has no cipher in common.
+        cbc = client_context(certs.ca_cert, max_version=ssl.TLSVersion.TLSv1_2)
+        cbc.set_ciphers("ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384:AES128-SHA")
+        with pytest.raises(ssl.SSLError, match="alert handshake failure"):
+            get(server.connect(context=cbc))
+
+        # The server is still fine after refusing them.
+        served_serial(server)
+
+
+# --------------------------------------------------------------------------------------------
+# (b) rotation under load, (c) broken files
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Load:
+    """Two client threads: connections kept alive for 5 requests each, then a new one."""
+
+    server: Server
+    stop: threading.Event = field(default_factory=threading.Event)
+    errors: list[str] = field(default_factory=list)
+    requests: int = 0
+    serials: list[tuple[float, int]] = field(default_factory=list)  # (connect time, serial)
+    reused: int = 0  # requests sent on the connection's first socket (kept alive)
+    threads: list[threading.Thread] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            conn = self.server.connect()
+            try:
+                started = time.monotonic()  # before the handshake, which picks the cert
+                conn.connect()
+                with self.lock:
+                    self.serials.append((started, peer_serial(conn)))
+                first_sock = conn.sock
+                for _ in range(5):
+                    get(conn)
+                    with self.lock:
+                        self.requests += 1
+                        self.reused += conn.sock is first_sock
+            except Exception as e:  # any failure at all is what the test is about
+                with self.lock:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+            finally:
+                conn.close()
+
+    def __enter__(self) -> Load:
+        self.threads = [threading.Thread(target=self.run) for _ in range(2)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+
+
+def make_secret_volume(root: Path, paths: issue.CertPaths) -> Callable[[bytes, bytes], None]:
+    """Lay out ``root`` as the kubelet does for a Secret volume; return the swap function.
+
+    tls.crt -> ..data/tls.crt, ..data -> ..<timestamp>; an update writes a new timestamped
+    directory and renames a new ``..data`` symlink over the old one (AtomicWriter).
+    """
+    root.mkdir()
+    generation = [0]
+
+    def publish(cert: bytes, key: bytes) -> None:
+        generation[0] += 1
+        name = f"..2026_01_01_00_00_0{generation[0]}.{generation[0]}"
+        (root / name).mkdir()
+        (root / name / "tls.crt").write_bytes(cert)
+        (root / name / "tls.key").write_bytes(key)
+        (root / "..data_tmp").symlink_to(name)
+        os.replace(root / "..data_tmp", root / "..data")
+
+    publish(paths.cert.read_bytes(), paths.key.read_bytes())
+    for f in ("tls.crt", "tls.key"):
+        (root / f).symlink_to(f"..data/{f}")
+    return publish
+
+
+def replace_files(tls_dir: Path) -> Callable[[bytes, bytes], None]:
+    """Rotation the way write_certs does it: each file replaced atomically, key first."""
+
+    def publish(cert: bytes, key: bytes) -> None:
+        issue.write_atomic(tls_dir / "tls.key", key, mode=0o600)
+        issue.write_atomic(tls_dir / "tls.crt", cert)
+
+    return publish
+
+
+@pytest.mark.parametrize("layout", ["secret-volume", "replaced-files"])
+def test_rotation_under_load_fails_no_request(
+    tmp_path: Path, certs: issue.CertPaths, layout: str
+) -> None:
+    if layout == "secret-volume":
+        tls_dir = tmp_path / "secret"
+        publish = make_secret_volume(tls_dir, certs)
+    else:
+        tls_dir = certs.directory
+        publish = replace_files(tls_dir)
+    old_serial = x509.load_pem_x509_certificate(certs.cert.read_bytes()).serial_number
+
+    with running(tmp_path, certs, app=STAND_IN, tls_dir=tls_dir) as server, Load(server) as load:
+        time.sleep(1.0)
+        new_cert, new_key = reissue(certs)
+        new_serial = x509.load_pem_x509_certificate(new_cert).serial_number
+        rotated_at = time.monotonic()
+        publish(new_cert, new_key)
+
+        # The first new connection showing the new certificate.
+        seen_at = None
+        while time.monotonic() - rotated_at < 3.0:
+            if served_serial(server) == new_serial:
+                seen_at = time.monotonic()
+                break
+            time.sleep(0.05)
+        assert seen_at is not None, "new certificate not served within 3 s"
+        assert seen_at - rotated_at < 2.0
+        # Once a check interval (1 s) has passed everywhere, every new connection, whichever
+        # worker takes it, gets the new certificate.
+        time.sleep(max(0.0, rotated_at + 1.2 - time.monotonic()))
+        assert {served_serial(server) for _ in range(10)} == {new_serial}
+        # ... and each worker says so to its /tls (what /readyz will use).
+        reports = []
+        for _ in range(6):
+            conn = server.connect()
+            reports.append(get(conn, "/tls"))
+            conn.close()
+        time.sleep(0.5)
+
+    assert not load.errors, load.errors
+    assert load.requests > 50
+    assert load.reused == load.requests  # no connection was closed by the server
+    assert {s for _, s in load.serials} == {old_serial, new_serial}
+    late = {s for t, s in load.serials if t > rotated_at + 1.1}
+    assert late == {new_serial}
+    assert all(r["registered"] and r["valid"] and r["serial"] == new_serial for r in reports)
+
+
+def test_broken_files_keep_the_old_certificate(tmp_path: Path, certs: issue.CertPaths) -> None:
+    old_serial = x509.load_pem_x509_certificate(certs.cert.read_bytes()).serial_number
+    with running(tmp_path, certs, app=STAND_IN) as server, Load(server) as load:
+        time.sleep(0.3)
+        issue.write_atomic(certs.cert, b"-----BEGIN CERTIFICATE-----\ngarbage\n")
+        time.sleep(1.5)
+        assert {served_serial(server) for _ in range(6)} == {old_serial}
+
+        # a cert with a key that is not its own: same
+        other_cert, _ = reissue(certs)
+        issue.write_atomic(certs.cert, other_cert)
+        time.sleep(1.5)
+        assert {served_serial(server) for _ in range(6)} == {old_serial}
+
+        # and a good pair again is picked up
+        new_cert, new_key = reissue(certs)
+        replace_files(certs.directory)(new_cert, new_key)
+        time.sleep(1.5)
+        new_serial = x509.load_pem_x509_certificate(new_cert).serial_number
+        assert {served_serial(server) for _ in range(6)} == {new_serial}
+        log = server.log()
+
+    assert not load.errors, load.errors
+    assert "cannot be used" in log and "does not match" in log
+
+
+# --------------------------------------------------------------------------------------------
+# (d) optional mutual TLS
+# --------------------------------------------------------------------------------------------
+
+
+def test_client_certificates_required_with_client_ca(
+    tmp_path: Path, certs: issue.CertPaths
+) -> None:
+    client_ca = issue.make_ca("apiserver-clients", 30)
+    client_ca_file = tmp_path / "client-ca.crt"
+    client_ca_file.write_bytes(client_ca[0])
+
+    def client_files(name: str, ca: tuple[bytes, bytes]) -> tuple[Path, Path]:
+        cert, key = issue.make_client_cert(*ca, common_name=name)
+        (tmp_path / f"{name}.crt").write_bytes(cert)
+        (tmp_path / f"{name}.key").write_bytes(key)
+        return tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+
+    good = client_files("apiserver", client_ca)
+    stranger = client_files("stranger", issue.make_ca("someone-else", 30))
+
+    with running(
+        tmp_path,
+        certs,
+        app=STAND_IN,
+        client_cert=good,
+        GPU_POLICY_CLIENT_CA=str(client_ca_file),
+    ) as server:
+        for _ in range(3):
+            conn = server.connect()
+            get(conn)
+            get(conn)
+            conn.close()
+
+        for ctx in (client_context(certs.ca_cert), client_context(certs.ca_cert, cert=stranger)):
+            for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
+                ctx.maximum_version = version
+                conn = server.connect(context=ctx)
+                with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
+                    get(conn)
+                conn.close()
+
+        # still serving the good client afterwards
+        served_serial(server)
+
+
+# --------------------------------------------------------------------------------------------
+# (e) SIGTERM with requests in flight
+# --------------------------------------------------------------------------------------------
+
+
+def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: issue.CertPaths) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with running(tmp_path, certs, app=STAND_IN, threads=4, TEST_MARK_DIR=str(marks)) as server:
+
+        def slow(_: int) -> tuple[int, float]:
+            conn = server.connect()
+            try:
+                conn.request("GET", "/slow")
+                resp = conn.getresponse()
+                resp.read()
+                return resp.status, time.monotonic()
+            finally:
+                conn.close()
+
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(slow, i) for i in range(4)]
+            deadline = time.monotonic() + 5
+            while len(list(marks.iterdir())) < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert len(list(marks.iterdir())) == 4, "the 4 requests did not all arrive"
+            term_at = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            results = [f.result(timeout=15) for f in futures]
+
+        assert [status for status, _ in results] == [200] * 4
+        assert all(done > term_at for _, done in results)  # they really were in flight
+        assert server.proc.wait(15) == 0, server.log()
+
+
+# --------------------------------------------------------------------------------------------
+# fail fast at start
+# --------------------------------------------------------------------------------------------
+
+
+def test_unusable_certificate_stops_the_server_at_start(
+    tmp_path: Path, certs: issue.CertPaths
+) -> None:
+    certs.key.write_bytes(issue.make_ca("not-the-key", 1)[1])
+    result = subprocess.run(
+        argv(STAND_IN),
+        cwd=REPO,
+        env=server_env(tmp_path, free_port(), certs.directory),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert "Error: TLS:" in result.stderr and "does not match" in result.stderr

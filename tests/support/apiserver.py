@@ -21,7 +21,7 @@ resourceVersion), :meth:`compact`, :meth:`drop_watches` (cut every open stream m
 :attr:`delay` (seconds every request waits before it is answered: a slow API server);
 :attr:`requests` records every request so that a test can count lists and watches.
 
-Plain HTTP on 127.0.0.1, port chosen by the kernel. Standard library only.
+Plain HTTP on 127.0.0.1, port chosen by the kernel (see ``fake_http``). Standard library only.
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["FakeApiServer", "Request"]
+from tests.support.fake_http import JsonHandler, LoopbackServer, kubeconfig, status
+
+__all__ = ["FakeApiServer", "FieldSelector", "Request"]
 
 # resource (URL plural) -> (kind, namespaced)
 _RESOURCES: dict[str, tuple[str, bool]] = {
@@ -86,10 +87,11 @@ class _Watch:
     bookmark_requested: bool = False
 
 
-class _Selector:
+class FieldSelector:
     """A parsed fieldSelector: a conjunction of ``field=value`` / ``field!=value`` terms."""
 
     def __init__(self, text: str) -> None:
+        """Parse ``text`` (empty: every object matches); ValueError names a bad term."""
         self.terms: list[tuple[str, bool, str]] = []
         for term in filter(None, (t.strip() for t in text.split(","))):
             if "!=" in term:
@@ -108,6 +110,7 @@ class _Selector:
             self.terms.append((name, equal, value))
 
     def matches(self, obj: dict[str, Any] | None) -> bool:
+        """True when ``obj`` (None: no object) satisfies every term."""
         if obj is None:
             return False
         for name, equal, value in self.terms:
@@ -118,19 +121,7 @@ class _Selector:
         return True
 
 
-def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-
-
-class FakeApiServer:
+class FakeApiServer(LoopbackServer):
     """A loopback fake Kubernetes API server for Nodes, Pods and ConfigMaps.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. ``bookmark_interval``
@@ -139,6 +130,7 @@ class FakeApiServer:
     """
 
     def __init__(self, *, bookmark_interval: float | None = None) -> None:
+        super().__init__()
         self.bookmark_interval = bookmark_interval
         self.requests: list[Request] = []
         self._cond = threading.Condition()
@@ -157,42 +149,19 @@ class FakeApiServer:
         #: Seconds every request waits, once recorded, before it is answered (0: none).
         self.delay = 0.0
         self._stopping = False
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
 
     # ----------------------------------------------------------------- lifecycle
-
-    @property
-    def url(self) -> str:
-        """The base URL to give ``kubernetes.client.Configuration.host``."""
-        return f"http://127.0.0.1:{self.port}"
 
     def write_kubeconfig(self, directory: Path) -> Path:
         """A kubeconfig for this server (no credentials) in ``directory``; its path."""
         path = directory / "kubeconfig"
-        cluster = {"name": "fake", "cluster": {"server": self.url}}
-        context = {"name": "fake", "context": {"cluster": "fake", "user": "me"}}
-        doc = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster],
-               "users": [{"name": "me", "user": {}}], "contexts": [context],
-               "current-context": "fake"}  # fmt: skip
-        path.write_text(json.dumps(doc))  # JSON is YAML: kubeconfig loaders read it
+        path.write_text(kubeconfig(self.url, {"me": {}}, {"fake": {"user": "me"}}))
         return path
 
     def start(self) -> FakeApiServer:
         """Listen on 127.0.0.1 (port 0 the first time, the same port after ``refuse``)."""
         self._stopping = False
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"fake-apiserver-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
+        self.listen()
         return self
 
     def stop(self) -> None:
@@ -200,7 +169,7 @@ class FakeApiServer:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._close_listener()
+        self.close()
         self._cut_connections()
 
     def __enter__(self) -> FakeApiServer:
@@ -208,15 +177,6 @@ class FakeApiServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    def _close_listener(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
 
     def _cut_connections(self) -> None:
         with self._cond:
@@ -355,7 +315,7 @@ class FakeApiServer:
                 w.dropped = True
             self._cond.notify_all()
         if mode == "refuse":
-            self._close_listener()
+            self.close()
         self._cut_connections()
 
     def come_back(self) -> None:
@@ -386,9 +346,13 @@ class FakeApiServer:
                 self._cond.wait(min(left, 0.05))
             return True
 
+    def list_body(self, resource: str) -> bytes:
+        """The body of an unpaged list of every ``resource`` object, as a client receives it."""
+        return self._list_body(resource, FieldSelector(""), {})
+
     # ----------------------------------------------------------------- serving
 
-    def _list_body(self, resource: str, sel: _Selector, query: dict[str, str]) -> bytes:
+    def _list_body(self, resource: str, sel: FieldSelector, query: dict[str, str]) -> bytes:
         kind = _RESOURCES[resource][0]
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
@@ -435,7 +399,7 @@ class FakeApiServer:
     def _watch_events(
         self,
         watch: _Watch,
-        sel: _Selector,
+        sel: FieldSelector,
         since: int | None,
         deadline: float,
         client_gone: Callable[[], bool] = lambda: False,
@@ -446,7 +410,7 @@ class FakeApiServer:
         with self._cond:
             if since is not None and since < self._floor:
                 msg = f"too old resource version: {since} ({self._floor})"
-                yield _line("ERROR", _status(410, "Expired", msg))
+                yield _line("ERROR", status(410, "Expired", msg))
                 return
             pending: list[bytes] = []
             if since is None:
@@ -512,7 +476,7 @@ def _line(type_: str, obj: dict[str, Any]) -> bytes:
     return json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
 
-def _event_line(ev: _Event, sel: _Selector) -> bytes | None:
+def _event_line(ev: _Event, sel: FieldSelector) -> bytes | None:
     before = sel.matches(ev.old)
     after = sel.matches(ev.new)
     if ev.type == "DELETED":
@@ -533,9 +497,8 @@ class _HttpError(Exception):
         self.code, self.reason, self.message = code, reason, message
 
 
-class _Handler(BaseHTTPRequestHandler):
-    fake: FakeApiServer  # set on the subclass made in FakeApiServer.start
-    protocol_version = "HTTP/1.1"  # keep-alive and chunked watches, like the real server
+class _Handler(JsonHandler):
+    fake: FakeApiServer
 
     def setup(self) -> None:
         super().setup()
@@ -549,19 +512,8 @@ class _Handler(BaseHTTPRequestHandler):
             with self.fake._cond:
                 self.fake._connections.discard(self.connection)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        # Quiet: a test run would otherwise print a line per request.
-        pass
-
-    def _send_json(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def _error(self, code: int, reason: str, message: str) -> None:
-        self._send_json(code, json.dumps(_status(code, reason, message)).encode())
+        self.send_json(code, json.dumps(status(code, reason, message)).encode())
 
     def _cut(self) -> None:
         # Abort without a final chunk: the client sees a connection lost mid-stream.
@@ -617,11 +569,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         try:
-            sel = _Selector(query.get("fieldSelector", ""))
+            sel = FieldSelector(query.get("fieldSelector", ""))
             if namespace is not None:
                 sel.terms.append(("metadata.namespace", True, namespace))
             if not watch:
-                self._send_json(200, fake._list_body(resource, sel, query))
+                self.send_json(200, fake._list_body(resource, sel, query))
                 return
             rv_text = query.get("resourceVersion") or "0"
             since = None if rv_text == "0" else int(rv_text)
@@ -634,7 +586,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream_watch(resource, sel, since, query)
 
     def _stream_watch(
-        self, resource: str, sel: _Selector, since: int | None, query: dict[str, str]
+        self, resource: str, sel: FieldSelector, since: int | None, query: dict[str, str]
     ) -> None:
         fake = self.fake
         timeout = float(query.get("timeoutSeconds") or 1800)
@@ -663,3 +615,7 @@ class _Handler(BaseHTTPRequestHandler):
             with fake._cond:
                 fake._watches.discard(watch)
                 fake._cond.notify_all()
+
+
+# Defined after the server class, which names its handler here.
+FakeApiServer.handler = _Handler

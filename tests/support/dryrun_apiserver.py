@@ -20,7 +20,8 @@ It answers what ``gpu-policy test --kubeconfig`` sends, the way the real API ser
   allowed and denied answers alike.
 
 Every request is recorded in :attr:`DryRunApiServer.requests`. Standard library plus
-``webhook.admission`` and ``jsonpatch``; plain HTTP on 127.0.0.1, port chosen by the kernel.
+``webhook.admission`` and ``jsonpatch``; plain HTTP on 127.0.0.1, port chosen by the kernel
+(see ``fake_http``).
 """
 
 from __future__ import annotations
@@ -28,15 +29,15 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
 
+from tests.support.fake_http import JsonHandler, LoopbackServer, kubeconfig, status
 from webhook.admission import handle
 from webhook.harness.admission_review import build_review
 from webhook.policy import Inventory, Policy
@@ -73,19 +74,6 @@ class Request:
     path: str
     query: dict[str, list[str]]
     body: Any
-
-
-def status(code: int, reason: str, message: str) -> dict[str, Any]:
-    """A metav1.Status as the API server sends it."""
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
 
 
 def _default_pod(obj: dict[str, Any]) -> None:
@@ -125,58 +113,28 @@ def _stored(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-class DryRunApiServer:
+class DryRunApiServer(LoopbackServer):
     """The fake; use as a context manager (``url`` is its base URL)."""
 
     def __init__(self, policy: Policy, inventory: Inventory) -> None:
+        super().__init__()
         self.policy = policy
         self.inventory = inventory
         self.requests: list[Request] = []
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> DryRunApiServer:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self.listen()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._httpd is not None and self._thread is not None
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(5)
+        self.close()
 
     def kubeconfig(self, *, namespace: str = "default") -> str:
         """A kubeconfig with a good context (current) and one whose token is wrong."""
-        return json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-                "users": [
-                    {"name": "tester", "user": {"token": TOKEN}},
-                    {"name": "stranger", "user": {"token": "not-the-token"}},
-                ],
-                "contexts": [
-                    {
-                        "name": "fake",
-                        "context": {"cluster": "fake", "user": "tester", "namespace": namespace},
-                    },
-                    {"name": "stranger", "context": {"cluster": "fake", "user": "stranger"}},
-                ],
-                "current-context": "fake",
-            }
+        return kubeconfig(
+            self.url,
+            {"tester": {"token": TOKEN}, "stranger": {"token": "not-the-token"}},
+            {"fake": {"user": "tester", "namespace": namespace}, "stranger": {"user": "stranger"}},
         )
 
     # ------------------------------------------------------------------ admission chain
@@ -226,22 +184,14 @@ class DryRunApiServer:
         return code, body, warnings
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: DryRunApiServer
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, code: int, body: Any, warnings: list[str] = ()) -> None:  # type: ignore[assignment]
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for text in warnings:
-            self.send_header("Warning", f"299 - {json.dumps(text, ensure_ascii=False)}")
-        self.end_headers()
-        self.wfile.write(data)
+    def _send(self, code: int, body: Any, warnings: Sequence[str] = ()) -> None:
+        warning_headers = [
+            ("Warning", f"299 - {json.dumps(text, ensure_ascii=False)}") for text in warnings
+        ]
+        self.send_json(code, json.dumps(body).encode(), warning_headers)
 
     def _authorised(self) -> bool:
         if self.headers.get("Authorization") == f"Bearer {TOKEN}":
@@ -320,3 +270,7 @@ class _Handler(BaseHTTPRequestHandler):
         meta["namespace"] = namespace
         code, answer, warnings = self.fake.admit(body, namespace)
         self._send(code, answer, warnings)
+
+
+# Defined after the server class, which names its handler here.
+DryRunApiServer.handler = _Handler

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 from flask import Flask
-from kube.apiserver import FakeApiServer
 from reviewdata import load, with_gpu
 
+from tests.support.apiserver import FakeApiServer
 from webhook.server import Settings, create_app
 from webhook.server.cluster import ClusterError
 

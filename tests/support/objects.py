@@ -1,6 +1,6 @@
 """Realistic Kubernetes objects for the fake API server: GPU nodes, pods, ConfigMaps.
 
-Nodes carry what a real GPU node carries (GFD labels per GPU-SHARING.md section 4,
+Nodes carry what a real GPU node carries (the labels gpu-feature-discovery writes,
 managedFields, images, conditions), so that trimming and the 5,000-node benchmark see
 objects of a realistic size (about 8 KB of JSON each).
 """
