@@ -360,8 +360,7 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def main() -> None:
-    """Parse the options, run both servers, print the figures."""
+def _arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
     p.add_argument("--warmup", type=float, default=1.0, help="unmeasured time before it")
@@ -377,13 +376,15 @@ def main() -> None:
     p.add_argument("--log-level", default="info", help="GPU_POLICY_LOG_LEVEL (both servers)")
     p.add_argument("--no-latency", action="store_true", help="skip the paced latency runs")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
-    args = p.parse_args()
-    load_before = os.getloadavg()[0]
+    return p.parse_args()
 
+
+def measure(
+    body: bytes, args: argparse.Namespace
+) -> tuple[list[dict[str, dict[str, Any]]], list[dict[str, Any]]]:
+    """Run both servers: (saturated rounds, paced runs)."""
     from webhook.certs import issue
-    from webhook.server import GUNICORN_CONFIG
 
-    body = review_body()
     rounds: list[dict[str, dict[str, Any]]] = []
     paced: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-http-") as d:
@@ -421,15 +422,11 @@ def main() -> None:
         finally:
             for server in servers.values():
                 stop_server(server)
+    return rounds, paced
 
-    print(
-        f"\nPOST /mutate, {len(body)} bytes (pod CREATE, 2 containers, one nvidia.com/gpu: 1);"
-        f" {args.connections} kept-alive TLS connections from {args.connections} client"
-        f" processes; gunicorn -c {GUNICORN_CONFIG}: {args.workers} gthread workers x"
-        f" {args.threads} threads; {args.seconds:g} s per run after {args.warmup:g} s warm-up;"
-        f" {os.cpu_count()} CPUs; load average before the run {load_before:.2f}\n"
-    )
-    print(f"saturated (as fast as answers come), {args.rounds} rounds:")
+
+def _print_saturated(rounds: list[dict[str, dict[str, Any]]]) -> None:
+    print(f"saturated (as fast as answers come), {len(rounds)} rounds:")
     print(HEADER)
     throughput, cpu = [], []
     for r in rounds:
@@ -444,6 +441,9 @@ def main() -> None:
         f"\nmedian real/noop: throughput {_median(throughput):.2f}x (target >= 0.8x),"
         f" server CPU per request {_median(cpu):.2f}x (target <= 1.2x)"
     )
+
+
+def _print_paced(paced: list[dict[str, Any]]) -> None:
     for i, why in enumerate(
         (f"half the {TARGET_RATE:,} reviews/s target", "half the lower median maximum")
     ):
@@ -456,6 +456,25 @@ def main() -> None:
             print(_row(row))
         if i == 0:
             print(f"{'':<5} real p99 {pair[1]['p99_ms']:.2f} ms (target <= 10 ms at this rate)")
+
+
+def main() -> None:
+    """Parse the options, run both servers, print the figures."""
+    args = _arguments()
+    load_before = os.getloadavg()[0]
+    from webhook.server import GUNICORN_CONFIG
+
+    body = review_body()
+    rounds, paced = measure(body, args)
+    print(
+        f"\nPOST /mutate, {len(body)} bytes (pod CREATE, 2 containers, one nvidia.com/gpu: 1);"
+        f" {args.connections} kept-alive TLS connections from {args.connections} client"
+        f" processes; gunicorn -c {GUNICORN_CONFIG}: {args.workers} gthread workers x"
+        f" {args.threads} threads; {args.seconds:g} s per run after {args.warmup:g} s warm-up;"
+        f" {os.cpu_count()} CPUs; load average before the run {load_before:.2f}\n"
+    )
+    _print_saturated(rounds)
+    _print_paced(paced)
     rows = [r[name] for r in rounds for name in ("noop", "real")] + paced
     for row in rows:
         if row["errors"] or row["reconnects"]:

@@ -405,8 +405,6 @@ class FakeApiServer(LoopbackServer):
         client_gone: Callable[[], bool] = lambda: False,
     ) -> Iterator[bytes | None]:
         """Yield watch lines; ``None`` means: cut the connection now."""
-        resource = watch.resource
-        kind = _RESOURCES[resource][0]
         with self._cond:
             if since is not None and since < self._floor:
                 msg = f"too old resource version: {since} ({self._floor})"
@@ -415,61 +413,85 @@ class FakeApiServer(LoopbackServer):
             pending: list[bytes] = []
             if since is None:
                 # No resourceVersion: synthetic ADDED events for the current state.
-                for _, obj in sorted(self._objects[resource].items()):
+                for _, obj in sorted(self._objects[watch.resource].items()):
                     if sel.matches(obj):
                         pending.append(_line("ADDED", obj))
                 since = self._rv
         yield from pending
-        next_bookmark = (
-            time.monotonic() + self.bookmark_interval if self.bookmark_interval else None
-        )
+        interval = self.bookmark_interval
+        next_bookmark = time.monotonic() + interval if interval else None
         while True:
             with self._cond:
-                while True:
-                    now = time.monotonic()
-                    idx = bisect.bisect_right(self._event_rvs, since)
-                    has_events = any(e.resource == resource for e in self._events[idx:])
-                    due = next_bookmark is not None and now >= next_bookmark
-                    if (
-                        has_events
-                        or client_gone()
-                        or watch.dropped
-                        or self._stopping
-                        or watch.bookmark_requested
-                        or due
-                        or now >= deadline
-                    ):
-                        break
-                    wake = deadline if next_bookmark is None else min(deadline, next_bookmark)
-                    # Wake now and then to notice a client that went away, as a Go
-                    # server does: an idle watch must not hold its handler forever.
-                    self._cond.wait(max(0.0, min(wake - now, 0.1)))
+                due = self._wait_for_news(watch, since, deadline, next_bookmark, client_gone)
                 if watch.dropped or self._stopping or client_gone():
                     lines: list[bytes | None] = [None]
                 else:
-                    lines = []
-                    for ev in self._events[idx:]:
-                        if ev.resource != resource:
-                            continue
-                        line = _event_line(ev, sel)
-                        if line is not None:
-                            lines.append(line)
-                    if self._events:
-                        since = max(since, self._event_rvs[-1])
-                    if watch.bookmarks and (watch.bookmark_requested or due):
-                        # Everything up to the current rv has been sent: say so.
-                        bm = {"kind": kind, "apiVersion": "v1", "metadata": {}}
-                        bm["metadata"]["resourceVersion"] = str(self._rv)
-                        lines.append(_line("BOOKMARK", bm))
-                        since = max(since, self._rv)
-                    watch.bookmark_requested = False
-                    if due and self.bookmark_interval:
-                        next_bookmark = time.monotonic() + self.bookmark_interval
+                    lines, since = self._news(watch, sel, since, bookmark=due)
+                    if due and interval:
+                        next_bookmark = time.monotonic() + interval
             yield from lines
             if lines and lines[-1] is None:
                 return
             if time.monotonic() >= deadline:
                 return
+
+    def _wait_for_news(
+        self,
+        watch: _Watch,
+        since: int,
+        deadline: float,
+        next_bookmark: float | None,
+        client_gone: Callable[[], bool],
+    ) -> bool:
+        """Wait (holding the lock) until a watch has something to send or to stop for.
+
+        True when it is because a bookmark is due.
+        """
+        while True:
+            now = time.monotonic()
+            idx = bisect.bisect_right(self._event_rvs, since)
+            has_events = any(e.resource == watch.resource for e in self._events[idx:])
+            due = next_bookmark is not None and now >= next_bookmark
+            if (
+                has_events
+                or client_gone()
+                or watch.dropped
+                or self._stopping
+                or watch.bookmark_requested
+                or due
+                or now >= deadline
+            ):
+                return due
+            wake = deadline if next_bookmark is None else min(deadline, next_bookmark)
+            # Wake now and then to notice a client that went away, as a Go
+            # server does: an idle watch must not hold its handler forever.
+            self._cond.wait(max(0.0, min(wake - now, 0.1)))
+
+    def _news(
+        self, watch: _Watch, sel: FieldSelector, since: int, *, bookmark: bool
+    ) -> tuple[list[bytes | None], int]:
+        """(lines, resourceVersion sent up to) for the events after ``since`` (lock held).
+
+        With a BOOKMARK at the end when the watch allows them and one is asked for or due.
+        """
+        lines: list[bytes | None] = []
+        for ev in self._events[bisect.bisect_right(self._event_rvs, since) :]:
+            if ev.resource != watch.resource:
+                continue
+            line = _event_line(ev, sel)
+            if line is not None:
+                lines.append(line)
+        if self._events:
+            since = max(since, self._event_rvs[-1])
+        if watch.bookmarks and (watch.bookmark_requested or bookmark):
+            # Everything up to the current rv has been sent: say so.
+            kind = _RESOURCES[watch.resource][0]
+            bm = {"kind": kind, "apiVersion": "v1", "metadata": {}}
+            bm["metadata"]["resourceVersion"] = str(self._rv)
+            lines.append(_line("BOOKMARK", bm))
+            since = max(since, self._rv)
+        watch.bookmark_requested = False
+        return lines, since
 
 
 def _line(type_: str, obj: dict[str, Any]) -> bytes:
@@ -489,6 +511,17 @@ def _event_line(ev: _Event, sel: FieldSelector) -> bytes | None:
     if type_ is None:
         return None
     return b'{"type":"' + type_.encode() + b'","object":' + ev.raw + b"}\n"
+
+
+def _route(path: str) -> tuple[str | None, str | None]:
+    """(namespace, resource) of ``/api/v1/RESOURCE`` or ``/api/v1/namespaces/NS/RESOURCE``."""
+    parts = path.strip("/").split("/")
+    if parts[:2] == ["api", "v1"]:
+        if len(parts) == 3:
+            return None, parts[2]
+        if len(parts) == 5 and parts[2] == "namespaces":
+            return parts[3], parts[4]
+    return None, None
 
 
 class _HttpError(Exception):
@@ -531,42 +564,17 @@ class _Handler(JsonHandler):
             return True
 
     def do_GET(self) -> None:
+        """A list, a watch, or the error the fake's state calls for."""
         fake = self.fake
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        parts = url.path.strip("/").split("/")
-        resource: str | None = None
-        namespace: str | None = None
-        if parts[:2] == ["api", "v1"]:
-            if len(parts) == 3:
-                resource = parts[2]
-            elif len(parts) == 5 and parts[2] == "namespaces":
-                namespace, resource = parts[3], parts[4]
+        namespace, resource = _route(url.path)
         watch = query.get("watch") in ("true", "1")
         verb = "other" if resource is None else "watch" if watch else "list"
         fake.requests.append(Request("GET", url.path, resource, verb, query))
         if fake.delay > 0:
             time.sleep(fake.delay)
-
-        down = fake._down
-        if down == "close" or down == "refuse":
-            self._cut()
-            return
-        if down == "503":
-            self._error(503, "ServiceUnavailable", "the fake API server is down")
-            return
-        if resource in fake.forbidden:
-            self._error(
-                403,
-                "Forbidden",
-                f'{resource} is forbidden: User "system:serviceaccount:gpu-policy:webhook" '
-                f'cannot {verb} resource "{resource}" in API group "" at the cluster scope',
-            )
-            return
-        if resource not in _RESOURCES or (namespace is not None and not _RESOURCES[resource][1]):
-            self._error(
-                404, "NotFound", f"the server could not find the requested resource {url.path}"
-            )
+        if self._refused(url.path, namespace, resource, verb) or resource is None:
             return
         try:
             sel = FieldSelector(query.get("fieldSelector", ""))
@@ -584,6 +592,27 @@ class _Handler(JsonHandler):
             self._error(400, "BadRequest", str(exc))
             return
         self._stream_watch(resource, sel, since, query)
+
+    def _refused(self, path: str, namespace: str | None, resource: str | None, verb: str) -> bool:
+        """Answer an outage, a forbidden resource or an unknown path; True when it did."""
+        fake = self.fake
+        down = fake._down
+        if down == "close" or down == "refuse":
+            self._cut()
+        elif down == "503":
+            self._error(503, "ServiceUnavailable", "the fake API server is down")
+        elif resource in fake.forbidden:
+            self._error(
+                403,
+                "Forbidden",
+                f'{resource} is forbidden: User "system:serviceaccount:gpu-policy:webhook" '
+                f'cannot {verb} resource "{resource}" in API group "" at the cluster scope',
+            )
+        elif resource not in _RESOURCES or (namespace is not None and not _RESOURCES[resource][1]):
+            self._error(404, "NotFound", f"the server could not find the requested resource {path}")
+        else:
+            return False
+        return True
 
     def _stream_watch(
         self, resource: str, sel: FieldSelector, since: int | None, query: dict[str, str]
