@@ -9,8 +9,8 @@ started by ``tests.support.gunicorn``):
 
 Each is driven over kept-alive TLS (verified against the CA, as the API server does) by
 client processes, one ``http.client.HTTPSConnection`` each, posting the same AdmissionReview:
-a ~3.9 KB pod CREATE with two containers, one asking for ``nvidia.com/gpu: 1`` (the request
-of docs PERFORMANCE.md), to ``/mutate``. First as fast as possible for ``--seconds`` (after a
+a ~3.9 KB pod CREATE with two containers, one asking for ``nvidia.com/gpu: 1``, to
+``/mutate``. First as fast as possible for ``--seconds`` (after a
 warm-up; ``--rounds`` times, alternating, and the medians count: the machine's load drifts),
 then paced, for the latency figures, at 750 req/s (half the 1,500 reviews/s target) and at half
 the lower of the two maximum rates (latency counted from the scheduled send time, so a stall is

@@ -102,7 +102,7 @@ def check_answer(sent: Any, status: int, content_type: str, data: bytes) -> dict
 
 
 def load_cluster(fake: Any) -> None:
-    """Seed 003's nodes (8, L20 and T4 time-sliced) and its device-plugin ConfigMap."""
+    """Add the example cluster seed003-l20-t4: 8 nodes (L20, T4 time-sliced), its ConfigMap."""
     fake.add_many(yaml.safe_load((SEED003 / "nodes.yaml").read_text())["items"])
     configmap = yaml.safe_load((SEED003 / "device-plugin-config.yaml").read_text())
     configmap["metadata"] = {"name": CONFIGMAP[1], "namespace": CONFIGMAP[0]}

@@ -36,7 +36,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 #: (resource, verb) granted but not called, and why that is acceptable.
 EXTRAS = {
-    ("nodes", "get"): "get of one object returns nothing list does not (DESIGN.md: get/list/watch)",
+    (
+        "nodes",
+        "get",
+    ): "get of one object returns nothing list does not (the chart grants get/list/watch)",
     ("configmaps", "get"): "the one ConfigMap (resourceNames); list already returns it whole",
 }
 NAMESPACE, NAME = CONFIGMAP

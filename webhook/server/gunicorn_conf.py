@@ -5,7 +5,7 @@ after ``-c`` override them. What matters and why:
 
 * **gthread workers.** Sync workers close the connection after every response, so each
   admission request would pay a full TLS handshake; gthread keeps connections alive, which is
-  how the API server talks to webhooks (see bench/workers.py and docs PERFORMANCE.md).
+  how the API server talks to webhooks (bench/workers.py measures the difference).
 * **keepalive 100 s.** The API server's webhook client (Go net/http) closes connections idle
   for 90 s (IdleConnTimeout). The server must keep them longer than that: if the server
   closed first, the client could send a request on a connection that is being closed, and a
