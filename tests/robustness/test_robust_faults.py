@@ -43,6 +43,7 @@ from robust_server import (
 )
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -54,11 +55,8 @@ def without_uid(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def wait(predicate: Callable[[], bool], timeout: float = 15, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    if not wait_until(predicate, timeout, poll=0.05):
+        pytest.fail(f"timed out waiting for {what}")
 
 
 class Load:

@@ -18,6 +18,7 @@ from flask import Flask
 from reviewdata import load, with_gpu
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.waiting import wait_until
 from webhook.server import Settings, create_app
 from webhook.server.cluster import ClusterError
 
@@ -34,12 +35,7 @@ POLICY = (
 
 
 def wait(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    return wait_until(predicate, timeout, poll=0.02)
 
 
 @pytest.fixture

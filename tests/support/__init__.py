@@ -7,6 +7,7 @@
 * ``fake_http``: what the two fakes share (the HTTP server, Status bodies, kubeconfigs).
 * ``gunicorn``: the webhook (or a stand-in app) under gunicorn with our config over real TLS.
 * ``procs``: stopping those processes, their workers and CPU time from /proc.
+* ``waiting``: polling for state that has no event to wait on.
 
 Tests import these as ``tests.support.<module>``; so do the scripts in bench/. Nothing here
 imports a test module or bench/.

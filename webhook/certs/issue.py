@@ -117,6 +117,25 @@ def _load_ca(
     return ca_cert, ca_key
 
 
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    """digitalSignature, and for a CA keyCertSign and cRLSign.
+
+    ECDSA keys only sign (ECDHE does the key exchange): no keyEncipherment, which RFC 5480
+    forbids for EC keys.
+    """
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _leaf_builder(
     ca_cert: x509.Certificate,
     subject: x509.Name,
@@ -137,22 +156,7 @@ def _leaf_builder(
         .not_valid_before(start)
         .not_valid_after(start + _BACKDATE + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        # ECDSA keys only sign (ECDHE does the key exchange): digitalSignature, no
-        # keyEncipherment, which RFC 5480 forbids for EC keys.
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
@@ -182,20 +186,7 @@ def make_ca(common_name: str, days: int, *, now: dt.datetime | None = None) -> t
         .not_valid_before(start)
         .not_valid_after(start + _BACKDATE + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=True), critical=True)
         .add_extension(ski, critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False
