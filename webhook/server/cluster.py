@@ -25,6 +25,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from webhook.contract import KUBE_ENV
 from webhook.policy import Inventory, Policy
 from webhook.server.metrics import ClusterMetrics
 from webhook.server.settings import Settings
@@ -70,7 +71,7 @@ class ClusterFeed:
             try:
                 api_client = load_client(settings.kube)
             except Exception as exc:  # ConfigException, OSError, ...: all mean "cannot start"
-                raise ClusterError(f"GPU_POLICY_KUBE={settings.kube}: {exc}") from exc
+                raise ClusterError(f"{KUBE_ENV}={settings.kube}: {exc}") from exc
         ref = state.snapshot.base.configmap_ref
         feed = cls(state, settings.kube)
         feed.source = ClusterSource(
