@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from webhook import contract
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -152,6 +154,17 @@ def test_runtime_settings() -> None:
     )
     assert settings["GPU_POLICY_TLS_DIR"] == "/etc/gpu-policy/tls"
     assert settings["PYTHONDONTWRITEBYTECODE"] == "1", "no .pyc writes on a read-only root"
+
+
+def test_image_defaults_are_the_contracts() -> None:
+    """What the image sets is what the server assumes unset (webhook/contract.py)."""
+    runtime = _stages()[-1]
+    assert [a for w, a in runtime if w == "EXPOSE"] == [str(contract.PORT)]
+    env = " ".join(a for w, a in runtime if w == "ENV")
+    settings = dict(re.findall(r"(\w+)=(\S+)", env))
+    assert settings[contract.TLS_DIR_ENV] == contract.DEFAULT_TLS_DIR
+    assert settings[contract.BIND_ENV] == contract.DEFAULT_BIND
+    assert settings[contract.METRICS_DIR_ENV] == f"/tmp/{contract.METRICS_DIR_NAME}"
 
 
 def test_chart_runs_what_the_image_provides() -> None:

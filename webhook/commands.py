@@ -35,7 +35,7 @@ def _certs(sub: Any) -> None:
     p.add_argument("--if-missing", action="store_true", help="keep valid existing files")
 
     def run(args: argparse.Namespace) -> int:
-        from webhook.tls import write_certs
+        from webhook.certs.issue import write_certs
 
         paths = write_certs(
             args.out,

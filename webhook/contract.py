@@ -33,6 +33,8 @@ DEFAULT_WORKERS: Final = 2
 DEFAULT_THREADS: Final = 4
 DEFAULT_LOG_LEVEL: Final = "info"
 DEFAULT_KUBE: Final = "off"
+# The metrics directory's name: /tmp/gpu-policy-metrics in the image and the chart (an emptyDir).
+METRICS_DIR_NAME: Final = "gpu-policy-metrics"
 
 # `gpu-policy serve --dev` (what `make run` uses): loopback only, certificates from certs/dev.
 DEV_BIND: Final = f"127.0.0.1:{PORT}"

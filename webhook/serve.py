@@ -5,7 +5,7 @@ over variables already set), loads the policy once so that a bad file is reporte
 (file, field, reason) before anything starts, checks that the certificate files exist, and
 replaces itself (``os.execvpe``) with::
 
-    gunicorn -c python:webhook.web.gunicorn_conf webhook.web.wsgi:app
+    gunicorn -c python:webhook.server.gunicorn_conf webhook.server.wsgi:app
 
 so that gunicorn is the container's main process and gets the kubelet's signals directly.
 ``--dev`` (what ``make run`` uses) serves the bundled example policy on 127.0.0.1:8443 with the
@@ -24,23 +24,18 @@ from typing import Any
 from webhook.contract import (
     BIND_ENV,
     CA_CERT_FILE,
-    DEFAULT_BIND,
     DEFAULT_KUBE,
-    DEFAULT_TLS_DIR,
     DEV_BIND,
     DEV_CERT_DIR,
     KUBE_ENV,
     NODES_ENV,
     POLICY_FILE_ENV,
     THREADS_ENV,
-    TLS_CERT_FILE,
     TLS_DIR_ENV,
-    TLS_KEY_FILE,
     WORKERS_ENV,
 )
+from webhook.server import GUNICORN_CONFIG, WSGI_APP, Settings
 
-GUNICORN_CONFIG = "python:webhook.web.gunicorn_conf"
-WSGI_APP = "webhook.web.wsgi:app"
 EXIT_USAGE = 2  # as webhook.cli: usage or file errors
 EXAMPLE_REQUEST = "examples/admissionreview-gpu-pod.json"
 DENIED_REQUEST = "examples/admissionreview-gpu-pod-denied.json"
@@ -52,7 +47,7 @@ def add_parser(sub: Any) -> None:
         "serve",
         help="serve the admission webhook over HTTPS (gunicorn)",
         description="Serve the admission webhook: check the settings and the policy, then run "
-        "gunicorn with webhook.web.gunicorn_conf.",
+        "gunicorn with webhook.server.gunicorn_conf.",
     )
     p.add_argument(
         "--dev",
@@ -129,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
     A problem is one line on stderr and exit status 2 (a bad policy file raises PolicyError,
     which the CLI prints the same way).
     """
-    from webhook.web.settings import Settings
-    from webhook.web.state import load_snapshot
+    from webhook.server.state import load_snapshot
 
     env = server_env(args, os.environ)
     try:
@@ -146,14 +140,13 @@ def run(args: argparse.Namespace) -> int:
             load_client(settings.kube).close()  # type: ignore[no-untyped-call]
         except Exception as exc:  # ConfigException, OSError, ...: the same one-line answer
             return _usage(f"{KUBE_ENV}={settings.kube}: {exc}")
-    tls_dir = Path(env.get(TLS_DIR_ENV, DEFAULT_TLS_DIR))
-    missing = [name for name in (TLS_CERT_FILE, TLS_KEY_FILE) if not (tls_dir / name).is_file()]
+    missing = [f.name for f in (settings.cert_file, settings.key_file) if not f.is_file()]
     if missing:
-        hint = f"; make them with: gpu-policy certs --out {tls_dir}" if args.dev else ""
-        return _usage(f"{tls_dir}: no {' or '.join(missing)}{hint}")
+        hint = f"; make them with: gpu-policy certs --out {settings.tls_dir}" if args.dev else ""
+        return _usage(f"{settings.tls_dir}: no {' or '.join(missing)}{hint}")
     print(
         f"gpu-policy: serving policy {snapshot.policy.name} ({snapshot.policy.source}) on "
-        f"https://{env.get(BIND_ENV, DEFAULT_BIND)}"
+        f"https://{settings.bind}"
     )
     if args.dev:
         print("try it:")
