@@ -12,10 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import yaml
-
 from webhook import __version__
-from webhook.files import load_inventory, load_policy, read_text
+from webhook.files import Document, kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import PolicyError, review
 from webhook.review_report import json_report, text_report, yaml_report
 
@@ -27,28 +25,11 @@ class UsageError(Exception):
     """A problem the user fixes on the command line or in a file: exit 2, one line."""
 
 
-def _documents(path: str) -> list[tuple[str, Any]]:
-    text = sys.stdin.read() if path == "-" else read_text(path)
-    source = "<stdin>" if path == "-" else path
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(
-            f"{source}:{line} not valid YAML: {getattr(exc, 'problem', exc)}"
-        ) from None
-    out = []
-    for doc in docs:
-        if doc is None:
-            continue
-        if not isinstance(doc, dict):
-            raise UsageError(f"{source}: a document is not a Kubernetes object")
-        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-            out += [(source, item) for item in doc["items"] if isinstance(item, dict)]
-        else:
-            out.append((source, doc))
-    return out
+def _objects(path: str) -> list[Document]:
+    """The objects of a manifest file, or of stdin for ``-``."""
+    if path == "-":
+        return kubernetes_objects(sys.stdin.read(), source="<stdin>")
+    return kubernetes_objects(read_text(path), source=path)
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -57,7 +38,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     inventory = load_inventory(policy, args.nodes)
     pairs = []
     for path in args.files:
-        for _, obj in _documents(path):
+        for _, obj in _objects(path):
             decision = review(
                 obj,
                 policy=policy,

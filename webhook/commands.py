@@ -87,7 +87,7 @@ def _inventory(sub: Any) -> None:
 
     def run(args: argparse.Namespace) -> int:
         from webhook import inventory_report
-        from webhook.files import load_inventory, load_policy, objects_from_text, read_text
+        from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
 
         policy = load_policy(args.policy)
         pods: list[Any] = []
@@ -97,7 +97,7 @@ def _inventory(sub: Any) -> None:
         else:
             inventory = load_inventory(policy, args.nodes)
             if args.pods:
-                pods = objects_from_text(read_text(args.pods), source=args.pods)
+                pods = [d.value for d in kubernetes_objects(read_text(args.pods), source=args.pods)]
         render = inventory_report.as_json if args.output == "json" else inventory_report.text
         print(render(inventory, pods), end="" if args.output == "table" else "\n")
         return 0

@@ -39,7 +39,15 @@ from typing import Any
 import yaml
 
 from webhook.contract import GPU_POLICY_API_VERSION
-from webhook.files import load_inventory, load_policy, read_text
+from webhook.files import (
+    Document,
+    DocumentError,
+    kubernetes_objects,
+    load_inventory,
+    load_policy,
+    read_text,
+    yaml_error,
+)
 from webhook.policy import RULES, Inventory, Policy, PolicyError
 
 SUITE_KINDS = ("Suite", "PolicyTest")
@@ -230,35 +238,8 @@ def _line(node: yaml.Node) -> int:
 
 
 def _yaml_problem(exc: yaml.YAMLError, source: str) -> Problem:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    line = int(mark.line) + 1 if mark is not None else None
-    return Problem(source, line, f"not valid YAML: {problem}")
-
-
-@dataclass(frozen=True)
-class _Document:
-    line: int
-    value: Any
-
-
-def _documents(text: str, source: str) -> list[_Document]:
-    """Every YAML document in ``text`` with the line it starts on (None documents dropped)."""
-    loader = yaml.SafeLoader(text)
-    out = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                break
-            value = loader.construct_document(node)
-            if value is not None:
-                out.append(_Document(_line(node), value))
-    except yaml.YAMLError as exc:
-        raise SuiteError([_yaml_problem(exc, source)]) from None
-    finally:
-        loader.dispose()
-    return out
+    error = yaml_error(exc, source)
+    return Problem(source, error.line, error.reason)
 
 
 class _Reader:
@@ -370,7 +351,7 @@ class SuiteLoader:
     def __init__(self) -> None:
         """Start with empty caches."""
         self._policies: dict[tuple[Path | None, Path | None], tuple[Policy, Inventory]] = {}
-        self._manifests: dict[Path, list[_Document]] = {}
+        self._manifests: dict[Path, list[Document]] = {}
 
     def load(self, path: str | os.PathLike[str]) -> Suite:
         """Read and check one suite file; SuiteError lists every problem found in it."""
@@ -555,18 +536,7 @@ class SuiteLoader:
             for p in exc.problems:
                 r.problem(file_node, f"{what}: object {p}")
             return None
-        objects: list[tuple[str, dict[str, Any]]] = []
-        for doc in docs:
-            label = f"{r.value(file_node)}:{doc.line}"
-            if not isinstance(doc.value, dict):
-                r.problem(file_node, f"{what}: {label} is not a Kubernetes object")
-                return None
-            if str(doc.value.get("kind", "")).endswith("List") and isinstance(
-                doc.value.get("items"), list
-            ):
-                objects += [(label, item) for item in doc.value["items"] if isinstance(item, dict)]
-            else:
-                objects.append((label, doc.value))
+        objects = [(f"{r.value(file_node)}:{line}", obj) for line, obj in docs]
         for label, obj in objects:
             if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
                 r.problem(file_node, f"{what}: {label} has no apiVersion and kind")
@@ -578,13 +548,14 @@ class SuiteLoader:
             return _select(r, fields["select"], objects, what)
         return objects
 
-    def _manifest(self, path: Path) -> list[_Document]:
+    def _manifest(self, path: Path) -> list[Document]:
         if path not in self._manifests:
             try:
-                text = read_text(path)
+                self._manifests[path] = kubernetes_objects(read_text(path), source=str(path))
+            except DocumentError as exc:
+                raise SuiteError([Problem(str(path), exc.line, exc.reason)]) from None
             except PolicyError as exc:
                 raise SuiteError([Problem(str(path), None, exc.reason)]) from None
-            self._manifests[path] = _documents(text, str(path))
         return self._manifests[path]
 
     def _expect(
