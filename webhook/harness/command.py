@@ -30,7 +30,7 @@ from webhook.harness.runners import (
     ServerRunner,
     WebhookClient,
 )
-from webhook.harness.suite import Problem, Suite, SuiteError, SuiteLoader, find_suite_files
+from webhook.harness.suite_files import load_suites
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -145,19 +145,6 @@ def _runner(args: argparse.Namespace, factory: DryRunFactory | None) -> Runner:
             raise ValueError("--kubeconfig is not available in this build")
         return KubeRunner(factory(args.kubeconfig, args.context, args.timeout))
     return LocalRunner()
-
-
-def load_suites(paths: list[str]) -> tuple[list[Suite], list[Problem]]:
-    """Every suite under ``paths``, and every problem with the files found."""
-    files, problems = find_suite_files(paths)
-    loader = SuiteLoader()
-    suites = []
-    for path in files:
-        try:
-            suites.append(loader.load(path))
-        except SuiteError as exc:
-            problems += exc.problems
-    return suites, problems
 
 
 def run_command(args: argparse.Namespace, factory: DryRunFactory | None = None) -> int:

@@ -36,8 +36,8 @@ def _cut(text: str, width: int) -> str:
 def _got(result: CaseResult) -> str:
     if result.status == "skip":
         return f"skipped: {result.skip_reason}"
-    assert result.outcome is not None
-    return result.outcome.summary()
+    assert result.observed is not None
+    return result.observed.summary()
 
 
 def display_path(path: Path) -> str:
