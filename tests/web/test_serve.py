@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from webhook import serve, tls
-from webhook.cli import main
+from webhook import tls
+from webhook.cli import serve
+from webhook.cli.main import main
 
 
 def args(*argv: str) -> argparse.Namespace:

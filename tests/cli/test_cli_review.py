@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonpatch
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
 
 

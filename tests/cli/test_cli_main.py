@@ -1,0 +1,79 @@
+"""What every command shares: colour, one-line errors, light imports."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from webhook.cli.main import main, use_colour
+
+ROOT = Path(__file__).resolve().parents[2]
+POD = ROOT / "examples" / "manifests" / "pod-no-gpu.yaml"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+COLOUR = {
+    "auto-terminal": ("auto", True, {}, True),
+    "auto-pipe": ("auto", False, {}, False),
+    "auto-no-color-set": ("auto", True, {"NO_COLOR": "1"}, False),
+    # https://no-color.org: set *and not empty*; an empty NO_COLOR leaves colour on.
+    "auto-no-color-empty": ("auto", True, {"NO_COLOR": ""}, True),
+    "always-beats-no-color": ("always", False, {"NO_COLOR": "1"}, True),
+    "never-on-a-terminal": ("never", True, {}, False),
+}
+
+
+@pytest.mark.parametrize("choice,tty,environ,expected", COLOUR.values(), ids=list(COLOUR))
+def test_colour(choice: str, tty: bool, environ: dict[str, str], expected: bool) -> None:
+    stream = _Terminal() if tty else io.StringIO()
+    assert use_colour(choice, stream, environ) is expected
+
+
+def test_a_file_error_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\nspec: [unclosed\n")
+    assert main(["review", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-policy: {bad}: line 3: not valid YAML: ")
+    assert err.count("\n") == 1
+
+
+def test_an_option_error_names_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["test", "--context", "c", str(ROOT / "examples" / "suites")]) == 2
+    assert capsys.readouterr().err == "gpu-policy test: --context needs --kubeconfig\n"
+
+
+def test_help_has_no_restructuredtext(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["review", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "``" not in capsys.readouterr().out
+
+
+def test_review_loads_neither_flask_gunicorn_nor_kubernetes() -> None:
+    code = (
+        "import sys\n"
+        "from webhook.cli.main import main\n"
+        f"main(['review', {str(POD)!r}])\n"
+        "heavy = {m.split('.')[0] for m in sys.modules} & {'flask', 'gunicorn', 'kubernetes'}\n"
+        "print(sorted(heavy), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
