@@ -139,6 +139,8 @@ def test_entrypoint_is_a_declared_console_script() -> None:
     assert re.search(r"^def main\(", module.read_text(), re.MULTILINE), (
         "webhook.cli.main has no main()"
     )
+    # The same command as a kubectl plugin (kubectl gpu-policy ...).
+    assert project["scripts"]["kubectl-gpu_policy"] == project["scripts"]["gpu-policy"]
 
 
 def test_runtime_settings() -> None:

@@ -1,8 +1,10 @@
-"""What every command shares: colour, one-line errors, light imports."""
+"""What every command shares: colour, one-line errors, the kubectl plugin, light imports."""
 
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +79,26 @@ def test_review_loads_neither_flask_gunicorn_nor_kubernetes() -> None:
         check=True,
     )
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_kubectl_runs_it_as_a_plugin(tmp_path: Path) -> None:
+    beside_python = Path(sys.executable).parent
+    kubectl = shutil.which("kubectl") or str(ROOT / ".cache" / "tools" / "kubectl")
+    if not (beside_python / "kubectl-gpu_policy").exists() or not Path(kubectl).exists():
+        pytest.skip("needs the installed package (pip install -e .) and kubectl (make tools)")
+    env = {
+        **os.environ,
+        "PATH": f"{beside_python}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": os.devnull,  # kubectl reads no cluster to run a plugin
+        "HOME": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [kubectl, "gpu-policy", "review", str(POD)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "1 reviewed, 0 denied" in proc.stdout
