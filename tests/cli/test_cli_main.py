@@ -13,7 +13,8 @@ import pytest
 
 from webhook.cli.main import main, use_colour
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import ROOT
+
 POD = ROOT / "examples" / "manifests" / "pod-no-gpu.yaml"
 
 

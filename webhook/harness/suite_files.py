@@ -327,11 +327,10 @@ class SuiteLoader:
             return None
         if isinstance(node, yaml.ScalarNode) and r.value(node) in ("allowed", "denied"):
             return Expect(allowed=r.value(node) == "allowed")
-        fields = r.mapping(node, f"{what}: expect", _EXPECT_FIELDS)
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        if not fields:
-            r.problem(node, f"{what}: expect is empty; say what to check")
+        fields = r.nonempty_mapping(
+            node, f"{what}: expect", _EXPECT_FIELDS, f"{what}: expect is empty; say what to check"
+        )
+        if fields is None:
             return None
         before = len(r.problems)
         allowed = r.boolean(fields["allowed"], f"{what}: allowed") if "allowed" in fields else None
@@ -468,11 +467,10 @@ def _check_object(r: NodeReader, node: yaml.Node, obj: Any, what: str) -> bool:
 def _select(
     r: NodeReader, node: yaml.Node, objects: list[tuple[str, dict[str, Any]]], what: str
 ) -> list[tuple[str, dict[str, Any]]] | None:
-    fields = r.mapping(node, f"{what}: select", _SELECT_FIELDS)
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    if not fields:
-        r.problem(node, f"{what}: select needs kind, name or namespace")
+    fields = r.nonempty_mapping(
+        node, f"{what}: select", _SELECT_FIELDS, f"{what}: select needs kind, name or namespace"
+    )
+    if fields is None:
         return None
     wanted = {k: r.string(v, f"{what}: select.{k}") for k, v in fields.items()}
 

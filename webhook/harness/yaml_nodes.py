@@ -64,6 +64,19 @@ class NodeReader:
             fields[key] = value_node
         return fields
 
+    def nonempty_mapping(
+        self, node: yaml.Node, what: str, allowed: Sequence[str], empty: str
+    ) -> dict[str, yaml.Node] | None:
+        """The fields of a mapping that must say something; None (problem noted) otherwise,
+        with ``empty`` as the message for an empty one."""
+        fields = self.mapping(node, what, allowed)
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        if not fields:
+            self.problem(node, empty)
+            return None
+        return fields
+
     def string(self, node: yaml.Node, what: str) -> str | None:
         """A non-empty string, or None with a problem noted."""
         value = self.value(node) if isinstance(node, yaml.ScalarNode) else None
