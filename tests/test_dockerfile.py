@@ -135,10 +135,14 @@ def test_entrypoint_is_a_declared_console_script() -> None:
     command = json.loads(entrypoint)
     assert command == ["gpu-policy", "serve"]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["gpu-policy"] == "webhook.cli:main"
-    module = ROOT / "webhook" / "cli.py"
+    assert project["scripts"]["gpu-policy"] == "webhook.cli.main:main"
+    module = ROOT / "webhook" / "cli" / "main.py"
     assert module.exists()
-    assert re.search(r"^def main\(", module.read_text(), re.MULTILINE), "webhook.cli has no main()"
+    assert re.search(r"^def main\(", module.read_text(), re.MULTILINE), (
+        "webhook.cli.main has no main()"
+    )
+    # The same command as a kubectl plugin (kubectl gpu-policy ...).
+    assert project["scripts"]["kubectl-gpu_policy"] == project["scripts"]["gpu-policy"]
 
 
 def test_runtime_settings() -> None:

@@ -41,7 +41,7 @@ def run_in_process(*args: str) -> tuple[int, str]:
     import contextlib
     import io
 
-    from webhook.cli import main
+    from webhook.cli.main import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

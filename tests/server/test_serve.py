@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from webhook import serve
 from webhook.certs import issue
-from webhook.cli import main
+from webhook.cli import serve
+from webhook.cli.main import main
 
 
 def args(*argv: str) -> argparse.Namespace:

@@ -1,13 +1,15 @@
-"""What a review answered (an Outcome), and how it is held against a case's expectations.
+"""What a review answered for a case, and how it is held against the case's expectations.
 
 Every runner (the engine in-process, a deployed webhook, a cluster's dry run) reduces its
-answer to an :class:`Outcome`; :func:`check` then compares it with the case's
+answer to an :class:`Observed` (not the admission package's ``Outcome``, which is what the
+server answered one request); :func:`check` then compares it with the case's
 :class:`~webhook.harness.suite.Expect` and lists each difference in words a reviewer reads.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ UNCHANGED_WORD = "unchanged"
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Observed:
     """A review's answer, whoever gave it.
 
     ``mutated`` is the object after admission when something changed it, None otherwise.
@@ -81,71 +83,82 @@ def read_golden(path: Path) -> Any:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def after_admission(case: Case, outcome: Outcome) -> Mapping[str, Any]:
+def after_admission(case: Case, observed: Observed) -> Mapping[str, Any]:
     """The object as it would be stored: the mutated one, or the submitted one unchanged."""
-    if outcome.mutated is not None:
-        return outcome.mutated
-    return outcome.submitted if outcome.submitted is not None else case.obj
+    if observed.mutated is not None:
+        return observed.mutated
+    return observed.submitted if observed.submitted is not None else case.obj
 
 
-def check(case: Case, outcome: Outcome) -> list[Difference]:
-    """Every way ``outcome`` differs from what ``case`` expects (empty: the case passes)."""
-    if outcome.error is not None:
-        return [Difference(f"no answer: {outcome.error}")]
+def check(case: Case, observed: Observed) -> list[Difference]:
+    """Every way ``observed`` differs from what ``case`` expects (empty: the case passes)."""
+    if observed.error is not None:
+        return [Difference(f"no answer: {observed.error}")]
     expect: Expect = case.expect
     out: list[Difference] = []
-    if expect.allowed is not None and expect.allowed != outcome.allowed:
-        verdict = "allowed" if outcome.allowed else "denied"
+    if expect.allowed is not None and expect.allowed != observed.allowed:
+        verdict = "allowed" if observed.allowed else "denied"
         want = "allowed" if expect.allowed else "denied"
-        detail = f"denial: {outcome.message}" if outcome.message else ""
+        detail = f"denial: {observed.message}" if observed.message else ""
         out.append(Difference(f"expected {want}, got {verdict}", detail))
     if expect.failed is not None:
-        got = set(outcome.failed)
-        want_set = set(expect.failed)
-        if got != want_set:
-            bits = []
-            if want_set - got:
-                bits.append(f"missing {', '.join(sorted(want_set - got))}")
-            if got - want_set:
-                bits.append(f"unexpected {', '.join(sorted(got - want_set))}")
-            out.append(
-                Difference(
-                    f"failed rules: expected [{', '.join(sorted(want_set))}], got "
-                    f"[{', '.join(sorted(got))}] ({'; '.join(bits)})",
-                    _results_text(outcome),
-                )
-            )
+        out += _check_failed(expect.failed, observed)
     if expect.warnings is not None:
-        if not expect.warnings and outcome.warnings:
-            out.append(
-                Difference(
-                    f"expected no warnings, got {len(outcome.warnings)}",
-                    _list("warnings", outcome.warnings),
-                )
-            )
-        for pattern in expect.warnings:
-            if not any(pattern.search(w) for w in outcome.warnings):
-                out.append(
-                    Difference(
-                        f"no warning matches /{pattern.pattern}/",
-                        _list("warnings", outcome.warnings),
-                    )
-                )
-    if expect.message is not None and not expect.message.search(outcome.message):
-        shown = outcome.message or "(no denial message: the object was allowed)"
+        out += _check_warnings(expect.warnings, observed)
+    if expect.message is not None and not expect.message.search(observed.message):
+        shown = observed.message or "(no denial message: the object was allowed)"
         out.append(Difference(f"the denial does not match /{expect.message.pattern}/", shown))
     if expect.golden is not None:
-        out += _check_golden(case, outcome)
+        out += _check_golden(case, observed)
     return out
 
 
-def _check_golden(case: Case, outcome: Outcome) -> list[Difference]:
+def _check_failed(expected: Sequence[str], observed: Observed) -> list[Difference]:
+    got = set(observed.failed)
+    want = set(expected)
+    if got == want:
+        return []
+    bits = []
+    if want - got:
+        bits.append(f"missing {', '.join(sorted(want - got))}")
+    if got - want:
+        bits.append(f"unexpected {', '.join(sorted(got - want))}")
+    return [
+        Difference(
+            f"failed rules: expected [{', '.join(sorted(want))}], got "
+            f"[{', '.join(sorted(got))}] ({'; '.join(bits)})",
+            _results_text(observed),
+        )
+    ]
+
+
+def _check_warnings(patterns: Sequence[re.Pattern[str]], observed: Observed) -> list[Difference]:
+    out: list[Difference] = []
+    if not patterns and observed.warnings:
+        out.append(
+            Difference(
+                f"expected no warnings, got {len(observed.warnings)}",
+                _list("warnings", observed.warnings),
+            )
+        )
+    for pattern in patterns:
+        if not any(pattern.search(w) for w in observed.warnings):
+            out.append(
+                Difference(
+                    f"no warning matches /{pattern.pattern}/",
+                    _list("warnings", observed.warnings),
+                )
+            )
+    return out
+
+
+def _check_golden(case: Case, observed: Observed) -> list[Difference]:
     golden = case.expect.golden
     assert golden is not None
-    if not outcome.allowed:
+    if not observed.allowed:
         return [Difference("denied: there is no object to compare with the golden file")]
     if golden.path is None:
-        return _check_unchanged(case, outcome)
+        return _check_unchanged(case, observed)
     try:
         expected = read_golden(golden.path)
     except FileNotFoundError:
@@ -153,13 +166,13 @@ def _check_golden(case: Case, outcome: Outcome) -> list[Difference]:
             Difference(
                 f"golden file {golden.written} does not exist; "
                 "run with --update-golden to create it",
-                dump_yaml(after_admission(case, outcome)),
+                dump_yaml(after_admission(case, observed)),
             )
         ]
     except (OSError, yaml.YAMLError) as exc:
         return [Difference(f"golden file {golden.written} cannot be read: {exc}")]
-    got = after_admission(case, outcome)
-    if outcome.comparison == "contains":
+    got = after_admission(case, observed)
+    if observed.comparison == "contains":
         missing = _not_contained(_ignoring_annotation(expected), got, "")
         if missing:
             return [
@@ -179,10 +192,10 @@ def _check_golden(case: Case, outcome: Outcome) -> list[Difference]:
     return []
 
 
-def _check_unchanged(case: Case, outcome: Outcome) -> list[Difference]:
-    submitted = outcome.submitted if outcome.submitted is not None else case.obj
-    if outcome.comparison == "contains":
-        got = after_admission(case, outcome)
+def _check_unchanged(case: Case, observed: Observed) -> list[Difference]:
+    submitted = observed.submitted if observed.submitted is not None else case.obj
+    if observed.comparison == "contains":
+        got = after_admission(case, observed)
         meta = got.get("metadata")
         annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
         if isinstance(annotations, Mapping) and MUTATIONS_ANNOTATION in annotations:
@@ -196,12 +209,12 @@ def _check_unchanged(case: Case, outcome: Outcome) -> list[Difference]:
         if missing:
             return [Difference("expected unchanged, got changes", "\n".join(missing[:20]))]
         return []
-    if outcome.mutated is not None and outcome.mutated != submitted:
-        changes = "; ".join(outcome.changes)
+    if observed.mutated is not None and observed.mutated != submitted:
+        changes = "; ".join(observed.changes)
         return [
             Difference(
                 "expected unchanged, got changes" + (f": {changes}" if changes else ""),
-                unified(submitted, outcome.mutated, "submitted", "after the webhook"),
+                unified(submitted, observed.mutated, "submitted", "after the webhook"),
             )
         ]
     return []
@@ -293,12 +306,12 @@ def _list(title: str, items: Sequence[str]) -> str:
     return f"{title}:\n" + "\n".join(f"  - {item}" for item in items)
 
 
-def _results_text(outcome: Outcome) -> str:
+def _results_text(observed: Observed) -> str:
     lines = [
         f"{r.status.upper()} {r.rule}: {r.message}"
-        for r in outcome.results
+        for r in observed.results
         if r.status in ("fail", "warn", "error")
     ]
-    if not lines and outcome.message:
-        lines.append(f"denial: {outcome.message}")
+    if not lines and observed.message:
+        lines.append(f"denial: {observed.message}")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from webhook.cli.main import UsageError
 from webhook.contract import (
     BIND_ENV,
     CA_CERT_FILE,
@@ -36,7 +37,6 @@ from webhook.contract import (
 )
 from webhook.server import GUNICORN_CONFIG, WSGI_APP, Settings
 
-EXIT_USAGE = 2  # as webhook.cli: usage or file errors
 EXAMPLE_REQUEST = "examples/admissionreview-gpu-pod.json"
 DENIED_REQUEST = "examples/admissionreview-gpu-pod-denied.json"
 
@@ -113,11 +113,6 @@ def curl_command(
     )
 
 
-def _usage(message: str) -> int:
-    print(f"gpu-policy: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
 def run(args: argparse.Namespace) -> int:
     """Check the settings and the policy, then exec gunicorn (does not return on success).
 
@@ -130,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env(env)
     except ValueError as exc:
-        return _usage(str(exc))
+        raise UsageError(str(exc)) from None
     # A bad policy raises PolicyError here: the CLI prints it as one line and exits 2.
     snapshot = load_snapshot(settings)
     if settings.watches_cluster:
@@ -139,11 +134,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             load_client(settings.kube).close()  # type: ignore[no-untyped-call]
         except Exception as exc:  # ConfigException, OSError, ...: the same one-line answer
-            return _usage(f"{KUBE_ENV}={settings.kube}: {exc}")
+            raise UsageError(f"{KUBE_ENV}={settings.kube}: {exc}") from None
     missing = [f.name for f in (settings.cert_file, settings.key_file) if not f.is_file()]
     if missing:
         hint = f"; make them with: gpu-policy certs --out {settings.tls_dir}" if args.dev else ""
-        return _usage(f"{settings.tls_dir}: no {' or '.join(missing)}{hint}")
+        raise UsageError(f"{settings.tls_dir}: no {' or '.join(missing)}{hint}")
     print(
         f"gpu-policy: serving policy {snapshot.policy.name} ({snapshot.policy.source}) on "
         f"https://{settings.bind}"

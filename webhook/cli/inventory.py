@@ -1,6 +1,6 @@
 """``gpu-policy inventory``: what the cluster offers per pool, what running pods hold, what is free.
 
-The view a cluster admin wants before and after a sharing rollout (seed 003's table): per pool
+The view a cluster admin wants before and after a sharing rollout: per pool
 (config key and GPU model) the nodes, product, physical GPUs, sharing strategy, replicas, the
 advertised resource, its slots, the slots requested by running pods and the free ones; then the
 total ("GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)") and any label/allocatable disagreement.
@@ -8,14 +8,80 @@ total ("GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)") and any label/allocatabl
 
 from __future__ import annotations
 
-import json
+import argparse
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.policy import Inventory
+from webhook.cli.main import EXIT_OK
+from webhook.cli.render import cell, table, to_json
+from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
+from webhook.policy import Inventory, Policy, PolicyError
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
+
+if TYPE_CHECKING:  # kubernetes is imported only when a command reads a cluster
+    from webhook.kube import ClusterState
+    from webhook.kube.snapshot import LiveView
+
+DESCRIPTION = (
+    "Per pool (config key and GPU model): nodes, product, physical GPUs, "
+    "sharing, replicas, advertised resource, slots, slots held by running pods, free."
+)
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``inventory`` subcommand to the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "inventory",
+        help="what the cluster offers per pool, what pods hold, what is free",
+        description=DESCRIPTION,
+    )
+    cluster_arguments(p, required=False)
+    p.add_argument("--pods", help="a pod dump (kubectl get pods -A -o yaml) for --nodes")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def cluster_arguments(p: Any, *, required: bool) -> None:
+    """Where the cluster comes from: a live API server or a node dump, and the policy."""
+    source = p.add_mutually_exclusive_group(required=required)
+    source.add_argument("--kubeconfig", help="read the live cluster (a kubeconfig path)")
+    source.add_argument("--nodes", help="a node dump (kubectl get nodes -o yaml)")
+    p.add_argument("--policy", help="policy file; default: the bundled example")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
+
+
+def read_cluster(policy: Policy, args: argparse.Namespace) -> tuple[LiveView, ClusterState]:
+    """The live view and snapshot for ``--kubeconfig``; a refused ConfigMap is warned about."""
+    from webhook.kube.snapshot import read_cluster as read_live
+
+    found = read_live(policy, args.kubeconfig, timeout=args.timeout)
+    if found is None:
+        raise PolicyError(args.kubeconfig, "", f"the cluster did not answer in {args.timeout:g} s")
+    view, state = found
+    if view.configmap_error:
+        print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}", file=sys.stderr)
+    return view, state
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the pools of the live cluster, or of a node dump (with a pod dump's usage)."""
+    policy = load_policy(args.policy)
+    pods: list[Any] = []
+    if args.kubeconfig:
+        view, state = read_cluster(policy, args)
+        inventory, pods = view.inventory, list(state.gpu_pods)
+    else:
+        inventory = load_inventory(policy, args.nodes)
+        if args.pods:
+            pods = [d.value for d in kubernetes_objects(read_text(args.pods), source=args.pods)]
+    if args.output == "json":
+        print(as_json(inventory, pods))
+    else:
+        print(text(inventory, pods), end="")
+    return EXIT_OK
 
 
 @dataclass(frozen=True)
@@ -105,75 +171,71 @@ def rows(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> list[R
     return out
 
 
-def total_line(table: list[Row]) -> str:
+def total_line(found: list[Row]) -> str:
     """``GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)``."""
-    known = [r for r in table if r.slots is not None]
+    known = [r for r in found if r.slots is not None]
     total = sum(r.slots or 0 for r in known)
     parts = " + ".join(
         f"{(r.product or r.pool).removesuffix('-SHARED')} x {r.slots}" for r in known
     )
-    unknown = len(table) - len(known)
+    unknown = len(found) - len(known)
     tail = f"; {unknown} resource(s) of unknown size" if unknown else ""
     return f"GPU slots: {total} ({parts}){tail}" if parts else f"GPU slots: 0{tail}"
 
 
+HEADERS = (
+    "POOL",
+    "NODES",
+    "PRODUCT",
+    "GPUS",
+    "SHARING",
+    "REPLICAS",
+    "RESOURCE",
+    "SLOTS",
+    "REQUESTED",
+    "FREE",
+    "MIB/SLOT",
+)
+
+
 def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
     """The table, the total and the disagreements, for a terminal."""
-    table = rows(inventory, pods)
-    headers = [
-        "POOL",
-        "NODES",
-        "PRODUCT",
-        "GPUS",
-        "SHARING",
-        "REPLICAS",
-        "RESOURCE",
-        "SLOTS",
-        "REQUESTED",
-        "FREE",
-        "MIB/SLOT",
-    ]
-
-    def cell(v: Any) -> str:
-        return "-" if v is None else str(v)
-
+    found = rows(inventory, pods)
     data = [
         [
-            r.pool,
-            r.nodes,
-            r.product,
-            r.gpus,
-            r.sharing,
-            r.replicas,
-            r.resource,
-            r.slots,
-            r.requested,
-            r.free,
-            r.memory_per_slot_mib,
+            cell(v)
+            for v in (
+                r.pool,
+                r.nodes,
+                r.product,
+                r.gpus,
+                r.sharing,
+                r.replicas,
+                r.resource,
+                r.slots,
+                r.requested,
+                r.free,
+                r.memory_per_slot_mib,
+            )
         ]
-        for r in table
+        for r in found
     ]
-    widths = [max(len(h), *(len(cell(row[i])) for row in data)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in data:
-        lines.append("  ".join(cell(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    lines.append(total_line(table))
+    lines = table(HEADERS, data)
+    lines.append(total_line(found))
     lines.append(f"source: {inventory.source}")
-    for problem in inventory.disagreements:
-        lines.append(f"disagreement: {problem}")
+    lines += [f"disagreement: {problem}" for problem in inventory.disagreements]
     return "\n".join(lines) + "\n"
 
 
 def as_json(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
     """The same as ``text``, as one JSON document."""
-    table = rows(inventory, pods)
-    return json.dumps(
+    found = rows(inventory, pods)
+    return to_json(
         {
             "source": inventory.source,
-            "pools": [asdict(r) for r in table],
-            "total_slots": sum(r.slots or 0 for r in table),
-            "summary": total_line(table),
+            "pools": [asdict(r) for r in found],
+            "total_slots": sum(r.slots or 0 for r in found),
+            "summary": total_line(found),
             "disagreements": list(inventory.disagreements),
-        },
-        indent=2,
+        }
     )

@@ -1,30 +1,33 @@
-"""``gpu-policy plan``'s shell: measurements and config texts in, tables and rollout files out.
+"""``gpu-policy plan``: measurements and the cluster in, sizing tables and rollout files out.
 
-The sizing itself is pure (``webhook.planning``); this module reads the measurements file,
-renders the sizing table and writes ``device-plugin-config.yaml``, ``label-nodes.sh`` and
-``policy.yaml``.
-``webhook.commands`` loads the policy and the inventory and hands in ``inventory_report``'s
-renderers for the before/after views (this module sits beside it, and may not import it).
+The sizing itself is pure (``webhook.planning``, imported here and nowhere else in the
+CLI); this command reads the measurements and the raw device-plugin config texts (kept verbatim
+in the written ConfigMap), prints the inventory before and after with the sizing table, and
+writes ``device-plugin-config.yaml``, ``label-nodes.sh`` and ``policy.yaml``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import argparse
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from webhook.cli import inventory as inventory_view
+from webhook.cli.main import EXIT_OK
+from webhook.cli.render import cell, table, to_json
 from webhook.contract import DEVICE_PLUGIN_CONFIGMAP
+from webhook.files import load_inventory, load_policy, read_text, single_document
 from webhook.planning import (
     CONFIGMAP_FILE,
     DEFAULT_HEADROOM,
     Measurement,
     Plan,
     configmap_text,
+    configmap_texts,
+    existing_configs,
     label_script,
     make_plan,
     parse_headroom,
@@ -35,23 +38,15 @@ from webhook.planning import (
 )
 from webhook.policy import Inventory, Policy, PolicyError
 
+DESCRIPTION = (
+    "replicas = floor(GPU memory x (1 - headroom) / measured process memory); "
+    "below 2 the GPU stays unshared. Prints the inventory before and after, the sizing, "
+    "and warnings; --write-dir writes the device-plugin ConfigMap, the kubectl label "
+    "commands and the matching policy."
+)
 LABEL_SCRIPT = "label-nodes.sh"
 POLICY_FILE = "policy.yaml"
 RULE = "replicas = floor(memory x (1 - headroom) / measured); below 2: not shared"
-
-
-def _load_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise PolicyError(source, "", f"not valid YAML: {exc}") from None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
 
 
 def read_measurements(
@@ -61,7 +56,8 @@ def read_measurements(
     out = [parse_measure_arg(m) for m in measure]
     headroom = None
     for name in files:
-        found, file_headroom = parse_measurements(_load_yaml(_read(Path(name)), name), source=name)
+        doc = single_document(read_text(name), source=name)
+        found, file_headroom = parse_measurements(doc, source=name)
         out += found
         headroom = file_headroom if file_headroom is not None else headroom
     if not out:
@@ -70,7 +66,7 @@ def read_measurements(
 
 
 def sizing_rows(plan: Plan) -> list[dict[str, Any]]:
-    """One row per pool and resource: seed 003's table, before and after."""
+    """One row per pool and resource, before and after."""
     rows = []
     for pool in plan.pools:
         for o in pool.offers:
@@ -96,24 +92,22 @@ def sizing_rows(plan: Plan) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell(v: Any) -> str:
-    return "-" if v is None else str(v)
+SIZING_HEADERS = (
+    "PRODUCT",
+    "RESOURCE",
+    "CONFIG",
+    "MIB/GPU",
+    "MEASURED",
+    "REPLICAS",
+    "SLOTS",
+    "MIB/SLOT",
+    "HEADROOM/SLOT",
+    "USE AT FULL SLOTS",
+)
 
 
 def sizing_table(plan: Plan) -> str:
     """The sizing table for a terminal."""
-    headers = [
-        "PRODUCT",
-        "RESOURCE",
-        "CONFIG",
-        "MIB/GPU",
-        "MEASURED",
-        "REPLICAS",
-        "SLOTS",
-        "MIB/SLOT",
-        "HEADROOM/SLOT",
-        "USE AT FULL SLOTS",
-    ]
     data = []
     for r in sizing_rows(plan):
         use = r["use_at_full_slots"]
@@ -121,21 +115,17 @@ def sizing_table(plan: Plan) -> str:
             [
                 r["product"],
                 r["resource"],
-                f"{_cell(r['config_before'])} -> {_cell(r['config_after'])}",
-                _cell(r["memory_mib"]),
-                _cell(r["measured_mib"]),
+                f"{cell(r['config_before'])} -> {cell(r['config_after'])}",
+                cell(r["memory_mib"]),
+                cell(r["measured_mib"]),
                 f"{r['replicas_before']} -> {r['replicas_after']}",
                 f"{r['slots_before']} -> {r['slots_after']}",
-                _cell(r["memory_per_slot_mib"]),
-                _cell(r["headroom_per_slot_mib"]),
+                cell(r["memory_per_slot_mib"]),
+                cell(r["headroom_per_slot_mib"]),
                 "-" if use is None else f"{use * 100:.1f} %",
             ]
         )
-    widths = [max(len(h), *(len(row[i]) for row in data)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in data
-    ]
+    lines = table(SIZING_HEADERS, data)
     before, after = plan.slots()
     lines.append(f"GPU slots: {before} -> {after}")
     return "\n".join(lines) + "\n"
@@ -178,7 +168,7 @@ def render_json(
 ) -> str:
     """The same as ``render_text``, as one JSON document."""
     slots = plan.slots()
-    return json.dumps(
+    return to_json(
         {
             "headroom": float(plan.headroom),
             "rule": RULE,
@@ -191,8 +181,7 @@ def render_json(
             "warnings": [{"code": w.code, "subject": w.subject, "message": w.message}
                          for w in plan.warnings],
             "written": [str(p) for p in written],
-        },
-        indent=2,
+        }
     )  # fmt: skip
 
 
@@ -221,17 +210,59 @@ def write_files(
     return written
 
 
-def run(
-    args: Any,
-    policy: Policy,
-    inventory: Inventory,
-    *,
-    existing: Mapping[str, str],
-    configmap: tuple[str, str] | None,
-    table: Callable[[Inventory], str],
-    rows: Callable[[Inventory], Sequence[Any]],
-) -> int:
-    """Plan, print and (with ``--write-dir``) write; ``table``/``rows`` render an inventory."""
+def add_parser(sub: Any) -> None:
+    """Add the ``plan`` subcommand to the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "plan",
+        help="size time-slicing replicas from measured memory and write the rollout",
+        description=DESCRIPTION,
+    )
+    inventory_view.cluster_arguments(p, required=True)
+    p.add_argument(
+        "--measure",
+        action="append",
+        metavar="PRODUCT=MEMORY",
+        help="measured memory of one process on a product (NVIDIA-L20=4621Mi); repeatable",
+    )
+    p.add_argument(
+        "--measurements",
+        action="append",
+        metavar="FILE",
+        help="a Measurements YAML (workloads: / products:, optional headroom:)",
+    )
+    p.add_argument("--headroom", help="share of each GPU's memory kept free: 10%% (default) or 0.1")
+    p.add_argument(
+        "--rename-by-default",
+        choices=("true", "false"),
+        help="renameByDefault for planned keys; default: each pool's current setting",
+    )
+    p.add_argument(
+        "--write-dir", help="write device-plugin-config.yaml, label-nodes.sh, policy.yaml"
+    )
+    p.add_argument("--configmap", metavar="NAMESPACE/NAME", help="the written ConfigMap's place")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def _cluster(
+    args: argparse.Namespace,
+) -> tuple[Policy, Inventory, dict[str, str], tuple[str, str] | None]:
+    """The policy, the inventory, the device-plugin config texts and the ConfigMap's place:
+    from the live cluster with ``--kubeconfig``, else from the files."""
+    policy = load_policy(args.policy)
+    existing, where = existing_configs(policy)
+    if not args.kubeconfig:
+        return policy, load_inventory(policy, args.nodes), existing, where
+    view, state = inventory_view.read_cluster(policy, args)
+    live = state.configmap_document()
+    if view.configmap_error is None and live is not None:
+        existing, where = configmap_texts(live)
+    return view.policy, view.inventory, existing, where
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan, print and (with ``--write-dir``) write."""
+    policy, inventory, existing, configmap = _cluster(args)
     measurements, file_headroom = read_measurements(args.measure or (), args.measurements or ())
     if args.headroom is not None:
         headroom = parse_headroom(args.headroom)
@@ -255,7 +286,9 @@ def run(
     if args.write_dir:
         written = write_files(plan, policy, existing, args.write_dir, configmap=where)
     if args.output == "json":
-        print(render_json(plan, rows(inventory), rows(after), written))
+        before_rows, after_rows = inventory_view.rows(inventory), inventory_view.rows(after)
+        print(render_json(plan, before_rows, after_rows, written))
     else:
-        print(render_text(plan, table(inventory), table(after), written), end="")
-    return 0
+        before_text, after_text = inventory_view.text(inventory), inventory_view.text(after)
+        print(render_text(plan, before_text, after_text, written), end="")
+    return EXIT_OK

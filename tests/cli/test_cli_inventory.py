@@ -1,34 +1,22 @@
-"""``gpu-policy inventory`` from node and pod dumps: seed 003's before/after table."""
+"""``gpu-policy inventory`` from node and pod dumps: the table before and after a rollout."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CLUSTERS = ROOT / "examples" / "clusters"
+from .conftest import CLUSTERS, ROOT, gpu_policy
 
 
 def inventory(cluster: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.cli",
-            "inventory",
-            "--policy",
-            str(CLUSTERS / cluster / "policy.yaml"),
-            "--nodes",
-            str(CLUSTERS / cluster / "nodes.yaml"),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
+    return gpu_policy(
+        "inventory",
+        "--policy",
+        str(CLUSTERS / cluster / "policy.yaml"),
+        "--nodes",
+        str(CLUSTERS / cluster / "nodes.yaml"),
+        *extra,
     )
 
 
@@ -62,21 +50,11 @@ items:
 
 
 def test_disagreements_are_reported() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.cli",
-            "inventory",
-            "--policy",
-            str(CLUSTERS / "seed003-l20-t4" / "policy.yaml"),
-            "--nodes",
-            str(ROOT / "tests" / "fixtures" / "nodes" / "labels-replicas-4-but-allocatable-1.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
+    result = gpu_policy(
+        "inventory",
+        "--policy",
+        str(CLUSTERS / "seed003-l20-t4" / "policy.yaml"),
+        "--nodes",
+        str(ROOT / "tests" / "fixtures" / "nodes" / "labels-replicas-4-but-allocatable-1.yaml"),
     )
     assert "disagreement:" in result.stdout and "restart the device plugin" in result.stdout

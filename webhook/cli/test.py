@@ -7,36 +7,24 @@ Exit codes: 0 every selected case passed; 1 a case failed or got no answer; 2 a 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
-from webhook.harness.report import (
-    details,
-    display_path,
-    junit_xml,
-    summary,
-    table,
-    write_junit,
+from webhook.cli.main import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_colour_argument,
+    use_colour,
 )
-from webhook.harness.run import run_suites
-from webhook.harness.runners import (
-    DryRunCreate,
-    KubeRunner,
-    LocalRunner,
-    Runner,
-    ServerRunner,
-    WebhookClient,
-)
-from webhook.harness.suite import Problem, Suite, SuiteError, SuiteLoader, find_suite_files
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-# (kubeconfig, context, timeout) -> a dry-run create function; given by the CLI, which may
-# import webhook.kube (the harness may not).
-DryRunFactory = Callable[[str, "str | None", float], DryRunCreate]
+from webhook.cli.render import paint, table
+from webhook.harness.report import STYLES, details, display_path, junit_xml, summary, write_junit
+from webhook.harness.run import CaseResult, run_suites
+from webhook.harness.runners import KubeRunner, LocalRunner, Runner, ServerRunner, WebhookClient
+from webhook.harness.suite_files import load_suites
 
 EPILOG = """\
 Suite files are YAML documents of kind Suite (apiVersion gpu-policy.io/v1alpha1). In a
@@ -53,7 +41,7 @@ or the command line is wrong (or no case was selected).
 """
 
 
-def add_test_parser(sub: Any, dry_run_factory: DryRunFactory | None = None) -> None:
+def add_parser(sub: Any) -> None:
     """Add the ``test`` subcommand to the CLI's sub-parsers."""
     p = sub.add_parser(
         "test",
@@ -86,7 +74,7 @@ def add_test_parser(sub: Any, dry_run_factory: DryRunFactory | None = None) -> N
         action="store_true",
         help="rewrite golden files that differ (and create missing ones) from the answers",
     )
-    p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto")
+    add_colour_argument(p)
     remote = p.add_argument_group("against a deployed webhook")
     remote.add_argument("--server", metavar="URL", help="the webhook, https://HOST:PORT")
     remote.add_argument("--cacert", metavar="FILE", help="CA bundle that signed the server")
@@ -104,19 +92,11 @@ def add_test_parser(sub: Any, dry_run_factory: DryRunFactory | None = None) -> N
     p.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per request (--server, --kubeconfig)"
     )
-
-    def run(args: argparse.Namespace) -> int:
-        return run_command(args, dry_run_factory)
-
     p.set_defaults(func=run)
 
 
-def _usage(message: str) -> int:
-    print(f"gpu-policy test: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def _runner(args: argparse.Namespace, factory: DryRunFactory | None) -> Runner:
+def _runner(args: argparse.Namespace) -> Runner:
+    """The runner the options ask for; ValueError names an option that does not fit."""
     if args.server and args.kubeconfig:
         raise ValueError("give --server or --kubeconfig, not both")
     if bool(args.cert) != bool(args.key):
@@ -141,35 +121,23 @@ def _runner(args: argparse.Namespace, factory: DryRunFactory | None) -> Runner:
                 "--update-golden cannot use a cluster's answer (it adds defaults); "
                 "update golden files locally or with --server"
             )
-        if factory is None:
-            raise ValueError("--kubeconfig is not available in this build")
-        return KubeRunner(factory(args.kubeconfig, args.context, args.timeout))
+        # kubernetes is imported only for this mode (the harness never imports it).
+        from webhook.kube.dryrun import DryRunCreator, connect
+
+        return KubeRunner(
+            DryRunCreator(connect(args.kubeconfig, args.context), timeout=args.timeout)
+        )
     return LocalRunner()
 
 
-def load_suites(paths: list[str]) -> tuple[list[Suite], list[Problem]]:
-    """Every suite under ``paths``, and every problem with the files found."""
-    files, problems = find_suite_files(paths)
-    loader = SuiteLoader()
-    suites = []
-    for path in files:
-        try:
-            suites.append(loader.load(path))
-        except SuiteError as exc:
-            problems += exc.problems
-    return suites, problems
-
-
-def run_command(args: argparse.Namespace, factory: DryRunFactory | None = None) -> int:
-    """Run ``gpu-policy test`` with parsed arguments; the exit code."""
+def run(args: argparse.Namespace) -> int:
+    """Run the selected cases of every suite found; the exit code."""
     start = time.perf_counter()
-    colour = args.colour == "always" or (
-        args.colour == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    )
+    colour = use_colour(args.colour)
     try:
-        runner = _runner(args, factory)
+        runner = _runner(args)
     except (ValueError, OSError) as exc:
-        return _usage(str(exc))
+        raise UsageError(str(exc), command="test") from None
     suites, problems = load_suites(args.paths)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -185,7 +153,7 @@ def run_command(args: argparse.Namespace, factory: DryRunFactory | None = None) 
     if args.junit:
         write_junit(args.junit, junit_xml(results, problems, seconds=seconds, mode=runner.mode))
     if results:
-        print(table(results, colour=colour))
+        print(results_table(results, colour=colour))
         print()
     text = details(results, colour=colour)
     if text:
@@ -206,7 +174,33 @@ def run_command(args: argparse.Namespace, factory: DryRunFactory | None = None) 
         return EXIT_USAGE
     if not results:
         what = f" matches -k {' '.join(args.keywords)}" if args.keywords else " found"
-        return _usage(f"no case{what}")
+        raise UsageError(f"no case{what}", command="test")
     if any(r.status in ("fail", "error") for r in results):
         return EXIT_FAILED
     return EXIT_OK
+
+
+# The widest the suite, case, expected and got columns grow; longer text is cut.
+_WIDEST = (28, 48, 46, 42, None)
+
+
+def results_table(results: Sequence[CaseResult], *, colour: bool = False) -> str:
+    """One line a case: suite, case, expected, got, PASS/FAIL/SKIP/ERROR."""
+    rows = [
+        (r.case.suite, r.case.name, r.case.expect.summary(), _got(r), STYLES[r.status][0])
+        for r in results
+    ]
+
+    def style(row: int, column: int, text: str) -> str:
+        return paint(STYLES[results[row].status][1], text, colour=colour and column == 4)
+
+    return "\n".join(
+        table(("SUITE", "CASE", "EXPECTED", "GOT", "RESULT"), rows, widest=_WIDEST, style=style)
+    )
+
+
+def _got(result: CaseResult) -> str:
+    if result.status == "skip":
+        return f"skipped: {result.skip_reason}"
+    assert result.observed is not None
+    return result.observed.summary()

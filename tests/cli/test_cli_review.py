@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonpatch
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
+from .conftest import CLUSTERS, gpu_policy
 
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
-
+SEED003 = CLUSTERS / "seed003-l20-t4"
 
 POD = """
 apiVersion: v1
@@ -41,7 +27,7 @@ CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {}\n"
 
 
 def test_allowed_pod_exits_0_and_shows_the_diff() -> None:
-    result = run("review", "-", stdin=POD)
+    result = gpu_policy("review", "-", stdin=POD)
     assert result.returncode == 0, result.stderr
     assert "ALLOWED Pod/infer -n ml" in result.stdout
     assert "+    nvidia.com/gpu.product: NVIDIA-L20-SHARED" in result.stdout
@@ -49,7 +35,7 @@ def test_allowed_pod_exits_0_and_shows_the_diff() -> None:
 
 
 def test_denied_pod_exits_1_with_the_reason() -> None:
-    result = run(
+    result = gpu_policy(
         "review",
         "--policy",
         str(SEED003 / "policy.yaml"),
@@ -65,7 +51,7 @@ def test_denied_pod_exits_1_with_the_reason() -> None:
 
 def test_json_output_shape_and_patch() -> None:
     docs = "\n---\n".join([POD, GREEDY, CONFIGMAP])
-    result = run("review", "-o", "json", "-", stdin=docs)
+    result = gpu_policy("review", "-o", "json", "-", stdin=docs)
     assert result.returncode == 1
     out = json.loads(result.stdout)
     assert [(o["kind"], o["name"], o["allowed"]) for o in out] == [
@@ -81,12 +67,12 @@ def test_json_output_shape_and_patch() -> None:
 
 
 def test_yaml_output() -> None:
-    result = run("review", "-o", "yaml", "-", stdin=POD)
+    result = gpu_policy("review", "-o", "yaml", "-", stdin=POD)
     assert yaml.safe_load(result.stdout)[0]["allowed"] is True
 
 
 def test_usage_and_file_errors_exit_2_without_traceback(tmp_path: Path) -> None:
-    missing = run("review", str(tmp_path / "nope.yaml"))
+    missing = gpu_policy("review", str(tmp_path / "nope.yaml"))
     assert (
         missing.returncode == 2
         and "cannot read" in missing.stderr
@@ -94,12 +80,12 @@ def test_usage_and_file_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     )
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Pod\nspec: [unclosed\n")
-    broken = run("review", str(bad))
+    broken = gpu_policy("review", str(bad))
     assert (
         broken.returncode == 2
         and "not valid YAML" in broken.stderr
         and "Traceback" not in broken.stderr
     )
-    bad_policy = run("review", "--policy", str(bad), "-", stdin=POD)
+    bad_policy = gpu_policy("review", "--policy", str(bad), "-", stdin=POD)
     assert bad_policy.returncode == 2 and str(bad) in bad_policy.stderr
-    assert run("review").returncode == 2
+    assert gpu_policy("review").returncode == 2
