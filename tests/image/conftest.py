@@ -1,13 +1,16 @@
-"""The container image check's summary (size, phase timings, or why it did not run).
+"""The container image check: run last, and its summary (size, phase timings, or why not).
 
-Printed in pytest's terminal summary so that it shows without ``-s``; the same lines go to
-bench/results/image.txt.
+The summary is printed in pytest's terminal summary so that it shows without ``-s``; the same
+lines go to bench/results/image.txt.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+HERE = Path(__file__).resolve().parent
 SUMMARY = pytest.StashKey[list[str]]()
 
 
@@ -25,3 +28,10 @@ def pytest_terminal_summary(
         terminalreporter.section("container image")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the image tests to the end: the build takes minutes, and tests that read the
+    clock at collection (certificate validity windows) must not run that much later."""
+    image = [item for item in items if item.path.parent == HERE]
+    items[:] = [item for item in items if item.path.parent != HERE] + image
