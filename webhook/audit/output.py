@@ -8,6 +8,7 @@ its message, the scheduler's own words when a pod waits, and the fix.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +33,6 @@ PLACEMENT_HEADERS = ("NAMESPACE", "OBJECT", "PODS", "EACH ASKS", "BOUND", "WAITI
 #: Where messages wrap in the text table, and how many workloads its GPU PODS table lists.
 WIDTH = 100
 PLACEMENTS_SHOWN = 20
-# ANSI colour codes per result (the same as gpu-policy review's).
-_COLOURS = {"pass": "32", "fail": "31", "warn": "33", "skip": "2", "error": "35"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +73,21 @@ def table_rows(result: AuditResult, *, include_pass: bool = False) -> list[Table
     ]
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def summary_line(result: AuditResult) -> str:
-    """``1 fail, 0 error, 0 warn, 0 skip, 31 pass; 3 GPU workloads, 5 GPU pods (...)``."""
+    """``1 fail, 0 error, 2 warn, 0 skip, 25 pass; 2 GPU workloads, 4 GPU pods (...)``."""
     counts = result.summary()
     order = ("fail", "error", "warn", "skip", "pass")
     parts = ", ".join(f"{counts[r]} {r}" for r in order)
     pods = (
-        f"{result.gpu_pods} GPU pods ({result.bound} bound, {result.waiting} waiting, "
+        f"{_count(result.gpu_pods, 'GPU pod')} ({result.bound} bound, {result.waiting} waiting, "
         f"{result.refused} refused by the kubelet)"
     )
     slots = f"GPU slots: {result.held} of {result.slots} held"
-    return f"{parts}; {result.workloads} GPU workloads, {pods}; {slots}"
+    return f"{parts}; {_count(result.workloads, 'GPU workload')}, {pods}; {slots}"
 
 
 def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -137,13 +140,23 @@ def placement_rows(result: AuditResult, *, limit: int = PLACEMENTS_SHOWN) -> lis
     return rows
 
 
-def text(result: AuditResult, *, colour: bool = False, include_pass: bool = False) -> str:
-    """The findings as a table (message, scheduler message and fix under each row), then
-    where each GPU workload's pods are, a summary line and what was audited."""
-    rows = table_rows(result, include_pass=include_pass)
+def _plain(result: str, cell: str) -> str:
+    return cell
 
-    def paint(status: str, cell: str) -> str:
-        return f"\033[{_COLOURS.get(status, '0')}m{cell}\033[0m" if colour else cell
+
+def text(
+    result: AuditResult,
+    *,
+    include_pass: bool = False,
+    paint: Callable[[str, str], str] = _plain,
+) -> str:
+    """The findings as a table (message, scheduler message and fix under each row), then
+    where each GPU workload's pods are, a summary line and what was audited.
+
+    ``paint(result, cell)`` decorates the RESULT cells (a terminal's colours: the shell's
+    business); the default leaves them plain.
+    """
+    rows = table_rows(result, include_pass=include_pass)
 
     lines = []
     if rows:
