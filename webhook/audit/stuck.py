@@ -21,6 +21,7 @@ placed. A pod the kubelet already refused (``UnexpectedAdmissionError``) gets th
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ __all__ = [
 HOLDERS_SHOWN = 5
 #: How many nodes a message lists before "and N more".
 NODES_SHOWN = 5
+# The pod spec fields the scheduler's GPU-relevant filters read (with the requests).
+_PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 
 
 def _count(raw: Any) -> int:
@@ -162,10 +165,17 @@ class Capacity:
         self.held: dict[tuple[str, str], int] = defaultdict(int)
         self.holders: dict[str, list[Holder]] = defaultdict(list)
         self._offers: dict[tuple[str, str], Offer] = {}
+        offering: dict[str, list[NodeView]] = defaultdict(list)
+        for view in self.nodes:
+            for name in view.gpus:
+                offering[name].append(view)
+        self._offering = dict(offering)
+        # Pods made from one template wait for the same reasons: one diagnosis per spec.
+        self._diagnosed: dict[str, list[Reason]] = {}
         for pool in inventory.pools:
-            for node in pool.nodes:
+            for node_name in pool.nodes:
                 for offer in pool.offers:
-                    self._offers[(node, offer.form.name)] = offer
+                    self._offers[(node_name, offer.form.name)] = offer
 
     def hold(self, pod: Mapping[str, Any], owner: Ref, requests: Mapping[str, int]) -> None:
         """Count a bound, unfinished pod's requests against its node."""
@@ -199,21 +209,35 @@ class Capacity:
     def diagnose_pending(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
         """Why an unbound GPU pod has no node; see the module docstring for the order."""
         spec = pod.get("spec") or {}
-        missing = [r for r in requests if not any(r in n.gpus for n in self.nodes)]
+        key = json.dumps(
+            [sorted(requests.items()), *(spec.get(k) for k in _PLACEMENT_FIELDS)],
+            sort_keys=True,
+            default=str,
+        )
+        found = self._diagnosed.get(key)
+        if found is None:
+            found = self._diagnosed[key] = self._diagnose(spec, requests)
+        return found
+
+    def _diagnose(self, spec: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
+        missing = [r for r in requests if r not in self._offering]
         if missing:
             return [self._not_offered(r) for r in missing]
-        offering = [n for n in self.nodes if all(r in n.gpus for r in requests)]
+        # The nodes that offer the scarcest of the requested resources, then the others.
+        first = min(requests, key=lambda r: len(self._offering[r]))
+        offering = [n for n in self._offering[first] if all(r in n.gpus for r in requests)]
         if not offering:
             return [self._not_together(requests)]
+        selector, affinity = spec.get("nodeSelector"), spec.get("affinity")
         selected = [
             n
             for n in offering
-            if selector_matches(spec.get("nodeSelector"), n.labels)
-            and affinity_matches(spec.get("affinity"), n)
+            if selector_matches(selector, n.labels) and affinity_matches(affinity, n)
         ]
         if not selected:
             return [self._selection(spec, requests, offering)]
-        admitted = [n for n in selected if not untolerated(n, spec.get("tolerations") or ())]
+        tolerations = spec.get("tolerations") or ()
+        admitted = [n for n in selected if not untolerated(n, tolerations)]
         if not admitted:
             return [self._taints(spec, requests, selected)]
         reasons = self._shared_above_one(requests, admitted)
@@ -278,7 +302,7 @@ class Capacity:
     def _not_together(self, requests: Mapping[str, int]) -> Reason:
         names = " and ".join(sorted(requests))
         per_name = "; ".join(
-            f"{r}: {_listed([n.name for n in self.nodes if r in n.gpus])}" for r in sorted(requests)
+            f"{r}: {_listed([n.name for n in self._offering[r]])}" for r in sorted(requests)
         )
         return Reason(
             "not-together",
@@ -438,12 +462,13 @@ class Capacity:
     def _elsewhere(self, requests: Mapping[str, int], fitting: list[NodeView]) -> Reason:
         free = [
             f"{n.name}: " + ", ".join(f"{self.free(n, r)} {r} free" for r in requests)
-            for n in fitting
+            for n in fitting[:NODES_SHOWN]
         ]
+        more = f" and {len(fitting) - NODES_SHOWN} more" if len(fitting) > NODES_SHOWN else ""
         return Reason(
             "elsewhere",
-            f"GPU slots are free for it ({_listed(free)}): what keeps it Pending is not its "
-            "GPU request",
+            f"GPU slots are free for it ({', '.join(free)}{more}): what keeps it Pending is not "
+            "its GPU request",
             "read the scheduler's message: cpu, memory, the pod count, host ports, volumes or "
             "pod (anti-)affinity may not fit those nodes",
         )
