@@ -8,21 +8,9 @@ from typing import Any
 import pytest
 
 from tests.audit.objects import NOW
+from tests.kube.objects import TIME_SLICING_CONFIG
 from webhook.audit import AuditResult, Collector, audit
 from webhook.policy import Policy, parse_policy
-
-_CONFIG = """\
-version: v1
-flags:
-  migStrategy: {mig}
-sharing:
-  timeSlicing:
-    renameByDefault: false
-    failRequestsGreaterThanOne: true
-    resources:
-      - name: nvidia.com/gpu
-        replicas: {replicas}
-"""
 
 
 def make_policy(
@@ -34,7 +22,7 @@ def make_policy(
     """Nodes labelled ``shared`` time-slice 4 ways; the others (key ``any``) are exclusive."""
     data = {
         "any": "version: v1\nflags:\n  migStrategy: none\n",
-        "shared": _CONFIG.format(mig="none", replicas=4),
+        "shared": TIME_SLICING_CONFIG,
         "mig": "version: v1\nflags:\n  migStrategy: mixed\n",
     }
     doc = {

@@ -13,6 +13,11 @@ from webhook.audit.stuck import pod_requests
 
 GPU1 = {"nvidia.com/gpu": 1}
 TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+# The kubelet's event for a shared request above one (NVIDIA/k8s-device-plugin README.md).
+TOO_LARGE = (
+    "Allocate failed due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu: 2' "
+    "too large: maximum request size for shared resources is 1, which is unexpected"
+)
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
@@ -189,13 +194,16 @@ CASES = [
                 node="gpu-1",
                 phase="Failed",
                 reason="UnexpectedAdmissionError",
-                message="Allocate failed due to rpc error",
+                message=TOO_LARGE,
             )
         ],
         [node("gpu-1", replicas=4, config_key="shared")],
         "gpu-pod-admitted",
         ("shared-above-one",),
-        ["refused by the kubelet (UnexpectedAdmissionError)"],
+        [
+            "refused by the kubelet (UnexpectedAdmissionError)",
+            "maximum request size for shared resources is 1, which is unexpected",
+        ],
         ["ask for 1"],
         id="refused-shared-above-one",
     ),

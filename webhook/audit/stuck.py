@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -255,10 +255,12 @@ class Capacity:
         """Why the kubelet refused a pod at admission (``UnexpectedAdmissionError``)."""
         node_name = (pod.get("spec") or {}).get("nodeName")
         node = next((n for n in self.nodes if n.name == node_name), None)
+        message = str((pod.get("status") or {}).get("message") or "no message")
         reasons = self._shared_above_one(requests, [node] if node is not None else [])
         if reasons:
-            return reasons
-        message = str((pod.get("status") or {}).get("message") or "no message")
+            return [
+                replace(r, message=f"{r.message}; the kubelet said {message!r}") for r in reasons
+            ]
         where = f" on {node_name}" if node_name else ""
         return [
             Reason(
