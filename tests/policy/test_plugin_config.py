@@ -93,20 +93,9 @@ def _cfg(text: str) -> object:
             "no resource name",
         ),
         (
-            "sharing: {mps: {resources: [{name: nvidia.com/mig-1g.5gb, replicas: 2}]}}",
-            "sharing.mps.resources[0].name",
-            "MPS is not supported for MIG",
-        ),
-        (
             "sharing: {timeSlicing: {renameByDefault: 'yes', resources: [{name: gpu, replicas: 2}]}}",
             "sharing.timeSlicing.renameByDefault",
             "true or false",
-        ),
-        (
-            "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]},"
-            " mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}",
-            "sharing",
-            "mutually exclusive",
         ),
     ],
     ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None,

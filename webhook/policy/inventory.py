@@ -3,8 +3,8 @@
 The inventory is an immutable snapshot built from one of three sources, best first:
 
 1. Node objects (a ``kubectl get nodes -o yaml`` dump, or the live watch): ``status.allocatable``
-   is the truth about resource names and slots, GPU Feature Discovery's labels the truth about
-   products; disagreements between the two are recorded, not hidden.
+   is the truth about resource names and slots, GFD labels the truth about products
+   (docs/device-plugin.md, "GFD labels"); disagreements between the two are recorded, not hidden.
 2. The pools the policy declares (``spec.pools``), expanded with the device-plugin config.
 3. The device-plugin config alone: resource names per config key, products unknown.
 """
@@ -183,12 +183,20 @@ def _declared_pool(policy: Policy, pool: DeclaredPool) -> Pool:
                 )
             )
     elif mig == "single" and pool.mig_devices:
-        profile, count = pool.mig_devices[0]
-        offers.append(
-            _offer_from_config(
-                gpu, profile, config, devices=count * nodes, selector_fallback=fallback, **common
+        # MPS cannot share MIG instances: the plugin stops and the pool advertises nothing
+        # (docs/device-plugin.md, "When the plugin serves nothing").
+        if config is not None and config.serves_mig_instances:
+            profile, count = pool.mig_devices[0]
+            offers.append(
+                _offer_from_config(
+                    gpu,
+                    profile,
+                    config,
+                    devices=count * nodes,
+                    selector_fallback=fallback,
+                    **common,
+                )
             )
-        )
     else:
         offers.append(
             _offer_from_config(
