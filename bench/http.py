@@ -64,6 +64,8 @@ FIXTURE = _REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutat
 CONFIG = "python:webhook.web.gunicorn_conf"
 APPS = {"noop": "bench.http:noop_app", "real": "webhook.web.wsgi:app"}
 HEADERS = {"Content-Type": "application/json"}
+# The API server appends the webhook's timeoutSeconds to the path it was configured with.
+MUTATE_PATH = "/mutate?timeout=10s"
 TARGET_RATE = 1500  # reviews/s the issue asks for on this 2-core machine
 
 # --------------------------------------------------------------------------------------------
@@ -73,12 +75,10 @@ TARGET_RATE = 1500  # reviews/s the issue asks for on this 2-core machine
 noop_app = Flask("noop")
 
 
-@noop_app.post("/mutate")
-@noop_app.post("/validate")
-def _noop_review() -> Response:
-    """Parse the AdmissionReview and allow it: the least a Python webhook can do."""
-    doc = json.loads(request.get_data(cache=False))
-    body = json.dumps(
+def allow_review(raw: bytes) -> bytes:
+    """Parse the AdmissionReview in ``raw``; the answer that allows it, with its uid."""
+    doc = json.loads(raw)
+    return json.dumps(
         {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
@@ -86,7 +86,13 @@ def _noop_review() -> Response:
         },
         separators=(",", ":"),
     ).encode()
-    return Response(body, content_type="application/json")
+
+
+@noop_app.post("/mutate")
+@noop_app.post("/validate")
+def _noop_review() -> Response:
+    """Parse the AdmissionReview and allow it: the least a Python webhook can do."""
+    return Response(allow_review(request.get_data(cache=False)), content_type="application/json")
 
 
 @noop_app.get("/healthz")
@@ -208,8 +214,9 @@ def client(
     stop_at: float,
     rate: float,
     out: Any,
+    path: str = MUTATE_PATH,
 ) -> None:
-    """One kept-alive connection: POST ``body`` until ``stop_at``; report through ``out``.
+    """One kept-alive connection: POST ``body`` to ``path`` until ``stop_at``; report via ``out``.
 
     ``rate`` 0 sends as fast as answers come; otherwise requests are scheduled every
     1/rate s from ``measure_from`` and latency counts from the scheduled time.
@@ -241,7 +248,7 @@ def client(
         else:
             start = now
         try:
-            conn.request("POST", "/mutate?timeout=10s", body=body, headers=HEADERS)
+            conn.request("POST", path, body=body, headers=HEADERS)
             resp = conn.getresponse()
             data = resp.read()
             ok = resp.status == 200 and uid in data
@@ -279,11 +286,18 @@ class Server:
         return children(self.proc.pid)
 
 
-def start_server(name: str, tmp: Path, tls_dir: Path, ca_file: Path, args: Any) -> Server:
-    """Start gunicorn for ``name`` (``real`` or ``noop``) and wait until it answers."""
+def free_port() -> int:
+    """A loopback TCP port nobody listens on (the server binds it a moment later)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+def start_server(
+    name: str, tmp: Path, tls_dir: Path, ca_file: Path, args: Any, app: str | None = None
+) -> Server:
+    """Start gunicorn serving ``app`` (default: ``APPS[name]``) and wait until it answers."""
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}
     env.update(
         PYTHONPATH=str(_REPO),
@@ -298,27 +312,35 @@ def start_server(name: str, tmp: Path, tls_dir: Path, ca_file: Path, args: Any) 
     log = tmp / f"{name}.log"
     with log.open("wb") as f:
         proc = subprocess.Popen(
-            [str(gunicorn), "-c", CONFIG, APPS[name]],
+            [str(gunicorn), "-c", CONFIG, app or APPS[name]],
             cwd=_REPO,
             env=env,
             stdout=f,
             stderr=subprocess.STDOUT,
         )
     server = Server(name, proc, port, log)
+    wait_ready(server, ca_file, args.workers)
+    return server
+
+
+def wait_ready(server: Server, ca_file: Path, workers: int, timeout: float = 30) -> None:
+    """Wait until ``server`` answers GET /healthz over TLS and has its ``workers`` children."""
     ctx = ssl.create_default_context(cafile=str(ca_file))
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     while True:
         try:
-            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+            conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=2)
             conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200 and len(server.workers()) == args.workers:
+            if conn.getresponse().status == 200 and len(server.workers()) == workers:
                 conn.close()
-                return server
+                return
             conn.close()
         except (OSError, http.client.HTTPException):
             pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"{name} server did not start; its log:\n{log.read_text()}")
+        if server.proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(
+                f"{server.name} server did not start; its log:\n{server.log.read_text()}"
+            )
         time.sleep(0.1)
 
 
@@ -327,8 +349,20 @@ def stop_server(server: Server) -> None:
     terminate(server.proc, 30)
 
 
-def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) -> dict[str, Any]:
-    """Load ``server`` from ``args.connections`` client processes; return the figures."""
+def drive(
+    server: Server,
+    body: bytes,
+    ca_file: Path,
+    args: Any,
+    rate: float,
+    path: str = MUTATE_PATH,
+    keep_latencies: bool = False,
+) -> dict[str, Any]:
+    """Load ``server`` from ``args.connections`` client processes; return the figures.
+
+    With ``keep_latencies`` the result also holds every latency (``latencies_s``, sorted), so
+    that a caller can pool several runs before taking percentiles.
+    """
     mp = multiprocessing.get_context("fork")
     out = mp.Queue()
     begin = time.monotonic() + 0.5  # time for the client processes to start
@@ -338,7 +372,7 @@ def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) ->
     procs = [
         mp.Process(
             target=client,
-            args=(i, server.port, str(ca_file), body, measure_from, stop_at, per_conn, out),
+            args=(i, server.port, str(ca_file), body, measure_from, stop_at, per_conn, out, path),
         )
         for i in range(args.connections)
     ]
@@ -375,7 +409,7 @@ def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) ->
 
     server_cpu = sum(cpu1.values()) - sum(cpu0.values())
     worker_cpu = sorted((cpu1[p] - cpu0[p] for p in pids if p != server.proc.pid), reverse=True)
-    return {
+    result = {
         "server": server.name,
         "offered_rate": rate or None,
         "seconds": args.seconds,
@@ -392,7 +426,12 @@ def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) ->
         "per_worker_cpu_s": [round(c, 2) for c in worker_cpu],
         "server_cpu_us_per_req": server_cpu / n * 1e6 if n else float("nan"),
         "client_cpu_us_per_req": client_cpu / n * 1e6 if n else float("nan"),
+        "server_cpu_s": server_cpu,
+        "client_cpu_s": client_cpu,
     }
+    if keep_latencies:
+        result["latencies_s"] = latencies
+    return result
 
 
 # --------------------------------------------------------------------------------------------
