@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from webhook.loading import load_policy
+from webhook.files import load_policy
 from webhook.policy import inventory_from_nodes, inventory_from_policy, review
 
 

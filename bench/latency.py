@@ -14,11 +14,11 @@ This measures what one review costs on each of these servers, under the same con
   policy), one server for both rows.
 
 The Python servers run under this project's gunicorn config (``-c
-python:webhook.web.gunicorn_conf``, 2 gthread workers x 4 threads, the same environment and
-certificates); Go uses every core (GOMAXPROCS defaults to the CPU count) with the same
-certificate. All of them are started once and kept running; the measured runs go round the
-servers in an order that rotates each round, first with one connection, then with eight, so
-a drift of the machine's load hits every server alike.
+python:webhook.server.gunicorn_conf``, started by ``tests.support.gunicorn``: 2 gthread workers
+x 4 threads, the same environment and certificates); Go uses every core (GOMAXPROCS defaults to
+the CPU count) with the same certificate. All of them are started once and kept running; the
+measured runs go round the servers in an order that rotates each round, first with one
+connection, then with eight, so a drift of the machine's load hits every server alike.
 
 The clients are those of bench/http.py: each a process with one ``http.client``
 HTTPSConnection, kept alive and verified against the CA as the API server does, sending the
@@ -69,35 +69,25 @@ import textwrap  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from bench.http import (  # noqa: E402
-    CONFIG,
     HEADERS,
     MUTATE_PATH,
-    Server,
     allow_review,
     drive,
-    free_port,
     review_body,
     start_server,
     stop_server,
-    wait_ready,
 )
+from webhook.server import GUNICORN_CONFIG, WSGI_APP  # noqa: E402
 
-# --------------------------------------------------------------------------------------------
-# What this benchmark knows of the project's internals: the app the server runs, where the
-# certificates come from (the gunicorn config is bench.http.CONFIG).
-# --------------------------------------------------------------------------------------------
+if TYPE_CHECKING:
+    from tests.support.gunicorn import Server
+    from webhook.certs.issue import CertPaths
 
-WEBHOOK_APP = "webhook.web.wsgi:app"
-
-
-def write_certs(directory: Path) -> Any:
-    """A CA and a serving pair for 127.0.0.1 in ``directory`` (webhook.tls.CertPaths)."""
-    from webhook import tls
-
-    return tls.write_certs(directory, days=1)
+# The bare WSGI app's workers import this module: as in bench/http.py, what only the driver
+# needs (the launcher, the certificates) is imported in the functions that use it.
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,26 +183,36 @@ def build_go() -> tuple[Path, str]:
     return GO_BINARY, version
 
 
-def start_go(binary: Path, tmp: Path, certs: Any) -> Server:
-    """Start the Go webhook with the serving pair in ``certs`` and wait until it answers."""
+def start_go(binary: Path, tmp: Path, certs: CertPaths) -> Server:
+    """Start the Go webhook with the serving pair in ``certs`` and wait until it answers.
+
+    It is no gunicorn, but it is a process on a free port answering /healthz over TLS: the
+    tests' launcher starts it, with the serving pair as arguments and no worker to wait for.
+    """
+    from tests.support.gunicorn import (
+        ServerDidNotStart,
+        client_context,
+        free_port,
+        launch,
+        wait_until_serving,
+    )
+
     port = free_port()
-    log = tmp / "go.log"
-    with log.open("wb") as f:
-        proc = subprocess.Popen(
-            [
-                str(binary),
-                "-addr",
-                f"127.0.0.1:{port}",
-                "-cert",
-                str(certs.cert),
-                "-key",
-                str(certs.key),
-            ],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server("go", proc, port, log)
-    wait_ready(server, certs.ca_cert, workers=0)
+    command = [
+        str(binary),
+        "-addr",
+        f"127.0.0.1:{port}",
+        "-cert",
+        str(certs.cert),
+        "-key",
+        str(certs.key),
+    ]
+    server = launch(command, tmp, dict(os.environ), client_context(certs.ca_cert), port)
+    try:
+        wait_until_serving(server, workers=None)
+    except ServerDidNotStart as exc:
+        stop_server(server)
+        raise SystemExit(f"the Go webhook did not start: {exc}") from None
     return server
 
 
@@ -220,7 +220,7 @@ def start_go(binary: Path, tmp: Path, certs: Any) -> Server:
 # The runs
 # --------------------------------------------------------------------------------------------
 
-# The defaults of webhook.web.gunicorn_conf, which the Deployment runs; info logs one line per
+# The defaults of webhook.server.gunicorn_conf, which the Deployment runs; info logs one line per
 # review, as in production.
 GUNICORN = argparse.Namespace(workers=2, threads=4, log_level="info")
 CONNECTIONS = (1, 8)
@@ -243,7 +243,7 @@ TARGETS = (
     Target("/mutate", "webhook", MUTATE_PATH),
     Target("/validate", "webhook", VALIDATE_PATH),
 )
-APPS = {"wsgi": "bench.latency:wsgi_app", "noop": "bench.http:noop_app", "webhook": WEBHOOK_APP}
+APPS = {"wsgi": "bench.latency:wsgi_app", "noop": "bench.http:noop_app", "webhook": WSGI_APP}
 
 
 @dataclass
@@ -346,6 +346,7 @@ def measure(
             )
             for target in order:
                 run = drive(
+                    target.name,
                     servers[target.server],
                     body,
                     ca_file,
@@ -408,18 +409,18 @@ def main() -> None:
     started = time.monotonic()
     load_before = os.getloadavg()[0]
 
+    from webhook.certs.issue import write_certs
+
     binary, version = build_go()
     body = review_body()
     servers: dict[str, Server] = {}
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as d:
         tmp = Path(d)
-        certs = write_certs(tmp / "tls")
+        certs = write_certs(tmp / "tls", days=1)
         try:
             servers["go"] = start_go(binary, tmp, certs)
             for name, app in APPS.items():
-                servers[name] = start_server(
-                    name, tmp, certs.directory, certs.ca_cert, GUNICORN, app=app
-                )
+                servers[name] = start_server(name, tmp, certs, GUNICORN, app=app)
             for target in TARGETS:
                 check_answer(target, servers[target.server].port, certs.ca_cert, body)
             pooled = measure(servers, certs.ca_cert, body, args)
@@ -435,7 +436,7 @@ def main() -> None:
         f" answer is in; 1 connection, then 8 (one client process each). {args.rounds} rounds of"
         f" {args.seconds:g} s per server and mode (after {args.warmup:g} s of warm-up), in a"
         f" rotating order; percentiles of all rounds pooled; times in us. Python servers:"
-        f" gunicorn -c {CONFIG}, {GUNICORN.workers} gthread workers x {GUNICORN.threads}"
+        f" gunicorn -c {GUNICORN_CONFIG}, {GUNICORN.workers} gthread workers x {GUNICORN.threads}"
         f" threads, log level {GUNICORN.log_level}; Go: {version}, GOMAXPROCS = {os.cpu_count()}"
         f" CPUs. Python {platform.python_version()}; load average before the run"
         f" {load_before:.2f}."

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.loading import load_policy
+from webhook.files import load_policy
 from webhook.policy import Inventory, Policy, inventory_from_policy
 
 ROOT = Path(__file__).resolve().parent.parent

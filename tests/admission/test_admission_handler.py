@@ -29,13 +29,13 @@ from reviewdata import (
 )
 
 from webhook.admission import (
-    API_VERSION,
     Outcome,
     clean_warnings,
     handle,
     parse_review,
 )
 from webhook.admission import handler as handler_module
+from webhook.contract import ADMISSION_API_VERSION
 from webhook.policy import Inventory, Policy
 from webhook.policy import review as engine_review
 
@@ -62,7 +62,7 @@ def check_envelope(outcome: Outcome, doc: dict[str, Any]) -> None:
     """What every answer must satisfy for the API server to accept it."""
     sent = json.loads(outcome.body)
     assert sent == outcome.response
-    assert sent["apiVersion"] == API_VERSION
+    assert sent["apiVersion"] == ADMISSION_API_VERSION
     assert sent["kind"] == "AdmissionReview"
     assert set(sent) == {"apiVersion", "kind", "response"}
     response = sent["response"]

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from reviewdata import fixture_ids, load, with_gpu
 
 from webhook.admission import Outcome, RequestError, handle
-from webhook.loading import load_policy
+from webhook.files import load_policy
 from webhook.policy import inventory_from_policy
 
 POLICY = load_policy(None)

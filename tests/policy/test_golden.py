@@ -15,7 +15,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from webhook.loading import load_policy
+from webhook.files import load_policy
 from webhook.policy import inventory_from_policy, review
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.loading import load_policy
+from webhook.files import load_policy
 from webhook.policy import Policy, inventory_from_policy, review
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "policies"

@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-API_VERSION = "admission.k8s.io/v1"
-KIND = "AdmissionReview"
+from webhook.contract import ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND
 
 # apiVersion group -> (kind -> (plural, namespaced)) for the kinds that carry pod templates,
 # plus the few others a suite is likely to hold. An unknown kind gets a lower-case plural
@@ -124,16 +123,17 @@ def build_review(
         request["namespace"] = namespace
     if operation == "CONNECT":
         request.pop("options")
-    return {"apiVersion": API_VERSION, "kind": KIND, "request": request}
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_REVIEW_KIND, "request": request}
 
 
 def parse_response(doc: Any, uid: str) -> Answer:
     """Check an AdmissionReview response as the API server would, and extract the answer."""
     if not isinstance(doc, Mapping):
         raise ResponseError("the response is not a JSON object")
-    if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
+    if doc.get("apiVersion") != ADMISSION_API_VERSION or doc.get("kind") != ADMISSION_REVIEW_KIND:
         raise ResponseError(
-            f"expected apiVersion {API_VERSION} kind {KIND}, got apiVersion "
+            f"expected apiVersion {ADMISSION_API_VERSION} kind {ADMISSION_REVIEW_KIND}, "
+            "got apiVersion "
             f"{doc.get('apiVersion')!r} kind {doc.get('kind')!r}"
         )
     response = doc.get("response")

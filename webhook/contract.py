@@ -1,0 +1,78 @@
+"""Names that the package, the chart, the image and the examples must agree on: one place.
+
+Environment variables and their defaults, the annotations the webhook reads and writes, API
+versions and kinds, the port and the HTTP paths. ``docs/contracts.md`` is the table a user
+reads; this module is what the code reads. A change here is a change of the project's contract:
+update the chart (``values.yaml``, templates), the Dockerfile and ``docs/contracts.md`` with it.
+
+This module is a leaf: it imports nothing of the project, so the pure core may use it too.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- Environment variables read by `gpu-policy serve` and the gunicorn config ------------------
+POLICY_FILE_ENV: Final = "GPU_POLICY_FILE"
+NODES_ENV: Final = "GPU_POLICY_NODES"
+KUBE_ENV: Final = "GPU_POLICY_KUBE"
+TLS_DIR_ENV: Final = "GPU_POLICY_TLS_DIR"
+CLIENT_CA_ENV: Final = "GPU_POLICY_CLIENT_CA"
+BIND_ENV: Final = "GPU_POLICY_BIND"
+WORKERS_ENV: Final = "GPU_POLICY_WORKERS"
+THREADS_ENV: Final = "GPU_POLICY_THREADS"
+LOG_LEVEL_ENV: Final = "GPU_POLICY_LOG_LEVEL"
+# prometheus_client's own name for the directory its multiprocess mode shares between workers.
+METRICS_DIR_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+
+# -- Their defaults (the Dockerfile and the chart set the same values) --------------------------
+PORT: Final = 8443
+DEFAULT_BIND: Final = f"0.0.0.0:{PORT}"
+DEFAULT_TLS_DIR: Final = "/etc/gpu-policy/tls"
+DEFAULT_WORKERS: Final = 2
+DEFAULT_THREADS: Final = 4
+DEFAULT_LOG_LEVEL: Final = "info"
+DEFAULT_KUBE: Final = "off"
+# The metrics directory's name: /tmp/gpu-policy-metrics in the image and the chart (an emptyDir).
+METRICS_DIR_NAME: Final = "gpu-policy-metrics"
+
+# `gpu-policy serve --dev` (what `make run` uses): loopback only, certificates from certs/dev.
+DEV_BIND: Final = f"127.0.0.1:{PORT}"
+DEV_CERT_DIR: Final = "certs/dev"
+
+# -- Files ----------------------------------------------------------------------------------------
+# The bundled example policy, a resource of the package `webhook.data`.
+EXAMPLE_POLICY: Final = "example-policy.yaml"
+# Where `gpu-policy plan` writes the device plugin's ConfigMap unless told (--configmap), and the
+# namespace a ConfigMap document without one is taken to be in.
+DEVICE_PLUGIN_CONFIGMAP: Final = ("kube-system", "time-slicing-config")
+TLS_CERT_FILE: Final = "tls.crt"
+TLS_KEY_FILE: Final = "tls.key"
+CA_CERT_FILE: Final = "ca.crt"
+
+# -- HTTP paths -----------------------------------------------------------------------------------
+MUTATE_PATH: Final = "/mutate"
+VALIDATE_PATH: Final = "/validate"
+HEALTHZ_PATH: Final = "/healthz"
+READYZ_PATH: Final = "/readyz"
+METRICS_PATH: Final = "/metrics"
+
+# -- API versions and kinds -----------------------------------------------------------------------
+# The project's own documents: SharingPolicy, Suite, Measurements.
+GPU_POLICY_API_VERSION: Final = "gpu-policy.io/v1alpha1"
+SHARING_POLICY_KIND: Final = "SharingPolicy"
+SUITE_KIND: Final = "Suite"
+MEASUREMENTS_KIND: Final = "Measurements"
+# What the API server sends and expects back (admissionReviewVersions: [v1]).
+ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
+ADMISSION_REVIEW_KIND: Final = "AdmissionReview"
+ADMISSION_OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+# -- Annotations and labels on Kubernetes objects -------------------------------------------------
+SHARING_ANNOTATION: Final = "gpu-policy.io/sharing"
+PRODUCT_ANNOTATION: Final = "gpu-policy.io/product"
+MIG_ANNOTATION: Final = "gpu-policy.io/mig-profile"
+# Written by the webhook on the pods it changes: what it changed, in words.
+MUTATIONS_ANNOTATION: Final = "gpu-policy.io/mutations"
+# A namespace with this label set to "disabled" opts out (the chart's namespaceSelector).
+OPT_OUT_LABEL: Final = "gpu-policy.io/webhook"
