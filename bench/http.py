@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 FIXTURE = _REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"
 NOOP_APP = "bench.http:noop_app"
 HEADERS = {"Content-Type": "application/json"}
+# The API server appends the webhook's timeoutSeconds to the path it was configured with.
+MUTATE_PATH = "/mutate?timeout=10s"
 TARGET_RATE = 1500  # reviews/s the issue asks for on this 2-core machine
 
 # --------------------------------------------------------------------------------------------
@@ -75,12 +77,10 @@ TARGET_RATE = 1500  # reviews/s the issue asks for on this 2-core machine
 noop_app = Flask("noop")
 
 
-@noop_app.post("/mutate")
-@noop_app.post("/validate")
-def _noop_review() -> Response:
-    """Parse the AdmissionReview and allow it: the least a Python webhook can do."""
-    doc = json.loads(request.get_data(cache=False))
-    body = json.dumps(
+def allow_review(raw: bytes) -> bytes:
+    """Parse the AdmissionReview in ``raw``; the answer that allows it, with its uid."""
+    doc = json.loads(raw)
+    return json.dumps(
         {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
@@ -88,7 +88,13 @@ def _noop_review() -> Response:
         },
         separators=(",", ":"),
     ).encode()
-    return Response(body, content_type="application/json")
+
+
+@noop_app.post("/mutate")
+@noop_app.post("/validate")
+def _noop_review() -> Response:
+    """Parse the AdmissionReview and allow it: the least a Python webhook can do."""
+    return Response(allow_review(request.get_data(cache=False)), content_type="application/json")
 
 
 @noop_app.get("/healthz")
@@ -178,8 +184,9 @@ def client(
     stop_at: float,
     rate: float,
     out: Any,
+    path: str = MUTATE_PATH,
 ) -> None:
-    """One kept-alive connection: POST ``body`` until ``stop_at``; report through ``out``.
+    """One kept-alive connection: POST ``body`` to ``path`` until ``stop_at``; report via ``out``.
 
     ``rate`` 0 sends as fast as answers come; otherwise requests are scheduled every
     1/rate s from ``measure_from`` and latency counts from the scheduled time.
@@ -211,7 +218,7 @@ def client(
         else:
             start = now
         try:
-            conn.request("POST", "/mutate?timeout=10s", body=body, headers=HEADERS)
+            conn.request("POST", path, body=body, headers=HEADERS)
             resp = conn.getresponse()
             data = resp.read()
             ok = resp.status == 200 and uid in data
@@ -235,8 +242,13 @@ def client(
     out.put(("done", idx, latencies, dict(errors), sockets, local_port, cpu))
 
 
-def start_server(name: str, tmp: Path, certs: CertPaths, args: Any) -> Server:
-    """Start gunicorn for ``name`` (``real`` or ``noop``) and wait until it answers."""
+def start_server(
+    name: str, tmp: Path, certs: CertPaths, args: Any, app: str | None = None
+) -> Server:
+    """Start gunicorn for ``name`` and wait until it answers.
+
+    ``app`` is the WSGI app to serve; by default the webhook for ``real``, else the no-op.
+    """
     from tests.support.gunicorn import ServerDidNotStart, start
     from webhook.server import WSGI_APP
 
@@ -244,7 +256,7 @@ def start_server(name: str, tmp: Path, certs: CertPaths, args: Any) -> Server:
         return start(
             tmp,
             certs,
-            app=WSGI_APP if name == "real" else NOOP_APP,
+            app=app or (WSGI_APP if name == "real" else NOOP_APP),
             workers=args.workers,
             threads=args.threads,
             log_level=args.log_level,
@@ -262,9 +274,20 @@ def stop_server(server: Server) -> None:
 
 
 def drive(
-    name: str, server: Server, body: bytes, ca_file: Path, args: Any, rate: float
+    name: str,
+    server: Server,
+    body: bytes,
+    ca_file: Path,
+    args: Any,
+    rate: float,
+    path: str = MUTATE_PATH,
+    keep_latencies: bool = False,
 ) -> dict[str, Any]:
-    """Load ``server`` (called ``name``) from ``args.connections`` client processes."""
+    """Load ``server`` (called ``name``) from ``args.connections`` client processes.
+
+    With ``keep_latencies`` the result also holds every latency (``latencies_s``, sorted), so
+    that a caller can pool several runs before taking percentiles.
+    """
     from tests.support.procs import cpu_seconds
 
     mp = multiprocessing.get_context("fork")
@@ -276,7 +299,7 @@ def drive(
     procs = [
         mp.Process(
             target=client,
-            args=(i, server.port, str(ca_file), body, measure_from, stop_at, per_conn, out),
+            args=(i, server.port, str(ca_file), body, measure_from, stop_at, per_conn, out, path),
         )
         for i in range(args.connections)
     ]
@@ -313,7 +336,7 @@ def drive(
 
     server_cpu = sum(cpu1.values()) - sum(cpu0.values())
     worker_cpu = sorted((cpu1[p] - cpu0[p] for p in pids if p != server.proc.pid), reverse=True)
-    return {
+    result = {
         "server": name,
         "offered_rate": rate or None,
         "seconds": args.seconds,
@@ -330,7 +353,12 @@ def drive(
         "per_worker_cpu_s": [round(c, 2) for c in worker_cpu],
         "server_cpu_us_per_req": server_cpu / n * 1e6 if n else float("nan"),
         "client_cpu_us_per_req": client_cpu / n * 1e6 if n else float("nan"),
+        "server_cpu_s": server_cpu,
+        "client_cpu_s": client_cpu,
     }
+    if keep_latencies:
+        result["latencies_s"] = latencies
+    return result
 
 
 # --------------------------------------------------------------------------------------------

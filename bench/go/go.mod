@@ -1,0 +1,3 @@
+module gpu-policy-webhook/bench/gowebhook
+
+go 1.22
