@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
-from tests.kube.objects import TIME_SLICING_CONFIG
 
 from tests.audit.objects import NOW
+from tests.support.objects import TIME_SLICING_CONFIG
 from webhook.audit import AuditResult, Collector, audit
 from webhook.policy import Policy, parse_policy
 

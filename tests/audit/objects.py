@@ -6,7 +6,7 @@ import zlib
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.kube.objects import gpu_node
+from tests.support.objects import gpu_node
 
 NOW = datetime(2025, 7, 14, 8, 18, 53, tzinfo=UTC)
 API = {
@@ -145,7 +145,7 @@ def workload(
 
 
 def node(name: str, kind: str = "l20", **kwargs: Any) -> dict[str, Any]:
-    """A GPU node as GFD labels it, without taints unless given (see tests.kube.objects)."""
+    """A GPU node as GFD labels it, without taints unless given (see tests.support.objects)."""
     kwargs.setdefault("taints", [])
     kwargs.setdefault("heavy", False)
     kwargs.setdefault("gpus", 1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.kube.objects import cpu_node
 
 from tests.audit.objects import node
+from tests.support.objects import cpu_node
 from webhook.audit.nodes import (
     NodeView,
     Taint,
