@@ -19,6 +19,7 @@ from webhook.audit import APIS, AuditResult, Collector, audit, document, reports
 from webhook.audit.owners import parse_time
 from webhook.cli.main import UsageError, add_colour_argument, use_colour
 from webhook.cli.render import paint, to_json, to_yaml
+from webhook.cli.review import COLOURS
 from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
 from webhook.policy import Policy
 
@@ -28,8 +29,6 @@ DESCRIPTION = (
     "fail level; 1: findings at fail level; 2: usage, file or cluster error."
 )
 OUTPUTS = ("text", "json", "yaml", "reports")
-#: The colour of each result in the text table (ANSI codes).
-COLOURS = {"fail": "31", "error": "31", "warn": "33", "pass": "32", "skip": "2"}
 
 
 def add_parser(sub: Any) -> None:

@@ -115,7 +115,7 @@ def read_for_audit(
     except Exception as exc:  # connection errors come as several urllib3 types
         raise ClusterError(f"listing {kind}s: {_describe(exc)}") from None
     finally:
-        api.close()
+        api.close()  # type: ignore[no-untyped-call]  # untyped upstream
     return nodes
 
 
