@@ -1,10 +1,11 @@
 """A loopback fake of the Kubernetes API server, for tests and benchmarks.
 
-It speaks enough of the real list/watch protocol for Nodes, Pods (cluster-wide) and
-ConfigMaps that the real ``kubernetes`` Python client can drive it unchanged:
+It speaks enough of the real list/watch protocol for Nodes, Pods (cluster-wide),
+ConfigMaps and the workload kinds (apps/v1 Deployments, StatefulSets, DaemonSets, ReplicaSets;
+batch/v1 Jobs, CronJobs) that the real ``kubernetes`` Python client can drive it unchanged:
 
-* ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/configmaps`` (and the
-  namespaced pods path) return a JSON list with ``metadata.resourceVersion``; ``limit`` and
+* ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/configmaps``,
+  ``/apis/apps/v1/deployments``... (and the namespaced paths) return a JSON list with ``metadata.resourceVersion``; ``limit`` and
   ``continue`` page through a consistent snapshot, as the API server does;
 * ``?watch=true&resourceVersion=N`` streams newline-delimited watch events (ADDED, MODIFIED,
   DELETED, BOOKMARK with ``allowWatchBookmarks``) over a chunked response that ends after
@@ -50,6 +51,18 @@ _RESOURCES: dict[str, tuple[str, bool]] = {
     "nodes": ("Node", False),
     "pods": ("Pod", True),
     "configmaps": ("ConfigMap", True),
+    "deployments": ("Deployment", True),
+    "statefulsets": ("StatefulSet", True),
+    "daemonsets": ("DaemonSet", True),
+    "replicasets": ("ReplicaSet", True),
+    "jobs": ("Job", True),
+    "cronjobs": ("CronJob", True),
+}
+# resource -> the API path prefix that serves it (``api/v1`` for the core group)
+_GROUPS = {
+    **{r: "api/v1" for r in ("nodes", "pods", "configmaps")},
+    **{r: "apis/apps/v1" for r in ("deployments", "statefulsets", "daemonsets", "replicasets")},
+    **{r: "apis/batch/v1" for r in ("jobs", "cronjobs")},
 }
 _KIND_TO_RESOURCE = {kind: res for res, (kind, _) in _RESOURCES.items()}
 _FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
@@ -63,7 +76,7 @@ class Request:
 
     method: str
     path: str
-    resource: str | None  # "nodes", "pods", "configmaps" or None
+    resource: str | None  # "nodes", "pods", "configmaps", "deployments"... or None
     verb: str  # "list", "watch" or "other"
     query: dict[str, str]
     at: float = field(default_factory=time.monotonic)
@@ -514,14 +527,20 @@ def _event_line(ev: _Event, sel: FieldSelector) -> bytes | None:
 
 
 def _route(path: str) -> tuple[str | None, str | None]:
-    """(namespace, resource) of ``/api/v1/RESOURCE`` or ``/api/v1/namespaces/NS/RESOURCE``."""
+    """(namespace, resource) of ``/PREFIX/RESOURCE`` or ``/PREFIX/namespaces/NS/RESOURCE``,
+    where PREFIX is ``api/v1`` or the ``apis/GROUP/VERSION`` that serves the resource."""
     parts = path.strip("/").split("/")
-    if parts[:2] == ["api", "v1"]:
-        if len(parts) == 3:
-            return None, parts[2]
-        if len(parts) == 5 and parts[2] == "namespaces":
-            return parts[3], parts[4]
-    return None, None
+    size = 2 if parts[:1] == ["api"] else 3
+    prefix, rest = "/".join(parts[:size]), parts[size:]
+    if len(rest) == 1:
+        namespace, resource = None, rest[0]
+    elif len(rest) == 3 and rest[0] == "namespaces":
+        namespace, resource = rest[1], rest[2]
+    else:
+        return None, None
+    if _GROUPS.get(resource) != prefix:
+        return None, None
+    return namespace, resource
 
 
 class _HttpError(Exception):

@@ -1,0 +1,128 @@
+"""The audit's paged listing, through the real client against the loopback API server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.apiserver import FakeApiServer
+from webhook.audit import Collector, audit, document
+from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
+from webhook.kube.lister import AUDIT_KINDS, ClusterError, read_for_audit
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "examples" / "clusters" / "seed003-before"
+OBJECTS = ROOT / "examples" / "audit" / "seed003-before" / "objects.yaml"
+NOW = "2025-07-14T08:18:53Z"
+RESOURCES = {
+    "Pod": "pods",
+    "Deployment": "deployments",
+    "StatefulSet": "statefulsets",
+    "DaemonSet": "daemonsets",
+    "ReplicaSet": "replicasets",
+    "Job": "jobs",
+    "CronJob": "cronjobs",
+}
+
+
+def dump_objects() -> list[dict[str, Any]]:
+    return [d.value for d in kubernetes_objects(read_text(OBJECTS), source=str(OBJECTS))]
+
+
+def dump_nodes() -> list[dict[str, Any]]:
+    path = CLUSTER / "nodes.yaml"
+    return nodes_from_text(read_text(path), source=str(path))
+
+
+@pytest.fixture
+def cluster(fake: FakeApiServer, tmp_path: Path) -> Path:
+    """The dump's cluster served by the fake; its kubeconfig."""
+    fake.add_many(dump_nodes())
+    fake.add_many(dump_objects())
+    return fake.write_kubeconfig(tmp_path)
+
+
+class Pages:
+    """A sink that records the size of every page it is handed."""
+
+    def __init__(self) -> None:
+        self.collector = Collector()
+        self.sizes: list[tuple[str, int]] = []
+
+    def add_all(self, objects: Any, kind: str | None = None) -> None:
+        page = list(objects)
+        self.sizes.append((str(kind), len(page)))
+        self.collector.add_all(page, kind=kind)
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 500], ids=["page-1", "page-2", "page-500"])
+def test_the_live_audit_is_the_dump_audit(
+    fake: FakeApiServer, cluster: Path, page_size: int
+) -> None:
+    sink = Pages()
+    nodes = read_for_audit(str(cluster), sink, page_size=page_size, timeout=10)
+    policy = load_policy(CLUSTER / "policy.yaml")
+    now = datetime(2025, 7, 14, 8, 18, 53, tzinfo=UTC)
+    live = document(audit(sink.collector, nodes, policy=policy, now=now))
+    dumped = Collector()
+    dumped.add_all(dump_objects())
+    offline = document(audit(dumped, dump_nodes(), policy=policy, now=now))
+    assert live["findings"] == offline["findings"]
+    assert live["scanned"] == offline["scanned"]
+    assert live["exitStatus"] == 1
+    # Every page holds at most page_size objects, and every kind was paged through.
+    assert all(size <= page_size for _, size in sink.sizes)
+    assert {kind for kind, _ in sink.sizes} == set(AUDIT_KINDS)
+    for kind, resource in RESOURCES.items():
+        lists = [r for r in fake.requests if r.resource == resource and r.verb == "list"]
+        assert all(r.query.get("limit") == str(page_size) for r in lists)
+        stored = sum(1 for o in dump_objects() if o["kind"] == kind)
+        assert len(lists) == max(1, -(-stored // page_size)), kind
+        assert sum(1 for r in lists if "continue" in r.query) == len(lists) - 1
+
+
+def test_a_forbidden_kind_is_one_line_naming_it(fake: FakeApiServer, cluster: Path) -> None:
+    fake.forbidden.add("cronjobs")
+    with pytest.raises(ClusterError, match=r"^listing CronJobs: HTTP 403 Forbidden: cronjobs is"):
+        read_for_audit(str(cluster), Collector(), timeout=10)
+
+
+def test_a_cluster_that_is_down_is_one_line(fake: FakeApiServer, cluster: Path) -> None:
+    fake.go_down("503")
+    with pytest.raises(ClusterError, match=r"^listing Nodes: "):
+        read_for_audit(str(cluster), Collector(), timeout=10)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "audit", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_command_on_a_live_cluster(fake: FakeApiServer, cluster: Path) -> None:
+    common = ["--kubeconfig", str(cluster), "--policy", str(CLUSTER / "policy.yaml")]
+    done = run_cli(*common, "--now", NOW, "--page-size", "2", "-o", "json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["pods"] == {"gpu": 4, "bound": 2, "waiting": 2, "refused": 0}
+    assert [f["rule"] for f in doc["findings"] if f["result"] == "fail"] == ["gpu-pod-scheduled"]
+    reports = run_cli(*common, "--now", NOW, "-o", "reports")
+    assert reports.returncode == 1
+    assert len([d for d in yaml.safe_load_all(reports.stdout) if d]) == 3
+    fake.forbidden.add("pods")
+    refused = run_cli(*common)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("gpu-policy audit: listing Pods: HTTP 403 Forbidden")
+    assert len(refused.stderr.splitlines()) == 1

@@ -1,0 +1,128 @@
+"""Listing the cluster once, page by page, for the audit.
+
+Each kind is listed with ``limit``/``continue``; every page's raw JSON is decoded with orjson
+(``_preload_content=False``, as the watchers do) and handed to the sink at once, so that no
+more than one page of full objects is held: the sink (``webhook.audit.Collector``) keeps only
+what GPU judgement needs. Nodes are trimmed to what the engine reads and returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+import orjson
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from webhook.kube.dryrun import connect
+from webhook.kube.trim import trim_node
+from webhook.kube.watcher import _describe
+
+__all__ = ["AUDIT_KINDS", "ClusterError", "Sink", "list_pages", "read_for_audit"]
+
+PAGE_SIZE = 500
+
+
+class ClusterError(Exception):
+    """The cluster could not be read: one line naming the kind and the cause."""
+
+
+class Sink(Protocol):
+    """What takes each page's items (``webhook.audit.Collector``)."""
+
+    def add_all(self, objects: Iterable[Mapping[str, Any]], kind: str | None = None) -> None:
+        """Read every object of one page."""
+
+
+def _calls(api: client.ApiClient) -> dict[str, Callable[..., Any]]:
+    core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
+    return {
+        "Pod": core.list_pod_for_all_namespaces,
+        "Deployment": apps.list_deployment_for_all_namespaces,
+        "StatefulSet": apps.list_stateful_set_for_all_namespaces,
+        "DaemonSet": apps.list_daemon_set_for_all_namespaces,
+        "ReplicaSet": apps.list_replica_set_for_all_namespaces,
+        "Job": batch.list_job_for_all_namespaces,
+        "CronJob": batch.list_cron_job_for_all_namespaces,
+    }
+
+
+#: The kinds the audit lists besides nodes (the ClusterRole of the audit grants exactly these).
+AUDIT_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
+
+
+def list_pages(
+    call: Callable[..., Any], *, page_size: int = PAGE_SIZE, timeout: float = 30.0
+) -> Iterable[list[dict[str, Any]]]:
+    """The items of a list call, one page (at most ``page_size`` objects) at a time."""
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {
+            "_preload_content": False,
+            "_request_timeout": timeout,
+            "limit": page_size,
+        }
+        if token:
+            kwargs["_continue"] = token
+        resp = call(**kwargs)
+        try:
+            body = resp.data
+        finally:
+            resp.release_conn()
+        doc = orjson.loads(body)
+        del body  # the raw page can be large; do not hold it while the sink reads it
+        token = (doc.get("metadata") or {}).get("continue")
+        items = doc.get("items") or []
+        del doc
+        yield items
+        if not token:
+            return
+
+
+def read_for_audit(
+    kubeconfig: str,
+    sink: Sink,
+    *,
+    context: str | None = None,
+    page_size: int = PAGE_SIZE,
+    timeout: float = 30.0,
+) -> list[dict[str, Any]]:
+    """List every audited kind into ``sink``, page by page; return the (trimmed) nodes.
+
+    Raises ClusterError with one line (the kind, the HTTP status or the connection error)
+    when the kubeconfig cannot be used or a list fails.
+    """
+    try:
+        api = connect(kubeconfig, context)
+    except ValueError as exc:
+        raise ClusterError(str(exc)) from None
+    kind = "Node"
+    try:
+        nodes = [
+            trim_node(node)
+            for page in list_pages(
+                client.CoreV1Api(api).list_node, page_size=page_size, timeout=timeout
+            )
+            for node in page
+        ]
+        for kind, call in _calls(api).items():
+            for page in list_pages(call, page_size=page_size, timeout=timeout):
+                sink.add_all(page, kind=kind)
+    except ApiException as exc:
+        detail = _status_message(exc)
+        raise ClusterError(f"listing {kind}s: {_describe(exc)}{detail}") from None
+    except Exception as exc:  # connection errors come as several urllib3 types
+        raise ClusterError(f"listing {kind}s: {_describe(exc)}") from None
+    finally:
+        api.close()  # type: ignore[no-untyped-call]  # untyped upstream
+    return nodes
+
+
+def _status_message(exc: ApiException) -> str:
+    """The API server's Status message (``... is forbidden: ...``), after a colon."""
+    try:
+        message = orjson.loads(exc.body or b"{}").get("message")
+    except (orjson.JSONDecodeError, AttributeError):
+        return ""
+    return f": {message}" if message else ""
