@@ -24,6 +24,7 @@ from typing import Any
 from webhook.contract import (
     BIND_ENV,
     CA_CERT_FILE,
+    CERT_SECRET_ENV,
     DEFAULT_BIND,
     DEFAULT_KUBE,
     DEFAULT_TLS_DIR,
@@ -78,6 +79,7 @@ def server_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, s
         # The bundled example, unless --policy names another file; no cluster to watch.
         env.pop(POLICY_FILE_ENV, None)
         env.pop(NODES_ENV, None)
+        env.pop(CERT_SECRET_ENV, None)  # the certificates of --cert-dir, not a cluster's
         env[KUBE_ENV] = DEFAULT_KUBE
         env[BIND_ENV] = DEV_BIND
         env[TLS_DIR_ENV] = DEV_CERT_DIR
@@ -129,12 +131,14 @@ def run(args: argparse.Namespace) -> int:
     A problem is one line on stderr and exit status 2 (a bad policy file raises PolicyError,
     which the CLI prints the same way).
     """
+    from webhook.certs.manager import CertManagerSettings
     from webhook.web.settings import Settings
     from webhook.web.state import load_snapshot
 
     env = server_env(args, os.environ)
     try:
         settings = Settings.from_env(env)
+        certs = CertManagerSettings.from_env(env)
     except ValueError as exc:
         return _usage(str(exc))
     # A bad policy raises PolicyError here: the CLI prints it as one line and exits 2.
@@ -146,8 +150,21 @@ def run(args: argparse.Namespace) -> int:
             load_client(settings.kube).close()  # type: ignore[no-untyped-call]
         except Exception as exc:  # ConfigException, OSError, ...: the same one-line answer
             return _usage(f"{KUBE_ENV}={settings.kube}: {exc}")
+    # Self-managed certificates: gunicorn's master makes the files before it binds
+    # (webhook.web.selfmanaged), with the service account when no cluster is watched.
+    if certs is not None and certs.kube != settings.kube:
+        from webhook.kube import load_client
+
+        try:
+            load_client(certs.kube).close()  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            return _usage(f"{CERT_SECRET_ENV}: cannot reach the cluster ({certs.kube}): {exc}")
     tls_dir = Path(env.get(TLS_DIR_ENV, DEFAULT_TLS_DIR))
-    missing = [name for name in (TLS_CERT_FILE, TLS_KEY_FILE) if not (tls_dir / name).is_file()]
+    missing = [
+        name
+        for name in (TLS_CERT_FILE, TLS_KEY_FILE)
+        if certs is None and not (tls_dir / name).is_file()
+    ]
     if missing:
         hint = f"; make them with: gpu-policy certs --out {tls_dir}" if args.dev else ""
         return _usage(f"{tls_dir}: no {' or '.join(missing)}{hint}")

@@ -25,9 +25,11 @@ after ``-c`` override them. What matters and why:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
+import shutil
 import ssl
 import tempfile
 from collections.abc import Callable, Mapping
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook import tls
+from webhook.certs.manager import CertManager, CertManagerSettings
 from webhook.contract import (
     BIND_ENV,
     CLIENT_CA_ENV,
@@ -55,7 +58,6 @@ from webhook.contract import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_METRICS_DIR = os.path.join(tempfile.gettempdir(), "gpu-policy-metrics")
 CERT_CHECK_INTERVAL = 1.0  # seconds between two os.stat checks of the TLS files
 
 
@@ -69,7 +71,7 @@ class ServerSettings:
     tls_dir: Path
     client_ca: Path | None
     log_level: str
-    metrics_dir: Path
+    metrics_dir: Path | None  # None: a directory private to this server (private_metrics_dir)
 
     @property
     def cert_file(self) -> Path:
@@ -96,6 +98,7 @@ class ServerSettings:
             return value
 
         client_ca = env.get(CLIENT_CA_ENV, "").strip()
+        metrics = env.get(METRICS_DIR_ENV, "").strip()
         return cls(
             bind=env.get(BIND_ENV, "").strip() or DEFAULT_BIND,
             workers=positive_int(WORKERS_ENV, DEFAULT_WORKERS),
@@ -103,16 +106,39 @@ class ServerSettings:
             tls_dir=Path(env.get(TLS_DIR_ENV, "").strip() or DEFAULT_TLS_DIR),
             client_ca=Path(client_ca) if client_ca else None,
             log_level=env.get(LOG_LEVEL_ENV, "").strip().lower() or DEFAULT_LOG_LEVEL,
-            metrics_dir=Path(env.get(METRICS_DIR_ENV, "").strip() or DEFAULT_METRICS_DIR),
+            metrics_dir=Path(metrics) if metrics else None,
         )
 
 
+def private_metrics_dir() -> Path:
+    """A new metrics directory for this server alone, removed when the master exits.
+
+    One fixed default directory would be shared by every server on the host, and each new
+    server wipes it at start (below): a second server would silently reset the first one's
+    counters. The workers are forks of the master and inherit the exit handler, so only the
+    process that made the directory removes it. A new master after a USR2 re-exec gets its own:
+    gunicorn gives it the environment from before this module set the variable.
+    """
+    path = Path(tempfile.mkdtemp(prefix="gpu-policy-metrics-"))
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(path, ignore_errors=True)
+
+    atexit.register(remove)
+    return path
+
+
 settings = ServerSettings.from_env(os.environ)
+cert_settings = CertManagerSettings.from_env(os.environ)
 
 # prometheus_client decides at import time, from this variable, to keep its metrics in files
-# shared by the workers. Set it before any worker imports it, and make sure it exists.
-os.environ[METRICS_DIR_ENV] = str(settings.metrics_dir)
-settings.metrics_dir.mkdir(parents=True, exist_ok=True)
+# shared by the workers. Set it before any worker imports it, and make sure it exists. The
+# chart gives an emptyDir of its own; without the variable, the server makes a private one.
+metrics_dir = settings.metrics_dir or private_metrics_dir()
+os.environ[METRICS_DIR_ENV] = str(metrics_dir)
+metrics_dir.mkdir(parents=True, exist_ok=True)
 
 # --- gunicorn settings (module-level names gunicorn reads) ----------------------------------
 
@@ -178,8 +204,16 @@ def serving_context() -> tls.ReloadingSSLContext:
 _PROMETHEUS_FILE = re.compile(r"^[a-z_]+_\d+\.db$")
 
 
+_cert_manager: CertManager | None = None
+
+
 def on_starting(server: Any) -> None:
-    """Master, before binding: load the certificate and clear stale metric files."""
+    """Master, before binding: certificates (made first when self-managed), stale metrics."""
+    global _cert_manager  # noqa: PLW0603 - one certificate manager per master
+    if cert_settings is not None:
+        from webhook.web.selfmanaged import start_in_master
+
+        _cert_manager = start_in_master(cert_settings, server.log)
     try:
         reloader = serving_context()
     except tls.TLSError as e:
@@ -199,9 +233,21 @@ def on_starting(server: Any) -> None:
     # Files of a previous run (the emptyDir survives container restarts) would add dead
     # processes' counters to ours. prometheus_client asks for the directory to be wiped
     # before start; only its own file names are removed.
-    for path in settings.metrics_dir.iterdir():
+    for path in metrics_dir.iterdir():
         if _PROMETHEUS_FILE.match(path.name) and path.is_file():
             path.unlink(missing_ok=True)
+
+
+def when_ready(server: Any) -> None:
+    """Master, bound and about to start the workers: the certificate rounds begin."""
+    if _cert_manager is not None:
+        _cert_manager.start()
+
+
+def on_exit(server: Any) -> None:
+    """Master, stopping: let a certificate round in progress finish."""
+    if _cert_manager is not None:
+        _cert_manager.stop()
 
 
 def ssl_context(

@@ -10,7 +10,9 @@ then stops ("Worker failed to boot") instead of serving without a policy.
 from __future__ import annotations
 
 import logging
+import os
 
+from webhook.certs.manager import PublishedCACheck
 from webhook.policy import PolicyError
 from webhook.web.app import create_app
 from webhook.web.cluster import ClusterError
@@ -23,7 +25,8 @@ WORKER_BOOT_ERROR = 3
 settings = Settings.from_env()
 configure_logging(settings.log_level)
 try:
-    app = create_app(settings)
+    # Self-managed certificates: not ready until the API server would trust what is served.
+    app = create_app(settings, ready_checks=PublishedCACheck.from_env(os.environ))
 except PolicyError as exc:
     logging.getLogger(__name__).critical("cannot load the policy: %s", exc)
     raise SystemExit(WORKER_BOOT_ERROR) from None

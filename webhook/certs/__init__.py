@@ -1,0 +1,1 @@
+"""Certificates the server manages itself at run time (``certificates.mode: selfManaged``)."""
