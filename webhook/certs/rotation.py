@@ -476,7 +476,11 @@ def plan(
     force_next = False
     ca, problem = _usable_ca(draft.data, CA_CERT_FILE, CA_KEY_FILE, now)
     if ca is None:
-        what = "the Secret does not exist" if current is None else f"the Secret's {problem}"
+        what = (
+            "the Secret does not exist"
+            if current is None
+            else f"the Secret's CA is unusable ({problem})"
+        )
         if remembered is not None:
             ca, _ = _usable_ca(remembered.data, CA_CERT_FILE, CA_KEY_FILE, now)
         if ca is None or remembered is None:
