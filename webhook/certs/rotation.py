@@ -221,13 +221,11 @@ def _serving_problem(
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature):
         return f"{TLS_CERT_FILE} is not signed by {CA_CERT_FILE}"
-    try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
+    missing = tls.missing_dns_names(cert, dns_names)
+    if missing is None:
         return f"{TLS_CERT_FILE} has no subjectAltName"
-    missing = set(dns_names) - set(san.get_values_for_type(x509.DNSName))
     if missing:
-        return f"{TLS_CERT_FILE} lacks the names {', '.join(sorted(missing))}"
+        return f"{TLS_CERT_FILE} lacks the names {', '.join(missing)}"
     if now < cert.not_valid_before_utc:
         return f"{TLS_CERT_FILE} is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M}"
     due = renewal_time(cert, timing.renew_fraction)

@@ -179,56 +179,51 @@ class KubeCertStore:
         assert secret is not None  # from_dict returns None only for None
         return secret
 
+    def _secret_call(
+        self, what: str, call: Callable[..., Any], *args: Any, absent: tuple[int, ...]
+    ) -> SecretObject | None:
+        """One Secret request; None for the statuses in ``absent``, RuntimeError for others."""
+        try:
+            response = call(*args, _preload_content=False, _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status in absent:
+                return None
+            raise RuntimeError(f"cannot {what} {self.label}: {_message(exc)}") from None
+        return self._secret(_body(response))
+
     def read_secret(self) -> SecretObject | None:
         """The Secret, or None when it does not exist."""
-        try:
-            response = self.core.read_namespaced_secret(
-                self.secret_name,
-                self.namespace,
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise RuntimeError(f"cannot read {self.label}: {_message(exc)}") from None
-        return self._secret(_body(response))
+        return self._secret_call(
+            "read",
+            self.core.read_namespaced_secret,
+            self.secret_name,
+            self.namespace,
+            absent=(404,),
+        )
 
     def create_secret(
         self, data: Mapping[str, bytes], annotations: Mapping[str, str]
     ) -> SecretObject | None:
         """Create the Secret; None when another replica created it first (409)."""
         self._labels = dict(SECRET_LABELS)
-        try:
-            response = self.core.create_namespaced_secret(
-                self.namespace,
-                self._secret_body(data, annotations, None),
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            )
-        except ApiException as exc:
-            if exc.status == 409:
-                return None
-            raise RuntimeError(f"cannot create {self.label}: {_message(exc)}") from None
-        return self._secret(_body(response))
+        body = self._secret_body(data, annotations, None)
+        return self._secret_call(
+            "create", self.core.create_namespaced_secret, self.namespace, body, absent=(409,)
+        )
 
     def replace_secret(
         self, data: Mapping[str, bytes], annotations: Mapping[str, str], resource_version: str
     ) -> SecretObject | None:
         """Replace the Secret read at ``resource_version``; None if it changed (409) or went."""
-        try:
-            response = self.core.replace_namespaced_secret(
-                self.secret_name,
-                self.namespace,
-                self._secret_body(data, annotations, resource_version),
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            )
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                return None
-            raise RuntimeError(f"cannot update {self.label}: {_message(exc)}") from None
-        return self._secret(_body(response))
+        body = self._secret_body(data, annotations, resource_version)
+        return self._secret_call(
+            "update",
+            self.core.replace_namespaced_secret,
+            self.secret_name,
+            self.namespace,
+            body,
+            absent=(404, 409),
+        )
 
     # -- the webhook configurations ----------------------------------------------------------
 
