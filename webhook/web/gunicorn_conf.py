@@ -19,6 +19,11 @@ after ``-c`` override them. What matters and why:
   certificate of a live connection), which is harmless while both are signed by the CA the API
   server trusts. The gevent and tornado workers build their context once per worker and would
   not reload: do not switch to them.
+* **Self-managed certificates** (``GPU_POLICY_CERT_SECRET``): the master makes the files in
+  ``on_starting`` and keeps them in step from a thread (``webhook.web.selfmanaged`` says why
+  there); the reloading above serves what it writes.
+* **Metrics of this server only.** Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes a
+  directory of its own and removes it at exit: two servers on one host never share one.
 * **graceful shutdown.** On SIGTERM workers stop accepting and finish the requests in flight
   (up to ``graceful_timeout``), so a rolling update fails no admission request.
 """
