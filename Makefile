@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TOOLS  := .cache/tools
 
-.PHONY: run test lint types arch pytest harness chart tools bench clean certs
+.PHONY: run test lint types arch pytest harness chart tools bench clean certs image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,14 +40,21 @@ tools: $(STAMP) $(TOOLS)/helm
 $(TOOLS)/helm: scripts/fetch_tools.py
 	$(PY) scripts/fetch_tools.py --dest $(TOOLS)
 
+# -rs lists every skipped test with its reason: a check that could not run here (the
+# container image without root or its tools, hadolint, ...) shows why, never silently.
 pytest: $(STAMP) tools
-	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rs
 
 harness: $(STAMP)
 	$(BIN)/gpu-policy test examples/suites
 
 bench: $(STAMP)
 	$(PY) bench/engine.py
+
+## make image: build the Dockerfile on a local Debian stand-in for the Python base image and
+## check the container as the chart runs it (root; see scripts/image_check.py). Also in make test.
+image: $(STAMP)
+	$(PY) scripts/image_check.py
 
 certs: $(STAMP)
 	$(BIN)/gpu-policy certs --out certs/dev

@@ -1,15 +1,16 @@
 """End-to-end HTTP benchmark: the real webhook against a no-op app, side by side in one run.
 
-Starts two gunicorn servers with identical settings (``-c python:webhook.web.gunicorn_conf``,
-the same environment: 2 gthread workers, 4 threads, the same certificates, log level info):
+Starts two gunicorn servers with identical settings (``-c python:webhook.server.gunicorn_conf``,
+the same environment: 2 gthread workers, 4 threads, the same certificates, log level info;
+started by ``tests.support.gunicorn``):
 
-* ``real``: the webhook (``webhook.web.wsgi:app``) on the bundled example policy;
+* ``real``: the webhook (``webhook.server.wsgi:app``) on the bundled example policy;
 * ``noop``: a Flask app (``noop_app`` below) that parses the JSON body and echoes the uid.
 
 Each is driven over kept-alive TLS (verified against the CA, as the API server does) by
 client processes, one ``http.client.HTTPSConnection`` each, posting the same AdmissionReview:
-a ~3.9 KB pod CREATE with two containers, one asking for ``nvidia.com/gpu: 1`` (the request
-of docs PERFORMANCE.md), to ``/mutate``. First as fast as possible for ``--seconds`` (after a
+a ~3.9 KB pod CREATE with two containers, one asking for ``nvidia.com/gpu: 1``, to
+``/mutate``. First as fast as possible for ``--seconds`` (after a
 warm-up; ``--rounds`` times, alternating, and the medians count: the machine's load drifts),
 then paced, for the latency figures, at 750 req/s (half the 1,500 reviews/s target) and at half
 the lower of the two maximum rates (latency counted from the scheduled send time, so a stall is
@@ -47,22 +48,23 @@ import http.client  # noqa: E402
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
-import socket  # noqa: E402
 import ssl  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from flask import Flask, Response, request  # noqa: E402
 
-from bench.procs import terminate  # noqa: E402
+if TYPE_CHECKING:
+    from tests.support.gunicorn import Server
+    from webhook.certs.issue import CertPaths
+
+# The no-op app's workers import this module: what only the driver needs is imported in the
+# functions that use it, so the baseline loads no more than Flask.
 
 FIXTURE = _REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"
-CONFIG = "python:webhook.web.gunicorn_conf"
-APPS = {"noop": "bench.http:noop_app", "real": "webhook.web.wsgi:app"}
+NOOP_APP = "bench.http:noop_app"
 HEADERS = {"Content-Type": "application/json"}
 TARGET_RATE = 1500  # reviews/s the issue asks for on this 2-core machine
 
@@ -128,38 +130,6 @@ def review_body() -> bytes:
 # --------------------------------------------------------------------------------------------
 # /proc: CPU of a process tree, and which worker holds a connection
 # --------------------------------------------------------------------------------------------
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
-def children(master: int) -> list[int]:
-    """The pids whose parent is ``master`` (the gunicorn workers)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if int(_stat(int(entry))[1]) == master:
-                    out.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
-
-
-def cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """utime + stime of each pid, in seconds."""
-    out = {}
-    for pid in pids:
-        try:
-            fields = _stat(pid)
-            out[pid] = (int(fields[11]) + int(fields[12])) / _TICK
-        except (OSError, IndexError, ValueError):
-            out[pid] = 0.0
-    return out
 
 
 def _socket_inodes(server_port: int) -> dict[int, int]:
@@ -265,70 +235,38 @@ def client(
     out.put(("done", idx, latencies, dict(errors), sockets, local_port, cpu))
 
 
-@dataclass
-class Server:
-    """One running gunicorn."""
-
-    name: str
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def workers(self) -> list[int]:
-        """The worker pids."""
-        return children(self.proc.pid)
-
-
-def start_server(name: str, tmp: Path, tls_dir: Path, ca_file: Path, args: Any) -> Server:
+def start_server(name: str, tmp: Path, certs: CertPaths, args: Any) -> Server:
     """Start gunicorn for ``name`` (``real`` or ``noop``) and wait until it answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}
-    env.update(
-        PYTHONPATH=str(_REPO),
-        GPU_POLICY_BIND=f"127.0.0.1:{port}",
-        GPU_POLICY_TLS_DIR=str(tls_dir),
-        GPU_POLICY_WORKERS=str(args.workers),
-        GPU_POLICY_THREADS=str(args.threads),
-        GPU_POLICY_LOG_LEVEL=args.log_level,
-        PROMETHEUS_MULTIPROC_DIR=str(tmp / f"metrics-{name}"),
-    )
-    gunicorn = Path(sys.executable).parent / "gunicorn"
-    log = tmp / f"{name}.log"
-    with log.open("wb") as f:
-        proc = subprocess.Popen(
-            [str(gunicorn), "-c", CONFIG, APPS[name]],
-            cwd=_REPO,
-            env=env,
-            stdout=f,
-            stderr=subprocess.STDOUT,
+    from tests.support.gunicorn import ServerDidNotStart, start
+    from webhook.server import WSGI_APP
+
+    try:
+        return start(
+            tmp,
+            certs,
+            app=WSGI_APP if name == "real" else NOOP_APP,
+            workers=args.workers,
+            threads=args.threads,
+            log_level=args.log_level,
+            PROMETHEUS_MULTIPROC_DIR=str(tmp / f"metrics-{name}"),
         )
-    server = Server(name, proc, port, log)
-    ctx = ssl.create_default_context(cafile=str(ca_file))
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200 and len(server.workers()) == args.workers:
-                conn.close()
-                return server
-            conn.close()
-        except (OSError, http.client.HTTPException):
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"{name} server did not start; its log:\n{log.read_text()}")
-        time.sleep(0.1)
+    except ServerDidNotStart as exc:
+        raise SystemExit(f"{name} server did not start: {exc}") from None
 
 
 def stop_server(server: Server) -> None:
     """SIGTERM, then wait."""
-    terminate(server.proc, 30)
+    from tests.support.gunicorn import stop
+
+    stop(server, 30)
 
 
-def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) -> dict[str, Any]:
-    """Load ``server`` from ``args.connections`` client processes; return the figures."""
+def drive(
+    name: str, server: Server, body: bytes, ca_file: Path, args: Any, rate: float
+) -> dict[str, Any]:
+    """Load ``server`` (called ``name``) from ``args.connections`` client processes."""
+    from tests.support.procs import cpu_seconds
+
     mp = multiprocessing.get_context("fork")
     out = mp.Queue()
     begin = time.monotonic() + 0.5  # time for the client processes to start
@@ -376,7 +314,7 @@ def drive(server: Server, body: bytes, ca_file: Path, args: Any, rate: float) ->
     server_cpu = sum(cpu1.values()) - sum(cpu0.values())
     worker_cpu = sorted((cpu1[p] - cpu0[p] for p in pids if p != server.proc.pid), reverse=True)
     return {
-        "server": server.name,
+        "server": name,
         "offered_rate": rate or None,
         "seconds": args.seconds,
         "requests": n,
@@ -422,8 +360,7 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def main() -> None:
-    """Parse the options, run both servers, print the figures."""
+def _arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
     p.add_argument("--warmup", type=float, default=1.0, help="unmeasured time before it")
@@ -439,21 +376,21 @@ def main() -> None:
     p.add_argument("--log-level", default="info", help="GPU_POLICY_LOG_LEVEL (both servers)")
     p.add_argument("--no-latency", action="store_true", help="skip the paced latency runs")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
-    args = p.parse_args()
-    load_before = os.getloadavg()[0]
+    return p.parse_args()
 
-    from webhook import tls
 
-    body = review_body()
+def measure(
+    body: bytes, args: argparse.Namespace
+) -> tuple[list[dict[str, dict[str, Any]]], list[dict[str, Any]]]:
+    """Run both servers: (saturated rounds, paced runs)."""
+    from webhook.certs import issue
+
     rounds: list[dict[str, dict[str, Any]]] = []
     paced: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-http-") as d:
         tmp = Path(d)
-        paths = tls.write_certs(tmp / "tls", days=1)
-        servers = {
-            name: start_server(name, tmp, paths.directory, paths.ca_cert, args)
-            for name in ("noop", "real")
-        }
+        paths = issue.write_certs(tmp / "tls", days=1)
+        servers = {name: start_server(name, tmp, paths, args) for name in ("noop", "real")}
         try:
             # The real server must answer with a patch, or the comparison is meaningless.
             ctx = ssl.create_default_context(cafile=str(paths.ca_cert))
@@ -466,7 +403,10 @@ def main() -> None:
                 # Alternate the order so that a drift of the machine's load favours neither.
                 order = ("noop", "real") if i % 2 == 0 else ("real", "noop")
                 rounds.append(
-                    {name: drive(servers[name], body, paths.ca_cert, args, 0.0) for name in order}
+                    {
+                        name: drive(name, servers[name], body, paths.ca_cert, args, 0.0)
+                        for name in order
+                    }
                 )
             half_max = 0.5 * min(
                 _median([r[name]["req_per_s"] for r in rounds]) for name in ("noop", "real")
@@ -475,22 +415,18 @@ def main() -> None:
                 # The target's rate first (half of 1,500 reviews/s), then half of what this
                 # machine just managed, which leaves less idle CPU for the tail.
                 paced = [
-                    drive(servers[name], body, paths.ca_cert, args, rate)
+                    drive(name, servers[name], body, paths.ca_cert, args, rate)
                     for rate in (TARGET_RATE / 2, half_max)
                     for name in ("noop", "real")
                 ]
         finally:
             for server in servers.values():
                 stop_server(server)
+    return rounds, paced
 
-    print(
-        f"\nPOST /mutate, {len(body)} bytes (pod CREATE, 2 containers, one nvidia.com/gpu: 1);"
-        f" {args.connections} kept-alive TLS connections from {args.connections} client"
-        f" processes; gunicorn -c {CONFIG}: {args.workers} gthread workers x {args.threads}"
-        f" threads; {args.seconds:g} s per run after {args.warmup:g} s warm-up;"
-        f" {os.cpu_count()} CPUs; load average before the run {load_before:.2f}\n"
-    )
-    print(f"saturated (as fast as answers come), {args.rounds} rounds:")
+
+def _print_saturated(rounds: list[dict[str, dict[str, Any]]]) -> None:
+    print(f"saturated (as fast as answers come), {len(rounds)} rounds:")
     print(HEADER)
     throughput, cpu = [], []
     for r in rounds:
@@ -505,6 +441,9 @@ def main() -> None:
         f"\nmedian real/noop: throughput {_median(throughput):.2f}x (target >= 0.8x),"
         f" server CPU per request {_median(cpu):.2f}x (target <= 1.2x)"
     )
+
+
+def _print_paced(paced: list[dict[str, Any]]) -> None:
     for i, why in enumerate(
         (f"half the {TARGET_RATE:,} reviews/s target", "half the lower median maximum")
     ):
@@ -517,6 +456,25 @@ def main() -> None:
             print(_row(row))
         if i == 0:
             print(f"{'':<5} real p99 {pair[1]['p99_ms']:.2f} ms (target <= 10 ms at this rate)")
+
+
+def main() -> None:
+    """Parse the options, run both servers, print the figures."""
+    args = _arguments()
+    load_before = os.getloadavg()[0]
+    from webhook.server import GUNICORN_CONFIG
+
+    body = review_body()
+    rounds, paced = measure(body, args)
+    print(
+        f"\nPOST /mutate, {len(body)} bytes (pod CREATE, 2 containers, one nvidia.com/gpu: 1);"
+        f" {args.connections} kept-alive TLS connections from {args.connections} client"
+        f" processes; gunicorn -c {GUNICORN_CONFIG}: {args.workers} gthread workers x"
+        f" {args.threads} threads; {args.seconds:g} s per run after {args.warmup:g} s warm-up;"
+        f" {os.cpu_count()} CPUs; load average before the run {load_before:.2f}\n"
+    )
+    _print_saturated(rounds)
+    _print_paced(paced)
     rows = [r[name] for r in rounds for name in ("noop", "real")] + paced
     for row in rows:
         if row["errors"] or row["reconnects"]:

@@ -1,6 +1,6 @@
 """Benchmark: the Kubernetes inventory with 5,000 realistic GPU nodes.
 
-Starts the fake API server (tests/kube/apiserver.py) in a process of its own, loaded with
+Starts the fake API server (tests/support/apiserver.py) in a process of its own, loaded with
 ``--nodes`` GFD-labelled GPU nodes (about 8 KB of JSON each, as real nodes are) and
 ``--pods`` GPU pods, then measures each client variant in a fresh process, so that time,
 CPU and memory are the client's alone:
@@ -53,8 +53,8 @@ VARIANTS = ("source", "source-unpaged", "models", "watch-helper")
 
 def serve(nodes: int, pods: int) -> None:
     """Child process: serve the fake cluster; obey commands read from stdin."""
-    from tests.kube.apiserver import FakeApiServer
-    from tests.kube.objects import TIME_SLICING_CONFIG, cluster, configmap, pod
+    from tests.support.apiserver import FakeApiServer
+    from tests.support.objects import TIME_SLICING_CONFIG, cluster, configmap, pod
 
     fake = FakeApiServer()
     fake.add_many(cluster(nodes))
@@ -70,7 +70,7 @@ def serve(nodes: int, pods: int) -> None:
     fake.add_many(pod(f"web-{i:05d}", "web", node=f"gpu-{i % nodes:05d}") for i in range(pods))
     fake.add(configmap("device-plugin-config", "gpu-operator", {"any": TIME_SLICING_CONFIG}))
     fake.start()
-    list_bytes = len(fake._list_body("nodes", _all(), {}))
+    list_bytes = len(fake.list_body("nodes"))
     print(f"READY {fake.url} {list_bytes}", flush=True)
     for line in sys.stdin:
         cmd = line.split()
@@ -87,12 +87,6 @@ def serve(nodes: int, pods: int) -> None:
                 fake.modify("Node", f"gpu-{i:05d}", _set_label(key, value))
             print(f"DONE {start} {time.monotonic()}", flush=True)
     fake.stop()
-
-
-def _all() -> Any:
-    from tests.kube.apiserver import _Selector
-
-    return _Selector("")
 
 
 def _set_label(key: str, value: str) -> Any:

@@ -1,9 +1,9 @@
 """Soak: the real webhook at a steady rate for minutes; errors, p99 and memory over time.
 
 Starts the webhook like bench/http.py does (``start_server``: gunicorn with
-``webhook.web.gunicorn_conf``, 2 gthread workers x 4 threads, certificates from
-``webhook.tls``) and drives it with ``--connections`` client processes over kept-alive TLS at a
-paced total rate (``--rate`` requests/s; latency counts from the scheduled send time, so a
+``webhook.server.gunicorn_conf``, 2 gthread workers x 4 threads, certificates from
+``webhook.certs.issue``) and drives it with ``--connections`` client processes over kept-alive
+TLS at a paced total rate (``--rate`` requests/s; latency counts from the scheduled send time, so a
 stall is not hidden), posting the request of bench/http.py (``review_body``: a ~3.9 KB pod
 CREATE asking for one GPU) to ``/mutate`` with a fresh uid each time, and checking every
 answer (HTTP 200, the uid, a JSONPatch).
@@ -42,9 +42,12 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from bench.http import HEADERS, review_body, start_server, stop_server  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.support.gunicorn import Server
 
 MIB = 1024 * 1024
 
@@ -153,8 +156,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    """Parse the options, run the soak, write the CSV and the plot, print the verdict."""
+def _arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rate", type=float, default=500.0, help="total requests/s (paced)")
     p.add_argument("--seconds", type=float, default=120.0, help="how long")
@@ -166,9 +168,39 @@ def main() -> None:
     p.add_argument(
         "--out", type=Path, default=_REPO / "bench" / "results" / "soak", help="CSV/PNG prefix"
     )
-    args = p.parse_args()
+    return p.parse_args()
 
-    from webhook import tls
+
+def _sample(
+    server: Server, window: list[float], errors: int, elapsed: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One row: the window's answers and errors, and the RSS of the processes now."""
+    rss_workers = sorted((rss_bytes(w) for w in server.workers()), reverse=True)
+    row: dict[str, Any] = {
+        "t_s": round(elapsed, 1),
+        "requests": len(window),
+        "req_per_s": round(len(window) / args.interval, 1),
+        "errors": errors,
+        "p50_ms": round(pct(window, 0.50) * 1000, 2),
+        "p99_ms": round(pct(window, 0.99) * 1000, 2),
+        "rss_master_mib": round(rss_bytes(server.proc.pid) / MIB, 2),
+    }
+    for i, r in enumerate(rss_workers):
+        row[f"rss_worker_{i + 1}"] = round(r / MIB, 2)
+    row["rss_total_mib"] = round(row["rss_master_mib"] + sum(rss_workers) / MIB, 2)
+    print(
+        f"{row['t_s']:>6.1f}s {row['req_per_s']:>7.1f} req/s"
+        f"  p50 {row['p50_ms']:>6.2f} ms  p99 {row['p99_ms']:>6.2f} ms"
+        f"  errors {errors}  RSS {row['rss_total_mib']:.1f} MiB",
+        flush=True,
+    )
+    return row
+
+
+def main() -> None:
+    """Parse the options, run the soak, write the CSV and the plot, print the verdict."""
+    args = _arguments()
+    from webhook.certs import issue
 
     body = review_body()
     mp = multiprocessing.get_context("fork")
@@ -176,8 +208,8 @@ def main() -> None:
     errors: Counter[str] = Counter()
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as d:
         tmp = Path(d)
-        paths = tls.write_certs(tmp / "tls", days=1)
-        server = start_server("real", tmp, paths.directory, paths.ca_cert, args)
+        paths = issue.write_certs(tmp / "tls", days=1)
+        server = start_server("real", tmp, paths, args)
         try:
             out = mp.Queue()
             begin = time.monotonic() + 0.5
@@ -225,27 +257,8 @@ def main() -> None:
                     # (answered, errors), not a sample of their own.
                     break
                 if now >= next_sample:
-                    workers = server.workers()
-                    rss_workers = sorted((rss_bytes(w) for w in workers), reverse=True)
-                    row = {
-                        "t_s": round(min(now, stop_at) - begin, 1),
-                        "requests": len(window),
-                        "req_per_s": round(len(window) / args.interval, 1),
-                        "errors": window_errors,
-                        "p50_ms": round(pct(window, 0.50) * 1000, 2),
-                        "p99_ms": round(pct(window, 0.99) * 1000, 2),
-                        "rss_master_mib": round(rss_bytes(server.proc.pid) / MIB, 2),
-                    }
-                    for i, r in enumerate(rss_workers):
-                        row[f"rss_worker_{i + 1}"] = round(r / MIB, 2)
-                    row["rss_total_mib"] = round(row["rss_master_mib"] + sum(rss_workers) / MIB, 2)
-                    rows.append(row)
-                    print(
-                        f"{row['t_s']:>6.1f}s {row['req_per_s']:>7.1f} req/s"
-                        f"  p50 {row['p50_ms']:>6.2f} ms  p99 {row['p99_ms']:>6.2f} ms"
-                        f"  errors {window_errors}  RSS {row['rss_total_mib']:.1f} MiB",
-                        flush=True,
-                    )
+                    elapsed = min(now, stop_at) - begin
+                    rows.append(_sample(server, window, window_errors, elapsed, args))
                     window, window_errors = [], 0
                     next_sample += args.interval
                     if finished == len(procs):
@@ -254,7 +267,17 @@ def main() -> None:
                 proc.join()
         finally:
             stop_server(server)
+    _report(rows, errors, answered, len(body), args)
 
+
+def _report(
+    rows: list[dict[str, Any]],
+    errors: Counter[str],
+    answered: int,
+    body_bytes: int,
+    args: argparse.Namespace,
+) -> None:
+    """Write the CSV and the plot, print the verdict (exit 1 on errors)."""
     args.out.parent.mkdir(parents=True, exist_ok=True)
     csv_path = args.out.with_suffix(".csv")
     with csv_path.open("w", newline="") as f:
@@ -267,7 +290,7 @@ def main() -> None:
     )
     p99s = [r["p99_ms"] for r in rows]
     title = (
-        f"{args.rate:g} req/s for {args.seconds:g} s, POST /mutate {len(body)} B over TLS,"
+        f"{args.rate:g} req/s for {args.seconds:g} s, POST /mutate {body_bytes} B over TLS,"
         f" {args.workers} workers x {args.threads} threads; errors {sum(errors.values())},"
         f" RSS slope {slope:+.2f} MiB/min (2nd half)"
     )

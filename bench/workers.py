@@ -1,6 +1,6 @@
-"""gunicorn worker classes under keep-alive TLS: why webhook/web/gunicorn_conf.py uses gthread.
+"""gunicorn worker classes under keep-alive TLS: why webhook/server/gunicorn_conf.py uses gthread.
 
-Starts gunicorn with our config (``-c python:webhook.web.gunicorn_conf``, so the same TLS
+Starts gunicorn with our config (``-c python:webhook.server.gunicorn_conf``, so the same TLS
 context, keepalive and limits) serving ``app`` below, once per worker class, and drives it
 from separate client processes for a fixed time. Each client connection is an
 ``http.client.HTTPSConnection`` kept alive between requests, as the API server does; each
@@ -27,14 +27,15 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # Run as a script, bench/ comes first on sys.path and bench/http.py would hide the standard
 # library's http package: put the repository there instead.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from bench.procs import terminate  # noqa: E402 - after the path fix above
+if TYPE_CHECKING:
+    from webhook.certs.issue import CertPaths
 
 # --------------------------------------------------------------------------------------------
 # The app under test (imported by the gunicorn workers as workers:app; keep imports light)
@@ -178,85 +179,33 @@ def client_process(
 # --------------------------------------------------------------------------------------------
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def server_cpu(master: int) -> float:
-    """CPU seconds used so far by the gunicorn master and its workers (0 without /proc)."""
-    if not os.path.isdir("/proc"):
-        return 0.0
-    total = 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if int(entry) == master or ppid == master:
-                total += _cpu_seconds(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+    """CPU seconds used so far by the gunicorn master and its workers."""
+    from tests.support.procs import children, cpu_seconds
+
+    return sum(cpu_seconds([master, *children(master)]).values())
 
 
-def run_class(worker_class: str, args: Any, tls_dir: str, ca_file: str) -> dict[str, Any]:
+def run_class(worker_class: str, args: Any, certs: CertPaths, tmp: Path) -> dict[str, Any]:
     """Start gunicorn with one worker class, load it, stop it; return the figures."""
-    import http.client
     import multiprocessing
-    import socket
-    import ssl
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from tests.support.gunicorn import start, stop
+
     threads = 1 if worker_class == "sync" else args.threads
-    metrics = tempfile.mkdtemp(prefix="bench-metrics-")
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(repo),
-        "GPU_POLICY_BIND": f"127.0.0.1:{port}",
-        "GPU_POLICY_TLS_DIR": tls_dir,
-        "GPU_POLICY_WORKERS": str(args.workers),
-        "GPU_POLICY_THREADS": str(threads),
-        "GPU_POLICY_LOG_LEVEL": "warning",
-        "PROMETHEUS_MULTIPROC_DIR": metrics,
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "-c",
-        "python:webhook.web.gunicorn_conf",
-        "--worker-class",
-        worker_class,
-        "--pythonpath",
-        str(Path(__file__).resolve().parent),
-        "workers:app",
-    ]
-    proc = subprocess.Popen(cmd, cwd=repo, env=env)
+    server = start(
+        tmp,
+        certs,
+        # workers:app, with this directory first on the workers' path (see the top).
+        app="workers:app",
+        options=["--worker-class", worker_class, "--pythonpath", str(_HERE)],
+        workers=args.workers,
+        threads=threads,
+        log_level="warning",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp / f"metrics-{worker_class}"),
+    )
+    ca_file = str(certs.ca_cert)
     try:
-        ctx = ssl.create_default_context(cafile=ca_file)
-        deadline = time.time() + 20
-        while True:  # until it answers
-            try:
-                conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
-                conn.request("POST", "/", body=b"{}")
-                conn.getresponse().read()
-                conn.close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise SystemExit(f"gunicorn ({worker_class}) did not start") from None
-                time.sleep(0.1)
-
         procs = max(1, min(args.client_procs, args.connections))
         per_proc = [
             args.connections // procs + (i < args.connections % procs) for i in range(procs)
@@ -266,17 +215,17 @@ def run_class(worker_class: str, args: Any, tls_dir: str, ca_file: str) -> dict[
         with mp.Pool(procs) as pool:
             pending = [
                 pool.apply_async(
-                    client_process, (port, ca_file, n, start_at, args.warmup, args.seconds)
+                    client_process, (server.port, ca_file, n, start_at, args.warmup, args.seconds)
                 )
                 for n in per_proc
             ]
             time.sleep(max(0.0, start_at + args.warmup - time.time()))
-            cpu0 = server_cpu(proc.pid)
+            cpu0 = server_cpu(server.proc.pid)
             time.sleep(args.seconds)
-            cpu1 = server_cpu(proc.pid)
+            cpu1 = server_cpu(server.proc.pid)
             results = [p.get(timeout=args.seconds + 60) for p in pending]
     finally:
-        terminate(proc, 30)
+        stop(server)
 
     latencies = sorted(x for r in results for x in r["latencies"])
     pids: dict[int, int] = {}
@@ -313,7 +262,7 @@ def main() -> None:
     import importlib.util
     import tempfile
 
-    from webhook import tls
+    from webhook.certs import issue
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=5.0, help="measured time per class")
@@ -332,10 +281,10 @@ def main() -> None:
         classes.remove("gevent")
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-certs-") as d:
-        paths = tls.write_certs(d, days=1)
+    with tempfile.TemporaryDirectory(prefix="bench-workers-") as d:
+        paths = issue.write_certs(Path(d) / "tls", days=1)
         for worker_class in classes:
-            rows.append(run_class(worker_class, args, str(paths.directory), str(paths.ca_cert)))
+            rows.append(run_class(worker_class, args, paths, Path(d)))
 
     print(
         f"\n{args.connections} keep-alive TLS connections from {args.client_procs} client"

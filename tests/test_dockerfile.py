@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from webhook import contract
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -133,10 +135,14 @@ def test_entrypoint_is_a_declared_console_script() -> None:
     command = json.loads(entrypoint)
     assert command == ["gpu-policy", "serve"]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["gpu-policy"] == "webhook.cli:main"
-    module = ROOT / "webhook" / "cli.py"
+    assert project["scripts"]["gpu-policy"] == "webhook.cli.main:main"
+    module = ROOT / "webhook" / "cli" / "main.py"
     assert module.exists()
-    assert re.search(r"^def main\(", module.read_text(), re.MULTILINE), "webhook.cli has no main()"
+    assert re.search(r"^def main\(", module.read_text(), re.MULTILINE), (
+        "webhook.cli.main has no main()"
+    )
+    # The same command as a kubectl plugin (kubectl gpu-policy ...).
+    assert project["scripts"]["kubectl-gpu_policy"] == project["scripts"]["gpu-policy"]
 
 
 def test_runtime_settings() -> None:
@@ -152,6 +158,17 @@ def test_runtime_settings() -> None:
     )
     assert settings["GPU_POLICY_TLS_DIR"] == "/etc/gpu-policy/tls"
     assert settings["PYTHONDONTWRITEBYTECODE"] == "1", "no .pyc writes on a read-only root"
+
+
+def test_image_defaults_are_the_contracts() -> None:
+    """What the image sets is what the server assumes unset (webhook/contract.py)."""
+    runtime = _stages()[-1]
+    assert [a for w, a in runtime if w == "EXPOSE"] == [str(contract.PORT)]
+    env = " ".join(a for w, a in runtime if w == "ENV")
+    settings = dict(re.findall(r"(\w+)=(\S+)", env))
+    assert settings[contract.TLS_DIR_ENV] == contract.DEFAULT_TLS_DIR
+    assert settings[contract.BIND_ENV] == contract.DEFAULT_BIND
+    assert settings[contract.METRICS_DIR_ENV] == f"/tmp/{contract.METRICS_DIR_NAME}"
 
 
 def test_chart_runs_what_the_image_provides() -> None:

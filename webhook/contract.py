@@ -41,6 +41,8 @@ DEFAULT_THREADS: Final = 4
 DEFAULT_LOG_LEVEL: Final = "info"
 DEFAULT_KUBE: Final = "off"
 DEFAULT_CERT_INTERVAL: Final = 30
+# The metrics directory's name: /tmp/gpu-policy-metrics in the image and the chart (an emptyDir).
+METRICS_DIR_NAME: Final = "gpu-policy-metrics"
 
 # `gpu-policy serve --dev` (what `make run` uses): loopback only, certificates from certs/dev.
 DEV_BIND: Final = f"127.0.0.1:{PORT}"
@@ -49,6 +51,9 @@ DEV_CERT_DIR: Final = "certs/dev"
 # -- Files ----------------------------------------------------------------------------------------
 # The bundled example policy, a resource of the package `webhook.data`.
 EXAMPLE_POLICY: Final = "example-policy.yaml"
+# Where `gpu-policy plan` writes the device plugin's ConfigMap unless told (--configmap), and the
+# namespace a ConfigMap document without one is taken to be in.
+DEVICE_PLUGIN_CONFIGMAP: Final = ("kube-system", "time-slicing-config")
 TLS_CERT_FILE: Final = "tls.crt"
 TLS_KEY_FILE: Final = "tls.key"
 CA_CERT_FILE: Final = "ca.crt"
@@ -75,6 +80,7 @@ MEASUREMENTS_KIND: Final = "Measurements"
 # What the API server sends and expects back (admissionReviewVersions: [v1]).
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 ADMISSION_REVIEW_KIND: Final = "AdmissionReview"
+ADMISSION_OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 # -- Annotations and labels on Kubernetes objects -------------------------------------------------
 SHARING_ANNOTATION: Final = "gpu-policy.io/sharing"

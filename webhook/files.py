@@ -1,16 +1,20 @@
-"""Reading files: YAML documents, file stamps for reloaders, and the policy and inventory from disk.
+"""Reading files: YAML documents, the policy and inventory from disk, and noticing changes.
 
 The core never opens files; this shell reads them, resolves references relative to the policy
 file, and turns every problem into a PolicyError naming the file, the field and the reason.
+:class:`FileWatch` is how the server's reloaders (the policy, the TLS certificate) notice that
+their files changed without costing a request more than an ``os.stat`` per file per second.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import yaml
 
@@ -36,14 +40,173 @@ def file_stamps(paths: Iterable[str | Path]) -> tuple[FileStamp, ...]:
     return tuple(stamps)
 
 
-def _yaml_documents(text: str, source: str) -> list[Any]:
+Stamps = tuple[FileStamp, ...]
+T = TypeVar("T")
+
+
+class FileWatch:
+    """Rebuild something from a few files when they change, checked at most once per interval.
+
+    A Secret or ConfigMap volume updates by swapping a symlink: ``os.stat`` follows it and
+    sees a new inode. :meth:`reload` is cheap enough for the request path: a clock read while
+    the interval runs, then one ``os.stat`` per file. Files that could not be used are not
+    tried again until they change. Thread-safe, and never blocking: while one thread checks or
+    rebuilds, the others carry on with what they have.
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str | Path],
+        *,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Watch ``paths``; their stamps now are taken as those of what is loaded."""
+        self.paths = tuple(Path(p) for p in paths)
+        self.interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.loaded: Stamps = self.stamps()
+        self._failed: Stamps | None = None
+        self._next_check = clock() + interval
+
+    def stamps(self) -> Stamps:
+        """The files' stamps now."""
+        return file_stamps(self.paths)
+
+    def reload(
+        self,
+        build: Callable[[Stamps], T | None],
+        commit: Callable[[T], None],
+        *,
+        force: bool = False,
+    ) -> bool:
+        """``commit(build(stamps))`` when the files changed; True when it was committed.
+
+        Checked at most once per interval unless ``force``. ``build`` reads the files whose
+        stamps were just taken and returns None when they cannot be used (it says why): those
+        stamps are then not tried again. When the files changed while ``build`` read them, its
+        result is dropped and they are read again at the next call.
+        """
+        if not self.paths:
+            return False
+        now = self._clock()
+        if not force and now < self._next_check:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._next_check = now + self.interval
+            stamps = self.stamps()
+            if stamps in (self.loaded, self._failed):
+                return False
+            built = build(stamps)
+            if built is None:
+                self._failed = stamps
+                return False
+            if self.stamps() != stamps:
+                self._next_check = now
+                return False
+            commit(built)
+            self.loaded = stamps
+            self._failed = None
+            return True
+        finally:
+            self._lock.release()
+
+
+class DocumentError(PolicyError):
+    """A YAML file that cannot be read as documents; ``line`` (1-based) when it is known.
+
+    A PolicyError (file, ``line N``, reason) for the commands and the server, with the line as
+    a number for the harness, which reports ``file:line: reason``.
+    """
+
+    def __init__(self, source: str, line: int | None, reason: str) -> None:
+        """Keep the line; the message is the PolicyError's."""
+        self.line = line
+        super().__init__(source, f"line {line}" if line is not None else "", reason)
+
+
+def yaml_error(exc: yaml.YAMLError, source: str) -> DocumentError:
+    """A PyYAML error as a DocumentError naming the line it broke on."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = int(mark.line) + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc)
+    return DocumentError(source, line, f"not valid YAML: {problem}")
+
+
+class Document(NamedTuple):
+    """One YAML document, or one item of a ``List`` document, and the line it starts on."""
+
+    line: int
+    value: Any
+
+
+def _composed(text: str, *, source: str) -> list[tuple[yaml.Node, Any]]:
+    """Every non-empty YAML document: its node (for line numbers) and its value."""
+    loader = yaml.SafeLoader(text)
+    out: list[tuple[yaml.Node, Any]] = []
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:  # check_node() said there is one; for the type checker
+                break
+            value = loader.construct_document(node)
+            if value is not None:
+                out.append((node, value))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise PolicyError(source, where, f"not valid YAML: {problem}") from None
+        raise yaml_error(exc, source) from None
+    finally:
+        loader.dispose()
+    return out
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+def single_document(text: str, *, source: str) -> Any:
+    """The one YAML document ``text`` holds (None when it is empty)."""
+    docs = _composed(text, source=source)
+    if len(docs) > 1:
+        raise DocumentError(source, None, f"expected one YAML document, found {len(docs)}")
+    return docs[0][1] if docs else None
+
+
+def kubernetes_objects(text: str, *, source: str) -> list[Document]:
+    """Every object in ``text``: plain documents, and the items of ``List`` documents
+    (``kubectl get -o yaml``), each with the line its mapping starts on.
+
+    A document or a List item that is not a mapping is a DocumentError.
+    """
+    out: list[Document] = []
+    for node, value in _composed(text, source=source):
+        if not isinstance(value, dict):
+            raise DocumentError(source, _line(node), "a document is not a Kubernetes object")
+        items = value.get("items") or []
+        if not (str(value.get("kind", "")).endswith("List") and isinstance(items, list)):
+            out.append(Document(_line(node), value))
+            continue
+        for line, item in zip(_item_lines(node, len(items)), items, strict=True):
+            if not isinstance(item, dict):
+                raise DocumentError(source, line, "an item of the List is not a Kubernetes object")
+            out.append(Document(line, item))
+    return out
+
+
+def _item_lines(node: yaml.Node, count: int) -> list[int]:
+    """The line of each item of a List document: the children of its ``items`` node, or the
+    document's own line when the items came from elsewhere (a YAML merge key)."""
+    for key, child in reversed(node.value):
+        if (
+            isinstance(key, yaml.ScalarNode)
+            and key.value == "items"
+            and isinstance(child, yaml.SequenceNode)
+            and len(child.value) == count
+        ):
+            return [_line(item) for item in child.value]
+    return [_line(node)] * count
 
 
 def read_text(path: str | Path) -> str:
@@ -58,16 +221,16 @@ def read_text(path: str | Path) -> str:
 
 def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Policy:
     """Parse a policy document; ``configFile`` references resolve against ``base``."""
-    docs = _yaml_documents(text, source)
-    if len(docs) != 1:
-        raise PolicyError(source, "", f"expected one YAML document, found {len(docs)}")
+    doc = single_document(text, source=source)
+    if doc is None:
+        raise PolicyError(source, "", "expected one YAML document, found 0")
 
     def read(ref: str) -> str:
         if base is None:
             raise OSError(2, "references need a policy file on disk")
         return (base / ref).read_text(encoding="utf-8")
 
-    return parse_policy(docs[0], source=source, read=read)
+    return parse_policy(doc, source=source, read=read, text=text)
 
 
 def load_policy(path: str | Path | None) -> Policy:
@@ -79,30 +242,13 @@ def load_policy(path: str | Path | None) -> Policy:
     return policy_from_text(read_text(path), source=str(path), base=path.parent)
 
 
-def objects_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
-    """Every object in a dump: the items of ``List`` documents, and plain documents."""
-    out: list[dict[str, Any]] = []
-    for doc in _yaml_documents(text, source):
-        if not isinstance(doc, dict):
-            continue
-        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-            out += [item for item in doc["items"] if isinstance(item, dict)]
-        else:
-            out.append(doc)
-    return out
-
-
 def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
     """Node objects from a ``kubectl get nodes -o yaml`` dump (a List), or Node documents."""
     nodes: list[dict[str, Any]] = []
-    for i, doc in enumerate(_yaml_documents(text, source)):
-        if not isinstance(doc, dict):
-            raise PolicyError(source, f"document {i + 1}", "expected a Node or a List of Nodes")
-        items = doc.get("items") if doc.get("kind", "").endswith("List") else [doc]
-        for j, item in enumerate(items or []):
-            if not isinstance(item, dict) or item.get("kind", "Node") != "Node":
-                raise PolicyError(source, f"items[{j}]", "expected a Node")
-            nodes.append(item)
+    for doc in kubernetes_objects(text, source=source):
+        if doc.value.get("kind", "Node") != "Node":
+            raise DocumentError(source, doc.line, "expected a Node")
+        nodes.append(doc.value)
     return nodes
 
 

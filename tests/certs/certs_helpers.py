@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from kube.apiserver import FakeApiServer
 from kubernetes import client
 
+from tests.support.apiserver import FakeApiServer
 from webhook.certs import rotation
 from webhook.certs.manager import CertManager, PublishedCACheck
 from webhook.kube.certs import KubeCertStore

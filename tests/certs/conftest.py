@@ -1,20 +1,22 @@
-"""Fixtures for the self-managed certificate mode: the fake API server with the chart's two
-webhook configurations, and certificate managers on it through the real ``kubernetes`` client."""
+"""Shared by the certificate tests: a CA made once per module; for the self-managed mode, the
+fake API server with the chart's two webhook configurations, and certificate managers on it
+through the real ``kubernetes`` client."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from certs_helpers import Cluster, webhook_configurations
 
-_TESTS = Path(__file__).resolve().parent.parent
-if str(_TESTS) not in sys.path:
-    sys.path.insert(0, str(_TESTS))
+from tests.support.apiserver import FakeApiServer
+from webhook.certs import issue
 
-from certs_helpers import Cluster, webhook_configurations  # noqa: E402
-from kube.apiserver import FakeApiServer  # noqa: E402
+
+@pytest.fixture(scope="module")
+def ca() -> tuple[bytes, bytes]:
+    return issue.make_ca("test-ca", 30)
 
 
 @pytest.fixture

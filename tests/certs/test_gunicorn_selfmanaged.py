@@ -12,8 +12,6 @@ import base64
 import datetime as dt
 import http.client
 import json
-import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -26,24 +24,26 @@ from pathlib import Path
 import pytest
 from certs_helpers import CONFIG, NS, SECRET, SVC, bundles, load, secret_data
 from cryptography import x509
-from kube.apiserver import FakeApiServer
 
-from bench.procs import terminate
-from webhook import tls
-from webhook.certs import rotation
+from tests.support.apiserver import FakeApiServer
+from tests.support.gunicorn import REPO, free_port, server_env
+from tests.support.procs import terminate
+from tests.support.waiting import wait_until
+from webhook.certs import issue, rotation
+from webhook.contract import (
+    CERT_INTERVAL_ENV,
+    CERT_SECRET_ENV,
+    KUBE_ENV,
+    MUTATING_WEBHOOK_ENV,
+    SERVICE_ENV,
+    VALIDATING_WEBHOOK_ENV,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 SERVE = [str(Path(sys.executable).parent / "gpu-policy"), "serve"]
 REVIEW = (REPO / "examples" / "admissionreview-gpu-pod.json").read_bytes()
 JSON = {"Content-Type": "application/json"}
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -89,19 +89,17 @@ class Server:
 
 def start(fake: FakeApiServer, tmp: Path) -> Server:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}
+    # The TLS directory starts empty: the manager makes the files.
+    env = server_env(tmp, port, tmp / "tls")
     env.update(
-        GPU_POLICY_BIND=f"127.0.0.1:{port}",
-        GPU_POLICY_TLS_DIR=str(tmp / "tls"),  # empty: the manager makes the files
-        GPU_POLICY_WORKERS="2",
-        GPU_POLICY_THREADS="2",
-        GPU_POLICY_KUBE=str(fake.write_kubeconfig(tmp)),
-        GPU_POLICY_CERT_SECRET=f"{NS}/{SECRET}",
-        GPU_POLICY_SERVICE=f"{NS}/{SVC}",
-        GPU_POLICY_MUTATING_WEBHOOK=CONFIG,
-        GPU_POLICY_VALIDATING_WEBHOOK=CONFIG,
-        GPU_POLICY_CERT_INTERVAL="1",
-        PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"),
+        {
+            KUBE_ENV: str(fake.write_kubeconfig(tmp)),
+            CERT_SECRET_ENV: f"{NS}/{SECRET}",
+            SERVICE_ENV: f"{NS}/{SVC}",
+            MUTATING_WEBHOOK_ENV: CONFIG,
+            VALIDATING_WEBHOOK_ENV: CONFIG,
+            CERT_INTERVAL_ENV: "1",
+        }
     )
     log_file = tmp / "server.log"
     with log_file.open("wb") as log:
@@ -184,7 +182,7 @@ def with_next_ca() -> rotation.SecretContent:
     """Halfway through a CA rotation: a next CA, trusted everywhere since just now."""
     now = dt.datetime.now(dt.UTC)
     content = healthy()
-    nxt, nxt_key = tls.make_ca("next-server-ca", 365, now=now)
+    nxt, nxt_key = issue.make_ca("next-server-ca", 365, now=now)
     return rotation.SecretContent(
         {**content.data, "ca-next.crt": nxt, "ca-next.key": nxt_key},
         {"gpu-policy.io/ca-next-trusted-since": stamp(now)},
@@ -199,7 +197,7 @@ def make_serving_due(fake: FakeApiServer) -> None:
     """As if 61 days had passed: the serving certificate is past 2/3 of its life."""
     data = secret_data(fake)
     issued = dt.datetime.now(dt.UTC) - dt.timedelta(days=61)
-    crt, key = tls.make_serving_cert(
+    crt, key = issue.make_serving_cert(
         data["ca.crt"], data["ca.key"], service=SVC, namespace=NS, days=90, now=issued
     )
     encoded = {"tls.crt": base64.b64encode(crt).decode(), "tls.key": base64.b64encode(key).decode()}
@@ -268,16 +266,14 @@ def test_rotation_while_serving_fails_no_request(running, seed, trigger, new_ca:
         trigger(fake)
         # The trigger may put a due certificate in the Secret: the manager replaces it.
         stale = {first, load(secret_data(fake)["tls.crt"]).serial_number}
-        deadline = time.monotonic() + 30
-        while (
-            time.monotonic() < deadline
-            and load(secret_data(fake)["tls.crt"]).serial_number in stale
-        ):
-            time.sleep(0.2)
+        wait_until(
+            lambda: load(secret_data(fake)["tls.crt"]).serial_number not in stale,
+            timeout=30,
+            poll=0.2,
+        )
         # Keep sending a while after the Secret changed: the files, then the reload.
         rotated = load(secret_data(fake)["tls.crt"])
-        while time.monotonic() < deadline and rotated.serial_number not in server.serials:
-            time.sleep(0.2)
+        wait_until(lambda: rotated.serial_number in server.serials, timeout=30, poll=0.2)
         time.sleep(1.0)
     finally:
         stop.set()

@@ -30,8 +30,7 @@ from certs_helpers import (
     validating_configuration,
 )
 
-from webhook import tls
-from webhook.certs import rotation
+from webhook.certs import issue, rotation
 from webhook.kube.certs import KubeCertStore
 
 MINUTE = dt.timedelta(minutes=1)
@@ -204,7 +203,7 @@ def test_a_ca_bundle_edited_by_hand_is_restored(
 ) -> None:
     a = cluster.replica("a")
     a.manager.run_once()
-    other_ca = base64.b64encode(tls.make_ca("someone-else", 30)[0]).decode()
+    other_ca = base64.b64encode(issue.make_ca("someone-else", 30)[0]).decode()
 
     def edit(obj: dict[str, Any]) -> None:
         config = obj["webhooks"][index]["clientConfig"]

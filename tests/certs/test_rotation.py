@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import pytest
 from cryptography import x509
 
-from webhook import tls
-from webhook.certs import rotation
+from webhook.certs import issue, rotation
 from webhook.certs.rotation import SecretContent, Timing
 
 SVC, NS = "gpw-gpu-policy-webhook", "gpu-policy"
@@ -103,12 +102,12 @@ class Case:
 
 
 def _other_ca_serving() -> tuple[bytes, bytes]:
-    other_ca, other_key = tls.make_ca("someone-else", 365, now=NOW)
-    return tls.make_serving_cert(other_ca, other_key, service=SVC, namespace=NS, days=90, now=NOW)
+    other_ca, other_key = issue.make_ca("someone-else", 365, now=NOW)
+    return issue.make_serving_cert(other_ca, other_key, service=SVC, namespace=NS, days=90, now=NOW)
 
 
 def _renamed_serving() -> tuple[bytes, bytes]:
-    return tls.make_serving_cert(
+    return issue.make_serving_cert(
         BASE.data["ca.crt"], BASE.data["ca.key"], service="old-name", namespace=NS, days=90, now=NOW
     )
 

@@ -12,6 +12,8 @@ from chart_helpers import CASES, CHART, CI_CA_PEM, FULLNAME, NAMESPACE, Renderer
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from webhook import contract
+
 pytestmark = pytest.mark.slow
 
 ALL_CASES = list(CASES)
@@ -308,6 +310,30 @@ def test_container_contract(default_render) -> None:
         env["GPU_POLICY_FILE"]
         == f"{mounts['policy']['mountPath']}/{volumes['policy']['configMap']['items'][0]['path']}"
     )
+
+
+def test_chart_defaults_are_the_contracts(default_render) -> None:
+    """What the chart sets by default is what the server assumes unset (webhook/contract.py)."""
+    env = _env(default_render)
+    assert env[contract.TLS_DIR_ENV] == contract.DEFAULT_TLS_DIR
+    assert env[contract.BIND_ENV] == contract.DEFAULT_BIND
+    assert env[contract.WORKERS_ENV] == str(contract.DEFAULT_WORKERS)
+    assert env[contract.THREADS_ENV] == str(contract.DEFAULT_THREADS)
+    assert env[contract.LOG_LEVEL_ENV] == contract.DEFAULT_LOG_LEVEL
+    assert env[contract.METRICS_DIR_ENV] == f"/tmp/{contract.METRICS_DIR_NAME}"
+    container = _container(default_render)
+    assert [p["containerPort"] for p in container["ports"]] == [contract.PORT]
+    assert container["livenessProbe"]["httpGet"]["path"] == contract.HEALTHZ_PATH
+    assert container["readinessProbe"]["httpGet"]["path"] == contract.READYZ_PATH
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["tls"] == contract.DEFAULT_TLS_DIR
+    paths = {
+        (kind, hook["clientConfig"]["service"]["path"]) for kind, hook in webhooks(default_render)
+    }
+    assert paths == {
+        ("MutatingWebhookConfiguration", contract.MUTATE_PATH),
+        ("ValidatingWebhookConfiguration", contract.VALIDATE_PATH),
+    }
 
 
 def test_no_watch_contract(renderer: Renderer) -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from chart_helpers import CASES, CHART, FULLNAME, NAMESPACE, RELEASE, Rendered, Renderer, webhooks
 
-from webhook.certs.manager import CertManagerSettings
+from webhook.server.settings import CertManagerSettings
 
 SECRET = f"{FULLNAME}-tls"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from webhook.harness.admission_review import ResponseError, failed_rules, parse_response
-from webhook.harness.outcome import Outcome, check
+from webhook.harness.compare import Observed, check
 from webhook.harness.report import junit_xml
 from webhook.harness.suite import Case, Expect, Golden, Problem
 
@@ -116,9 +116,9 @@ def test_a_cluster_answer_contains_the_golden_object(tmp_path: Path) -> None:
         },
     }
     c = case(Expect(allowed=True, golden=Golden(golden, "g.yaml")), tmp_path)
-    assert check(c, Outcome(allowed=True, mutated=returned, comparison="contains")) == []
+    assert check(c, Observed(allowed=True, mutated=returned, comparison="contains")) == []
     returned["spec"]["tolerations"] = returned["spec"]["tolerations"][1:]
-    (difference,) = check(c, Outcome(allowed=True, mutated=returned, comparison="contains"))
+    (difference,) = check(c, Observed(allowed=True, mutated=returned, comparison="contains"))
     assert difference.detail == (
         "/spec/tolerations/0/key: expected 'nvidia.com/gpu', got 'node.kubernetes.io/not-ready'"
     )
@@ -127,15 +127,15 @@ def test_a_cluster_answer_contains_the_golden_object(tmp_path: Path) -> None:
 def test_unchanged_against_a_cluster(tmp_path: Path) -> None:
     c = case(Expect(golden=Golden(None, "unchanged")), tmp_path)
     stored = {**POD, "metadata": {"name": "p", "uid": "u"}}
-    assert check(c, Outcome(allowed=True, mutated=stored, comparison="contains")) == []
+    assert check(c, Observed(allowed=True, mutated=stored, comparison="contains")) == []
     changed = {**POD, "metadata": {"name": "p", "annotations": {"gpu-policy.io/mutations": "x"}}}
-    (difference,) = check(c, Outcome(allowed=True, mutated=changed, comparison="contains"))
+    (difference,) = check(c, Observed(allowed=True, mutated=changed, comparison="contains"))
     assert difference.what == "expected unchanged, but the webhook changed it: x"
 
 
 def test_no_answer_is_one_difference(tmp_path: Path) -> None:
     c = case(Expect(allowed=True, warnings=()), tmp_path)
-    (difference,) = check(c, Outcome(allowed=False, error="cannot reach it"))
+    (difference,) = check(c, Observed(allowed=False, error="cannot reach it"))
     assert difference.what == "no answer: cannot reach it"
 
 

@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from webhook.harness import LocalRunner, run_suites
-from webhook.harness.command import load_suites
+from webhook.harness import LocalRunner, load_suites, run_suites
 from webhook.policy import RULES
 
 from .conftest import SUITES, cli

@@ -1,6 +1,6 @@
 """``gpu-policy test --kubeconfig``: dry-run creates through the real ``kubernetes`` client.
 
-The API server is a loopback fake (dryrun_apiserver.py) that answers the way kube-apiserver
+The API server is a loopback fake (tests/support/dryrun_apiserver.py) that answers the way kube-apiserver
 does, with this project's admission handler as its webhooks; nothing in the client is patched.
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.dryrun_apiserver import DryRunApiServer
 from webhook.files import load_inventory, load_policy
 from webhook.kube.dryrun import DryRunCreator, connect, parse_warnings
 
 from .conftest import CLUSTERS, MANIFESTS, SUITES, cli
-from .dryrun_apiserver import DryRunApiServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,8 +1,8 @@
 """``gpu-policy test --server``: the suites against the real webhook, gunicorn over mutual TLS.
 
-The server is ``gunicorn -c python:webhook.web.gunicorn_conf webhook.web.wsgi:app`` on a free
-loopback port, serving seed003-l20-t4's policy and nodes, with certificates from webhook.tls
-and client certificates required (GPU_POLICY_CLIENT_CA), as tests/web starts it.
+The server is ``gunicorn -c python:webhook.server.gunicorn_conf webhook.server.wsgi:app`` on a free
+loopback port, serving seed003-l20-t4's policy and nodes, with certificates from webhook.certs
+and client certificates required (GPU_POLICY_CLIENT_CA), as tests/server starts it.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.procs import terminate
-from webhook import tls
+from tests.support.procs import terminate
 from webhook.admission import parse_review
+from webhook.certs import issue
 from webhook.harness.admission_review import build_review
 
 from .conftest import CLUSTERS, MANIFESTS, REPO, SUITES, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
-HAS_SERVER = (REPO / "webhook" / "web" / "wsgi.py").is_file()
+HAS_SERVER = (REPO / "webhook" / "server" / "wsgi.py").is_file()
 CAPTURED = REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"
 
 
@@ -70,10 +70,12 @@ def _ready(port: int, context: ssl.SSLContext, proc: subprocess.Popen[bytes], lo
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     if not HAS_SERVER:
-        pytest.skip("webhook/web/wsgi.py does not exist yet")
+        pytest.skip("webhook/server/wsgi.py does not exist yet")
     tmp = tmp_path_factory.mktemp("webhook")
-    paths = tls.write_certs(tmp / "tls")
-    cert_pem, key_pem = tls.make_client_cert(paths.ca_cert.read_bytes(), paths.ca_key.read_bytes())
+    paths = issue.write_certs(tmp / "tls")
+    cert_pem, key_pem = issue.make_client_cert(
+        paths.ca_cert.read_bytes(), paths.ca_key.read_bytes()
+    )
     (tmp / "client.crt").write_bytes(cert_pem)
     (tmp / "client.key").write_bytes(key_pem)
     port = _free_port()
@@ -97,7 +99,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     gunicorn = Path(sys.executable).parent / "gunicorn"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(gunicorn), "-c", "python:webhook.web.gunicorn_conf", "webhook.web.wsgi:app"],
+            [str(gunicorn), "-c", "python:webhook.server.gunicorn_conf", "webhook.server.wsgi:app"],
             cwd=REPO,
             env=env,
             stdout=out,

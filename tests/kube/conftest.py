@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client
 
+from tests.support.apiserver import FakeApiServer
 from webhook.kube import ClusterSource
 
-from .apiserver import FakeApiServer
 from .helpers import FAST
 
 

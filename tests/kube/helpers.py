@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+from tests.support import waiting
 from webhook.kube import WatchTimings
 
 #: Millisecond backoffs and debounce so recoveries do not slow the suite down.
@@ -22,10 +22,5 @@ FAST = WatchTimings(
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` for state that has no event to wait on (watcher counters)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.002)
-    return True
+    """Poll ``predicate`` often: watcher counters move within milliseconds."""
+    return waiting.wait_until(predicate, timeout, poll=0.002)

@@ -12,8 +12,8 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from .apiserver import FakeApiServer
-from .objects import configmap, cpu_node, pod
+from tests.support.apiserver import FakeApiServer
+from tests.support.objects import configmap, cpu_node, pod
 
 
 @pytest.fixture

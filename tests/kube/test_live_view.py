@@ -12,12 +12,12 @@ from typing import Any
 
 import yaml
 
+from tests.support.apiserver import FakeApiServer
 from webhook.files import load_policy
 from webhook.kube import ClusterSource
 from webhook.kube.snapshot import live_view
 from webhook.policy import review
 
-from .apiserver import FakeApiServer
 from .helpers import FAST
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -45,7 +45,7 @@ def _policy(tmp_path: Path) -> Path:
 
 def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path: Path) -> None:
     _load_cluster(fake)
-    from .objects import pod
+    from tests.support.objects import pod
 
     fake.add(pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
     result = subprocess.run(

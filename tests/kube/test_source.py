@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.apiserver import FakeApiServer
+from tests.support.objects import TIME_SLICING_CONFIG, configmap, cpu_node, gpu_node, pod
 from webhook.kube import ClusterSource, ClusterState
 
-from .apiserver import FakeApiServer
 from .helpers import FAST, wait_until
-from .objects import TIME_SLICING_CONFIG, configmap, cpu_node, gpu_node, pod
 
 NS, CM = "gpu-operator", "device-plugin-config"
 MakeSource = Callable[..., ClusterSource]
@@ -150,7 +150,7 @@ def test_dropped_watch_resumes_from_last_resource_version_without_relist(
     assert len(resumed) == watches_before + 1
     assert resumed[-1].query["resourceVersion"] == stored["metadata"]["resourceVersion"]
     assert source.watch_restarts >= 3 and source.relists == 0
-    assert source.health().kinds["nodes"].lists == 1
+    assert source.watchers["nodes"].lists == 1
 
 
 def test_resume_uses_the_bookmark_resource_version(
@@ -258,12 +258,12 @@ def test_forbidden_kind_blocks_the_first_snapshot_and_says_why(
     seed(fake)
     fake.forbidden.add("pods")
     source = make_source()
-    assert wait_until(lambda: source.health().kinds["pods"].errors >= 2)
+    assert wait_until(lambda: source.watchers["pods"].errors >= 2)
     health = source.health()
     assert source.current is None and not health.synced
     assert health.api_reachable  # it answered; it said no
-    assert health.kinds["nodes"].synced and not health.kinds["pods"].synced
-    assert "403" in (health.kinds["pods"].last_error or "")
+    assert source.watchers["nodes"].synced and not source.watchers["pods"].synced
+    assert "403" in (source.watchers["pods"].last_error or "")
     fake.forbidden.clear()
     assert source.wait_synced(3)
 
@@ -431,12 +431,12 @@ def test_stop_is_prompt(fake: FakeApiServer, make_source: MakeSource) -> None:
     assert source.current is not None  # the last snapshot stays readable
 
 
-def test_metrics_are_flat_numbers(fake: FakeApiServer, make_source: MakeSource) -> None:
+def test_health_of_a_synced_source(fake: FakeApiServer, make_source: MakeSource) -> None:
     seed(fake)
     source = make_source()
     assert source.wait_synced(5)
-    metrics = source.metrics()
-    assert metrics["nodes"] == 3 and metrics["gpu_pods"] == 2
-    assert metrics["synced"] == 1 and metrics["api_reachable"] == 1
-    assert metrics["api_errors_total"] == 0 and metrics["watch_restarts_total"] == 0
-    assert 0 <= metrics["sync_age_seconds"] < 5
+    health, state = source.health(), source.current
+    assert state is not None and len(state.nodes) == 3 and len(state.gpu_pods) == 2
+    assert health.synced and health.api_reachable
+    assert health.errors == 0 and health.watch_restarts == 0
+    assert health.sync_age_seconds is not None and 0 <= health.sync_age_seconds < 5

@@ -9,10 +9,9 @@ import pytest
 from kubernetes import client
 from kubernetes.config import ConfigException
 
+from tests.support.apiserver import FakeApiServer
+from tests.support.objects import cpu_node, gpu_node, pod
 from webhook.kube import WatchTimings, configmap_data, load_client, trim_node, trim_pod
-
-from .apiserver import FakeApiServer
-from .objects import cpu_node, gpu_node, pod
 
 
 def test_trim_node_keeps_what_the_engine_reads() -> None:

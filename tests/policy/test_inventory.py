@@ -21,7 +21,7 @@ def cluster(name: str) -> tuple[object, Inventory]:
 
 
 def offers(inv: Inventory) -> set[tuple[str, str | None, int, int | None]]:
-    return {(o.form.name, o.product, o.replicas, o.slots) for _, o in inv.offers()}
+    return {(o.form.name, o.product, o.replicas, o.slots) for _, o in inv.pairs}
 
 
 def test_seed_003_after_rollout_has_11_slots() -> None:
@@ -30,34 +30,34 @@ def test_seed_003_after_rollout_has_11_slots() -> None:
         ("nvidia.com/gpu", "NVIDIA-L20-SHARED", 8, 8),
         ("nvidia.com/gpu", "Tesla-T4-SHARED", 3, 3),
     }
-    assert sum(o.slots or 0 for _, o in inv.offers()) == 11
+    assert sum(o.slots or 0 for _, o in inv.pairs) == 11
     assert {p.config_key for p in inv.pools} == {"l20", "t4"}
     assert inv.disagreements == ()
 
 
 def test_seed_001_mig_mixed_and_t4() -> None:
     _, inv = cluster("seed001-a100-t4")
-    names = {o.form.name for _, o in inv.offers()}
+    names = {o.form.name for _, o in inv.pairs}
     assert names == {
         "nvidia.com/mig-1g.5gb",
         "nvidia.com/mig-2g.10gb",
         "nvidia.com/mig-3g.20gb",
         "nvidia.com/gpu",
     }
-    mig = next(o for _, o in inv.offers() if o.form.name == "nvidia.com/mig-3g.20gb")
+    mig = next(o for _, o in inv.pairs if o.form.name == "nvidia.com/mig-3g.20gb")
     assert mig.selector == ("nvidia.com/mig-3g.20gb.product", mig.product)
     assert mig.profile == "3g.20gb" and mig.replicas == 3
 
 
 def test_mig_single_units_know_their_profile() -> None:
     _, inv = cluster("h100-mig-single")
-    units = {o.profile for _, o in inv.offers()}
+    units = {o.profile for _, o in inv.pairs}
     assert units == {None, "1g.10gb"}
 
 
 def test_renamed_pool_advertises_shared_name() -> None:
     _, inv = cluster("renamed-shared")
-    shared = inv.offering("nvidia.com/gpu.shared")
+    shared = inv.advertising("nvidia.com/gpu.shared")
     assert shared and all(o.product == "Tesla-T4" and o.replicas == 4 for _, o in shared)
 
 
@@ -81,14 +81,14 @@ def test_allocatable_wins_for_names(
 ) -> None:
     policy = load_policy(CLUSTERS / "seed003-l20-t4" / "policy.yaml")
     inv = load_inventory(policy, NODES / f"{fixture}.yaml")
-    assert {(o.form.name, o.slots) for _, o in inv.offers()} == expected
+    assert {(o.form.name, o.slots) for _, o in inv.pairs} == expected
     assert bool(inv.disagreements) is disagrees
 
 
 def test_stale_plugin_is_treated_as_not_shared() -> None:
     policy = load_policy(CLUSTERS / "seed003-l20-t4" / "policy.yaml")
     inv = load_inventory(policy, NODES / "labels-replicas-4-but-allocatable-1.yaml")
-    (offer,) = [o for _, o in inv.offers()]
+    (offer,) = [o for _, o in inv.pairs]
     assert offer.replicas == 1
     assert "restart the device plugin" in inv.disagreements[0]
 
@@ -96,7 +96,7 @@ def test_stale_plugin_is_treated_as_not_shared() -> None:
 def test_me_profile_spelling() -> None:
     policy = load_policy(CLUSTERS / "seed001-a100-t4" / "policy.yaml")
     inv = load_inventory(policy, NODES / "mig-mixed-with-me-profile.yaml")
-    me = inv.offering("nvidia.com/mig-1g.10gb.me")
+    me = inv.advertising("nvidia.com/mig-1g.10gb.me")
     assert me and me[0][1].profile == "1g.10gb+me"
     decision = review(pod(gpu(1, "nvidia.com/mig-1g.10gb.me")), policy=policy, inventory=inv)
     assert decision.allowed, decision.denial

@@ -1,7 +1,8 @@
 """The device plugin's config: every real config a user has loads; what the plugin refuses, we refuse.
 
-Fixtures under tests/fixtures/device-plugin-configs/ are taken verbatim from the seeds and from
-NVIDIA's documentation (each file names its source); invalid/ holds what the plugin rejects.
+Fixtures under tests/fixtures/device-plugin-configs/ are taken verbatim from clusters' ConfigMaps
+and from NVIDIA's documentation (each file names its source); invalid/ holds what the plugin
+rejects.
 """
 
 from __future__ import annotations
@@ -92,20 +93,9 @@ def _cfg(text: str) -> object:
             "no resource name",
         ),
         (
-            "sharing: {mps: {resources: [{name: nvidia.com/mig-1g.5gb, replicas: 2}]}}",
-            "sharing.mps.resources[0].name",
-            "MPS is not supported for MIG",
-        ),
-        (
             "sharing: {timeSlicing: {renameByDefault: 'yes', resources: [{name: gpu, replicas: 2}]}}",
             "sharing.timeSlicing.renameByDefault",
             "true or false",
-        ),
-        (
-            "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]},"
-            " mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}",
-            "sharing",
-            "mutually exclusive",
         ),
     ],
     ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None,

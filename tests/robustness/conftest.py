@@ -1,9 +1,9 @@
-"""Fixtures and the run summary of the robustness tests (issue 7).
+"""Fixtures and the run summary of the robustness tests.
 
 The tests here start the webhook as it runs in a cluster (gunicorn with
-``webhook.web.gunicorn_conf`` over real TLS) and feed it bad input and faults. The helpers are
+``webhook.server.gunicorn_conf`` over real TLS) and feed it bad input and faults. The helpers are
 in ``robust_server.py`` beside this file; the AdmissionReview builders come from
-tests/admission, the fake API server from tests/kube.
+tests/admission, the fake API server and the gunicorn launcher from tests/support.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from reviewdata import load, with_gpu
 
-from webhook.web import Settings, create_app
+from webhook.server import Settings, create_app
 
 APP = create_app(Settings())
 POSITIONS = {

@@ -10,7 +10,7 @@ counted and bounded, and each is sent again on a new connection and must get the
 nothing a client sent is lost or answered twice differently.
 
 Already covered elsewhere and not repeated: SIGTERM with requests in flight, certificate files
-replaced by garbage and rotation under load (tests/test_gunicorn_tls.py).
+replaced by garbage and rotation under load (tests/server/test_gunicorn.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube.apiserver import FakeApiServer
 from reviewdata import load, with_gpu
 from robust_server import (
     CLUSTER_POLICY,
@@ -43,6 +42,9 @@ from robust_server import (
     stop_server,
 )
 
+from tests.support.apiserver import FakeApiServer
+from tests.support.waiting import wait_until
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 EXAMPLE_POLICY = REPO / "webhook" / "data" / "example-policy.yaml"
@@ -53,11 +55,8 @@ def without_uid(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def wait(predicate: Callable[[], bool], timeout: float = 15, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    if not wait_until(predicate, timeout, poll=0.05):
+        pytest.fail(f"timed out waiting for {what}")
 
 
 class Load:
@@ -204,7 +203,7 @@ def _review_pids(server: Server) -> set[str]:
     import re
 
     time.sleep(0.6)  # log lines are written in batches, at least twice a second
-    return set(re.findall(r"\[(\d+)\] webhook\.web\.app: review uid=", server.log()))
+    return set(re.findall(r"\[(\d+)\] webhook\.server\.app: review uid=", server.log()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,7 +310,7 @@ def cluster_server(tmp: Path) -> Iterator[tuple[Server, FakeApiServer]]:
 
 def readyz(server: Server) -> str:
     status, text = server.get("/readyz")
-    assert status == 200, text  # never unready once listed: see webhook/web/cluster.py
+    assert status == 200, text  # never unready once listed: see webhook/server/cluster.py
     return text
 
 

@@ -1,6 +1,6 @@
 """Fuzzing the real server: gunicorn over TLS, hypothesis-made bodies on kept-alive connections.
 
-tests/admission and tests/web hold the same properties for ``handle`` and the Flask app in
+tests/admission and tests/server hold the same properties for ``handle`` and the Flask app in
 process; here every input goes through TLS, gunicorn's HTTP parser and a worker, as the API
 server would send it. One server for the module. Families of input:
 

@@ -1,6 +1,6 @@
 """The chart's RBAC against the API calls the server really makes.
 
-The server's cluster watch (``GPU_POLICY_KUBE``: ``webhook.web.cluster.ClusterFeed``, the code
+The server's cluster watch (``GPU_POLICY_KUBE``: ``webhook.server.cluster.ClusterFeed``, the code
 each gunicorn worker runs) is pointed at the fake API server of tests/kube with the policy the
 chart renders (its ``configMapRef``); every request it makes while it lists, watches, loses its
 watches and resumes is taken from the fake's request log. Each must be permitted by the
@@ -23,19 +23,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube.apiserver import FakeApiServer
 from robust_server import CONFIGMAP, REPO, load_cluster
+
+from tests.support.apiserver import FakeApiServer
 
 sys.path.insert(0, str(REPO / "tests" / "chart"))
 from chart_helpers import TOOLS, Renderer
 
-from webhook.web import Settings, create_app
+from webhook.server import Settings, create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 #: (resource, verb) granted but not called, and why that is acceptable.
 EXTRAS = {
-    ("nodes", "get"): "get of one object returns nothing list does not (DESIGN.md: get/list/watch)",
+    (
+        "nodes",
+        "get",
+    ): "get of one object returns nothing list does not (the chart grants get/list/watch)",
     ("configmaps", "get"): "the one ConfigMap (resourceNames); list already returns it whole",
 }
 NAMESPACE, NAME = CONFIGMAP

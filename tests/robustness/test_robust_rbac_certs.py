@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube.apiserver import FakeApiServer
 from kubernetes import client
 from robust_server import REPO
+
+from tests.support.apiserver import FakeApiServer
 
 sys.path.insert(0, str(REPO / "tests" / "chart"))
 sys.path.insert(0, str(REPO / "tests" / "certs"))
@@ -32,8 +33,9 @@ from certs_helpers import Clock, RacingStore
 from chart_helpers import TOOLS, Rendered, Renderer
 
 from webhook.certs import rotation
-from webhook.certs.manager import CertManager, CertManagerSettings
+from webhook.certs.manager import CertManager
 from webhook.kube.certs import KubeCertStore
+from webhook.server.settings import CertManagerSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -10,15 +10,17 @@ it): the web layer hands this package the request body and sends back ``Outcome.
     except RequestError as e:
         ...  # HTTP e.status (400 or 413) with str(e)
     ...  # HTTP outcome.http_status with outcome.body
+
+``request`` reads the AdmissionReview, ``handler`` answers it for each endpoint, and
+``response`` builds the four answers (allowed, denied, patched, errored). Which requests reach
+the engine at all is decided in ``webhook.policy.engine.scope``, beside ``review()``'s own rules.
 """
 
 from webhook.admission.handler import (
     ENDPOINTS,
-    VALIDATED_KINDS,
     Endpoint,
     Outcome,
     Verdict,
-    clean_warnings,
     handle,
     mutate,
     respond,
@@ -31,6 +33,8 @@ from webhook.admission.request import (
     decode,
     parse_review,
 )
+from webhook.admission.response import clean_warnings
+from webhook.policy.engine.scope import VALIDATED_KINDS
 
 __all__ = [
     "ENDPOINTS",

@@ -12,12 +12,12 @@ place and mutates copies of only what it changes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import orjson
 
-from webhook.contract import ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND
+from webhook.contract import ADMISSION_API_VERSION, ADMISSION_OPERATIONS, ADMISSION_REVIEW_KIND
+from webhook.policy.records import per_review_record
 
 # The API server refuses request bodies above 3 MiB (etcd's limit is 1.5 MiB per object), and
 # an UPDATE carries the object twice; 7 MiB leaves room for both plus the request's envelope.
@@ -26,7 +26,7 @@ MAX_BODY_BYTES: Final = 7 * 1024 * 1024
 # A UID is a 36-character UUID; anything far longer is not from an API server.
 _MAX_UID_CHARS: Final = 256
 
-OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+OPERATIONS: Final = frozenset(ADMISSION_OPERATIONS)
 
 Reason = Literal[
     "too-large",
@@ -60,8 +60,7 @@ class RequestError(ValueError):
 _OBJECT = (dict, Mapping)
 
 
-# Not frozen, but read-only by convention: see the note on Decision (webhook/policy/decision.py).
-@dataclass(slots=True)
+@per_review_record
 class AdmissionRequest:
     """The fields of ``AdmissionReview.request`` the webhook uses, checked and typed.
 
@@ -177,18 +176,8 @@ def _check_metadata(obj: Mapping[str, Any]) -> None:
         )
 
 
-def parse_review(
-    body: bytes | bytearray | memoryview | str | Mapping[str, Any],
-    *,
-    max_bytes: int = MAX_BODY_BYTES,
-) -> AdmissionRequest:
-    """Check an AdmissionReview v1 request (raw bytes or an already decoded dict).
-
-    Raises :class:`RequestError` when the body is over ``max_bytes``, is not JSON, is not an
-    ``admission.k8s.io/v1`` AdmissionReview, or lacks ``request``, ``request.uid``,
-    ``request.kind``, a known ``request.operation``, or ``request.object`` on CREATE/UPDATE.
-    """
-    doc = body if isinstance(body, _OBJECT) else decode(body, max_bytes=max_bytes)
+def _request(doc: Any) -> Mapping[str, Any]:
+    """``doc.request``, once ``doc`` is an ``admission.k8s.io/v1`` AdmissionReview."""
     if not isinstance(doc, _OBJECT):
         raise RequestError(
             "not-admission-review", f"request body is {_json_type(doc)}, not an AdmissionReview"
@@ -215,11 +204,19 @@ def parse_review(
         raise RequestError(
             "no-request", f"AdmissionReview has no request object ({_json_type(request)})"
         )
+    return request
+
+
+def _uid(request: Mapping[str, Any]) -> str:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise RequestError("no-uid", "AdmissionReview request has no uid")
     if len(uid) > _MAX_UID_CHARS:
         raise RequestError("no-uid", f"request.uid is {len(uid)} characters long, not a UID")
+    return uid
+
+
+def _operation(request: Mapping[str, Any]) -> str:
     operation = request.get("operation")
     if not isinstance(operation, str) or operation not in OPERATIONS:
         shown = repr(operation)[:40] if isinstance(operation, str) else _json_type(operation)
@@ -227,12 +224,19 @@ def parse_review(
             "bad-field",
             f"request.operation is {shown}, expected one of {', '.join(sorted(OPERATIONS))}",
         )
-    group, version, object_kind = _group_version_kind(request, "kind", "kind")
+    return operation
+
+
+def _resource(request: Mapping[str, Any]) -> str:
     resource = request.get("resource")
-    resource_name = ""
     if isinstance(resource, _OBJECT):
         raw = resource.get("resource", "")
-        resource_name = raw if isinstance(raw, str) else ""
+        return raw if isinstance(raw, str) else ""
+    return ""
+
+
+def _object(request: Mapping[str, Any], operation: str) -> Mapping[str, Any] | None:
+    """``request.object``: required on CREATE and UPDATE, with the metadata an API server sends."""
     obj = request.get("object")
     if obj is not None and not isinstance(obj, _OBJECT):
         raise RequestError("bad-field", f"request.object must be an object, not {_json_type(obj)}")
@@ -240,27 +244,60 @@ def parse_review(
         raise RequestError("no-object", f"request.object is missing on {operation}")
     if obj is not None:
         _check_metadata(obj)
+    return obj
+
+
+def _old_object(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
     old = request.get("oldObject")
     if old is not None and not isinstance(old, _OBJECT):
         raise RequestError(
             "bad-field", f"request.oldObject must be an object, not {_json_type(old)}"
         )
+    return old
+
+
+def _dry_run(request: Mapping[str, Any]) -> bool:
     dry_run = request.get("dryRun", False)
     if dry_run is None:
-        dry_run = False
+        return False
     if not isinstance(dry_run, bool):
         raise RequestError(
             "bad-field", f"request.dryRun must be a boolean, not {_json_type(dry_run)}"
         )
+    return dry_run
+
+
+def parse_review(
+    body: bytes | bytearray | memoryview | str | Mapping[str, Any],
+    *,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> AdmissionRequest:
+    """Check an AdmissionReview v1 request (raw bytes or an already decoded dict).
+
+    Raises :class:`RequestError` when the body is over ``max_bytes``, is not JSON, is not an
+    ``admission.k8s.io/v1`` AdmissionReview, or lacks ``request``, ``request.uid``,
+    ``request.kind``, a known ``request.operation``, or ``request.object`` on CREATE/UPDATE.
+    The checks run in the order of those fields, so a request with several faults is always
+    told about the same one.
+    """
+    doc = body if isinstance(body, _OBJECT) else decode(body, max_bytes=max_bytes)
+    request = _request(doc)
+    uid = _uid(request)
+    operation = _operation(request)
+    group, version, object_kind = _group_version_kind(request, "kind", "kind")
+    resource = _resource(request)
+    obj = _object(request, operation)
+    old = _old_object(request)
+    dry_run = _dry_run(request)
     return AdmissionRequest(
         api_version=ADMISSION_API_VERSION,
         uid=uid,
         group=group,
         version=version,
         kind=object_kind,
-        resource=resource_name,
+        resource=resource,
         sub_resource=_optional_str(request, "subResource") or "",
-        operation=str(operation),
+        operation=operation,
         namespace=_optional_str(request, "namespace") or None,
         name=_optional_str(request, "name") or None,
         dry_run=dry_run,

@@ -22,7 +22,7 @@ switch waits until every configuration has trusted the new CA for ``Timing.settl
 
 The Kubernetes calls are behind :class:`CertStore` (``webhook.kube.certs`` implements it): this
 package does not import ``kubernetes``, and ``webhook.kube`` does not import this package; the
-server wires the two together (``webhook.web.selfmanaged``).
+server wires the two together (``webhook.server.selfmanaged``).
 """
 
 from __future__ import annotations
@@ -39,30 +39,14 @@ from typing import Protocol
 
 from cryptography import x509
 
-from webhook import tls
-from webhook.certs import rotation
-from webhook.contract import (
-    CA_CERT_FILE,
-    CERT_INTERVAL_ENV,
-    CERT_SECRET_ENV,
-    DEFAULT_CERT_INTERVAL,
-    DEFAULT_KUBE,
-    DEFAULT_TLS_DIR,
-    KUBE_ENV,
-    MUTATING_WEBHOOK_ENV,
-    SERVICE_ENV,
-    TLS_CERT_FILE,
-    TLS_DIR_ENV,
-    TLS_KEY_FILE,
-    VALIDATING_WEBHOOK_ENV,
-)
+from webhook.certs import issue, rotation
+from webhook.contract import CA_CERT_FILE, DEFAULT_CERT_INTERVAL, TLS_CERT_FILE, TLS_KEY_FILE
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_STALENESS",
     "CertManager",
-    "CertManagerSettings",
     "CertStore",
     "PublishedCACheck",
     "Round",
@@ -74,67 +58,6 @@ MAX_STALENESS = 30.0
 FORK_WAIT = 5.0
 #: Attempts at writing the Secret in one round when other replicas keep writing it first.
 WRITE_ATTEMPTS = 3
-
-
-# --------------------------------------------------------------------------------------------
-# Settings
-# --------------------------------------------------------------------------------------------
-
-
-def _ref(env: Mapping[str, str], name: str) -> tuple[str, str]:
-    raw = env.get(name, "").strip()
-    namespace, _, object_name = raw.partition("/")
-    if not namespace or not object_name or "/" in object_name:
-        raise ValueError(f"{name}={raw!r}: use namespace/name")
-    return namespace, object_name
-
-
-@dataclass(frozen=True)
-class CertManagerSettings:
-    """The environment of the self-managed mode (docs/contracts.md)."""
-
-    secret: tuple[str, str]
-    service: tuple[str, str]
-    mutating: str | None
-    validating: str | None
-    tls_dir: Path
-    interval: float
-    kube: str
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> CertManagerSettings | None:
-        """The settings, or None when ``GPU_POLICY_CERT_SECRET`` is unset (mode off).
-
-        ValueError names the variable that is wrong and what it should look like.
-        """
-        if not env.get(CERT_SECRET_ENV, "").strip():
-            return None
-        mutating = env.get(MUTATING_WEBHOOK_ENV, "").strip() or None
-        validating = env.get(VALIDATING_WEBHOOK_ENV, "").strip() or None
-        if mutating is None and validating is None:
-            raise ValueError(
-                f"{CERT_SECRET_ENV} is set but neither {MUTATING_WEBHOOK_ENV} nor "
-                f"{VALIDATING_WEBHOOK_ENV} names a webhook configuration to publish the CA in"
-            )
-        raw = env.get(CERT_INTERVAL_ENV, "").strip() or str(DEFAULT_CERT_INTERVAL)
-        try:
-            interval = float(raw)
-        except ValueError:
-            raise ValueError(f"{CERT_INTERVAL_ENV}={raw!r}: not a number of seconds") from None
-        if not 0 < interval <= 3600:
-            raise ValueError(f"{CERT_INTERVAL_ENV}={raw!r}: use 1 to 3600 seconds")
-        kube = env.get(KUBE_ENV, "").strip() or DEFAULT_KUBE
-        return cls(
-            secret=_ref(env, CERT_SECRET_ENV),
-            service=_ref(env, SERVICE_ENV),
-            mutating=mutating,
-            validating=validating,
-            tls_dir=Path(env.get(TLS_DIR_ENV, "").strip() or DEFAULT_TLS_DIR),
-            interval=interval,
-            # The manager talks to the cluster even when the server watches none: through the
-            # kubeconfig GPU_POLICY_KUBE names, else the pod's service account.
-            kube="in-cluster" if kube == DEFAULT_KUBE else kube,
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,7 +141,7 @@ def _write_if_changed(path: Path, data: bytes, mode: int) -> bool:
             return False
     except OSError:
         pass
-    tls.write_atomic(path, data, mode=mode)
+    issue.write_atomic(path, data, mode=mode)
     return True
 
 
@@ -378,14 +301,6 @@ class CertManager:
 # --------------------------------------------------------------------------------------------
 
 
-def _served_certificate() -> x509.Certificate | None:
-    serving = tls.serving()
-    if serving is None:
-        return None
-    serving.maybe_reload()
-    return serving.certificate
-
-
 class PublishedCACheck:
     """``/readyz``: not ready until the served certificate is one the API server would trust.
 
@@ -398,7 +313,7 @@ class PublishedCACheck:
     def __init__(
         self,
         ca_file: str | os.PathLike[str],
-        served: Callable[[], x509.Certificate | None] = _served_certificate,
+        served: Callable[[], x509.Certificate | None],
         clock: Callable[[], dt.datetime] = _utcnow,
     ) -> None:
         """Check against ``ca_file``; ``served`` gives the certificate served now."""
@@ -417,9 +332,3 @@ class PublishedCACheck:
             return False, f"no published caBundle yet ({self.ca_file}: {e.strerror})"
         trusted = rotation.load_certificates(pem)
         return rotation.check_served(cert, trusted, self.clock())
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> list[PublishedCACheck]:
-        """The check for the self-managed mode, or none when the mode is off."""
-        settings = CertManagerSettings.from_env(env)
-        return [] if settings is None else [cls(settings.tls_dir / CA_CERT_FILE)]

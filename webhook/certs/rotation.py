@@ -45,7 +45,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 
-from webhook import tls
+from webhook.certs import issue
 from webhook.contract import (
     CA_CERT_FILE,
     CA_KEY_FILE,
@@ -221,7 +221,7 @@ def _serving_problem(
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature):
         return f"{TLS_CERT_FILE} is not signed by {CA_CERT_FILE}"
-    missing = tls.missing_dns_names(cert, dns_names)
+    missing = issue.missing_dns_names(cert, dns_names)
     if missing is None:
         return f"{TLS_CERT_FILE} has no subjectAltName"
     if missing:
@@ -315,7 +315,7 @@ _OURS = (NEXT_CA_TRUSTED_ANNOTATION, PREVIOUS_CA_UNTIL_ANNOTATION)
 
 def _new_ca(service: str, now: dt.datetime, timing: Timing) -> tuple[bytes, bytes]:
     # The CN names the Service and the time, so two CAs are told apart in `openssl x509` output.
-    return tls.make_ca(f"{service}-ca-{now:%Y%m%d%H%M%S}", timing.ca_days, now=now)
+    return issue.make_ca(f"{service}-ca-{now:%Y%m%d%H%M%S}", timing.ca_days, now=now)
 
 
 @dataclass
@@ -342,7 +342,7 @@ class _Draft:
 
     def issue_serving(self, why: str) -> None:
         """A new serving certificate from the Secret's CA."""
-        crt, key = tls.make_serving_cert(
+        crt, key = issue.make_serving_cert(
             self.data[CA_CERT_FILE],
             self.data[CA_KEY_FILE],
             service=self.service,
@@ -460,7 +460,7 @@ def plan(
     webhook entry of the webhook configurations, as read just before (None for one that could
     not be read). ``service``/``namespace``: the Service the serving certificate must name.
     ``remembered``: the last Secret this server saw with a usable CA, used to put a deleted
-    or broken Secret back without an outage. Certificates are made with ``webhook.tls`` and
+    or broken Secret back without an outage. Certificates are made with ``webhook.certs.issue`` and
     dated ``now``.
     """
     draft = _Draft(
@@ -491,7 +491,7 @@ def plan(
 
     ca, switched = draft.next_ca(ca, published, force=force_next)
     draft.retire()
-    dns_names = tls.serving_dns_names(service, namespace)
+    dns_names = issue.serving_dns_names(service, namespace)
     why = (
         "the CA changed"
         if switched

@@ -23,7 +23,8 @@ import pytest
 from webhook.harness.report import details
 from webhook.harness.run import CaseResult, run_case
 from webhook.harness.runners import LocalRunner
-from webhook.harness.suite import Case, Suite, SuiteError, SuiteLoader, is_suite_file
+from webhook.harness.suite import Case, Suite, SuiteError, is_suite_file
+from webhook.harness.suite_files import SuiteLoader
 
 _LOADER = pytest.StashKey[SuiteLoader]()
 

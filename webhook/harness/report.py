@@ -1,4 +1,5 @@
-"""Reports of a harness run: the results table, failure details, the closing line, JUnit XML.
+"""Reports of a harness run: failure details, the closing line, JUnit XML (the results table
+is the command's: ``webhook.cli.test``).
 
 JUnit XML is written with the standard library's ElementTree; nothing here parses XML, so
 bandit's warning about parsing untrusted XML (B405) does not apply.
@@ -16,28 +17,16 @@ from webhook.harness.run import CaseResult
 from webhook.harness.suite import Problem
 
 # status -> (the word in reports, its ANSI colour)
-_STYLES: dict[str, tuple[str, str]] = {
+STYLES: dict[str, tuple[str, str]] = {
     "pass": ("PASS", "32"),
     "fail": ("FAIL", "31"),
     "skip": ("SKIP", "33"),
     "error": ("ERROR", "35"),
 }
-_WIDTHS = (28, 48, 46, 42)  # the widest a suite, case, expected and got column grows
 
 
 def _paint(colour: bool, kind: str, text: str) -> str:
-    return f"\033[{_STYLES[kind][1]}m{text}\033[0m" if colour else text
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _got(result: CaseResult) -> str:
-    if result.status == "skip":
-        return f"skipped: {result.skip_reason}"
-    assert result.outcome is not None
-    return result.outcome.summary()
+    return f"\033[{STYLES[kind][1]}m{text}\033[0m" if colour else text
 
 
 def display_path(path: Path) -> str:
@@ -49,39 +38,13 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def table(results: Sequence[CaseResult], *, colour: bool = False) -> str:
-    """One line a case: suite, case, expected, got, PASS/FAIL/SKIP/ERROR."""
-    rows = [
-        (
-            r.case.suite,
-            r.case.name,
-            r.case.expect.summary(),
-            _got(r),
-            r.status,
-        )
-        for r in results
-    ]
-    header = ("SUITE", "CASE", "EXPECTED", "GOT")
-    widths = [
-        min(cap, max([len(h)] + [len(row[i]) for row in rows]))
-        for i, (h, cap) in enumerate(zip(header, _WIDTHS, strict=True))
-    ]
-    lines = [
-        "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + "  RESULT",
-    ]
-    for *cells, status in rows:
-        text = "  ".join(_cut(c, w).ljust(w) for c, w in zip(cells, widths, strict=True))
-        lines.append(f"{text}  {_paint(colour, status, _STYLES[status][0])}")
-    return "\n".join(lines)
-
-
 def details(results: Sequence[CaseResult], *, colour: bool = False) -> str:
     """For every failed or errored case: where it is defined and what differed."""
     out: list[str] = []
     for r in results:
         if r.status not in ("fail", "error"):
             continue
-        title = f"{_STYLES[r.status][0]} {r.case.id}"
+        title = f"{STYLES[r.status][0]} {r.case.id}"
         out.append(
             f"{_paint(colour, r.status, title)}  "
             f"({display_path(r.case.path)}:{r.case.line}; object {r.case.source})"

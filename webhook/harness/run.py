@@ -11,7 +11,7 @@ from typing import Literal
 
 import yaml
 
-from webhook.harness.outcome import Difference, Outcome, after_admission, check, dump_yaml
+from webhook.harness.compare import Difference, Observed, after_admission, check, dump_yaml
 from webhook.harness.runners import Runner
 from webhook.harness.suite import Case, Suite
 
@@ -25,7 +25,7 @@ class CaseResult:
     suite: Suite
     case: Case
     status: Status
-    outcome: Outcome | None = None
+    observed: Observed | None = None
     differences: list[Difference] = field(default_factory=list)
     skip_reason: str = ""
     seconds: float = 0.0
@@ -56,12 +56,12 @@ def golden_text(obj: object, case: Case) -> str:
     return header + dump_yaml(obj)
 
 
-def _update_golden(case: Case, outcome: Outcome) -> Path | None:
+def _update_golden(case: Case, observed: Observed) -> Path | None:
     """Write the golden file when it is missing or differs; the path written, or None."""
     golden = case.expect.golden
-    if golden is None or golden.path is None or outcome.error is not None or not outcome.allowed:
+    if golden is None or golden.path is None or observed.error is not None or not observed.allowed:
         return None
-    obj = after_admission(case, outcome)
+    obj = after_admission(case, observed)
     if golden.path.is_file():
         try:
             if yaml.safe_load(golden.path.read_text(encoding="utf-8")) == obj:
@@ -81,10 +81,10 @@ def run_case(
     if reason:
         return CaseResult(suite, case, "skip", skip_reason=reason)
     start = time.perf_counter()
-    outcome = runner.run(suite, case)
-    written = _update_golden(case, outcome) if update_golden else None
-    differences = check(case, outcome)
-    if outcome.error is not None:
+    observed = runner.run(suite, case)
+    written = _update_golden(case, observed) if update_golden else None
+    differences = check(case, observed)
+    if observed.error is not None:
         status: Status = "error"
     else:
         status = "fail" if differences else "pass"
@@ -92,7 +92,7 @@ def run_case(
         suite,
         case,
         status,
-        outcome=outcome,
+        observed=observed,
         differences=differences,
         seconds=time.perf_counter() - start,
         golden_written=written,

@@ -31,7 +31,7 @@ from webhook.harness.admission_review import (
     failed_rules,
     parse_response,
 )
-from webhook.harness.outcome import Outcome
+from webhook.harness.compare import Observed
 from webhook.harness.suite import Case, Suite
 from webhook.policy import review
 
@@ -44,7 +44,7 @@ class Runner(Protocol):
     def unsupported(self, case: Case) -> str | None:
         """Why this runner cannot run ``case`` (it is then skipped), or None."""
 
-    def run(self, suite: Suite, case: Case) -> Outcome:
+    def run(self, suite: Suite, case: Case) -> Observed:
         """The answer for ``case``."""
 
 
@@ -64,7 +64,7 @@ class LocalRunner:
         """Every case can be reviewed locally."""
         return None
 
-    def run(self, suite: Suite, case: Case) -> Outcome:
+    def run(self, suite: Suite, case: Case) -> Observed:
         """Review the case's object with ``review()``."""
         try:
             decision = review(
@@ -75,8 +75,8 @@ class LocalRunner:
                 namespace=case.namespace,
             )
         except Exception as exc:  # a crash of the engine is this case's result, not ours
-            return Outcome(allowed=False, error=f"review() raised {type(exc).__name__}: {exc}")
-        return Outcome(
+            return Observed(allowed=False, error=f"review() raised {type(exc).__name__}: {exc}")
+        return Observed(
             allowed=decision.allowed,
             failed=decision.failed,
             warnings=decision.warnings,
@@ -201,7 +201,7 @@ class ServerRunner:
         uid = review_doc["request"]["uid"]
         return parse_response(self.client.post(path, review_doc), uid)
 
-    def run(self, suite: Suite, case: Case) -> Outcome:
+    def run(self, suite: Suite, case: Case) -> Observed:
         """Send the case through /mutate (Pods on CREATE) and /validate."""
         obj = _json_copy(case.obj)
         warnings: list[str] = []
@@ -216,16 +216,16 @@ class ServerRunner:
                     try:
                         mutated = jsonpatch.apply_patch(copy.deepcopy(obj), list(answer.patch))
                     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-                        return Outcome(
+                        return Observed(
                             allowed=False, error=f"the patch from /mutate does not apply: {exc}"
                         )
             answer = self._ask("/validate", mutated if mutated is not None else obj, case)
         except (HarnessConnectionError, ResponseError) as exc:
-            return Outcome(allowed=False, error=str(exc))
+            return Observed(allowed=False, error=str(exc))
         warnings += answer.warnings
         if not answer.allowed:
             return _denied(answer, warnings, "/validate")
-        return Outcome(
+        return Observed(
             allowed=True,
             warnings=tuple(dict.fromkeys(warnings)),
             mutated=mutated if mutated != obj else None,
@@ -234,9 +234,9 @@ class ServerRunner:
         )
 
 
-def _denied(answer: Answer, warnings: Sequence[str], path: str) -> Outcome:
+def _denied(answer: Answer, warnings: Sequence[str], path: str) -> Observed:
     message = answer.message or f"denied by {path} without a message"
-    return Outcome(
+    return Observed(
         allowed=False,
         failed=failed_rules(answer.message, answer.audit_annotations),
         warnings=tuple(dict.fromkeys(warnings)),
@@ -300,7 +300,7 @@ class KubeRunner:
             return f"{case.operation} cannot be tested with a dry-run create"
         return None
 
-    def run(self, suite: Suite, case: Case) -> Outcome:
+    def run(self, suite: Suite, case: Case) -> Observed:
         """Create the case's object with dryRun=All and read the cluster's answer."""
         obj = _json_copy(case.obj)
         if case.namespace:
@@ -309,10 +309,10 @@ class KubeRunner:
             obj.setdefault("metadata", {})["namespace"] = case.namespace
         answer = self.create(obj, case.namespace)
         if answer.error is not None:
-            return Outcome(allowed=False, error=answer.error)
+            return Observed(allowed=False, error=answer.error)
         warnings = tuple(dict.fromkeys(answer.warnings))
         if not answer.allowed:
-            return Outcome(
+            return Observed(
                 allowed=False,
                 failed=failed_rules(answer.message),
                 warnings=warnings,
@@ -321,7 +321,7 @@ class KubeRunner:
                 submitted=obj,
             )
         returned = dict(answer.object) if answer.object is not None else obj
-        return Outcome(
+        return Observed(
             allowed=True,
             warnings=warnings,
             mutated=returned,

@@ -14,7 +14,7 @@ It watches Nodes, GPU Pods and the device-plugin ConfigMap and hands immutable
 """
 
 from webhook.kube.client import load_client
-from webhook.kube.source import ClusterSource, ClusterState, Health, KindHealth
+from webhook.kube.source import ClusterSource, ClusterState, Health
 from webhook.kube.trim import configmap_data, trim_node, trim_pod
 from webhook.kube.watcher import WatchTimings
 
@@ -22,7 +22,6 @@ __all__ = [
     "ClusterSource",
     "ClusterState",
     "Health",
-    "KindHealth",
     "WatchTimings",
     "configmap_data",
     "load_client",

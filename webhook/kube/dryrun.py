@@ -24,7 +24,7 @@ from urllib.parse import quote
 from kubernetes import client, config
 
 __all__ = [
-    "ClusterError",
+    "DiscoveryError",
     "DryRunCreator",
     "DryRunResult",
     "connect",
@@ -52,7 +52,7 @@ _SIMPLE_ESCAPES = {
 _VERDICT_CODES = frozenset({400, 403, 422})
 
 
-class ClusterError(Exception):
+class DiscoveryError(Exception):
     """The cluster cannot judge the object (discovery failed, credentials refused)."""
 
 
@@ -157,7 +157,7 @@ class DryRunCreator:
             if status != 200 or not isinstance(data, Mapping):
                 said = data.get("message") if isinstance(data, Mapping) else None
                 hint = " (check the kubeconfig's credentials)" if status in (401, 403) else ""
-                raise ClusterError(
+                raise DiscoveryError(
                     f"GET {path} (API discovery) answered HTTP {status}"
                     + (f": {said}" if said else "")
                     + hint
@@ -190,7 +190,7 @@ class DryRunCreator:
             else:
                 path = f"{base}/{plural}"
             status, data, headers = self._request("POST", path, dict(obj))
-        except ClusterError as exc:
+        except DiscoveryError as exc:
             return DryRunResult(False, 0, error=str(exc))
         except Exception as exc:  # urllib3/ssl/auth plugin errors: report, do not crash
             return DryRunResult(False, 0, error=f"{type(exc).__name__}: {exc}")

@@ -29,15 +29,13 @@ from webhook.kube.watcher import (
     key_by_namespace_name,
 )
 
-__all__ = ["ClusterSource", "ClusterState", "Health", "KindHealth"]
+__all__ = ["ClusterSource", "ClusterState", "Health"]
 
 log = logging.getLogger(__name__)
 
 #: The field selector for pods that can hold a device: completed pods are left out by the
 #: API server itself (a pod that completes arrives as DELETED).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-
-_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -94,24 +92,6 @@ class ClusterState:
 
 
 @dataclass(frozen=True)
-class KindHealth:
-    """One watcher's condition."""
-
-    synced: bool
-    reachable: bool | None
-    streaming: bool
-    resource_version: str | None
-    objects: int
-    lists: int
-    relists: int
-    watches: int
-    watch_restarts: int
-    errors: int
-    events: int
-    last_error: str | None
-
-
-@dataclass(frozen=True)
 class Health:
     """What ``/readyz`` and ``/metrics`` need to know about the source."""
 
@@ -129,7 +109,6 @@ class Health:
     snapshots: int
     callback_errors: int
     last_error: str | None
-    kinds: Mapping[str, KindHealth]
 
 
 class ClusterSource:
@@ -280,23 +259,6 @@ class ClusterSource:
         """The source's condition now, for readiness and metrics."""
         state = self._current
         now = time.monotonic()
-        kinds = {
-            name: KindHealth(
-                synced=w.synced,
-                reachable=w.reachable,
-                streaming=w.streaming,
-                resource_version=w.resource_version,
-                objects=w.count,
-                lists=w.lists,
-                relists=w.relists,
-                watches=w.watches,
-                watch_restarts=w.restarts,
-                errors=w.errors,
-                events=w.events,
-                last_error=w.last_error,
-            )
-            for name, w in self.watchers.items()
-        }
         errors = [w.last_error for w in self.watchers.values() if w.last_error]
         return Health(
             synced=self.synced,
@@ -309,25 +271,7 @@ class ClusterSource:
             snapshots=self.snapshots,
             callback_errors=self.callback_errors,
             last_error=errors[-1] if errors else None,
-            kinds=MappingProxyType(kinds),
         )
-
-    def metrics(self) -> dict[str, float]:
-        """Flat numbers for a Prometheus collector (``*_total`` are counters)."""
-        h = self.health()
-        state = self._current
-        return {
-            "watch_restarts_total": float(h.watch_restarts),
-            "api_errors_total": float(h.errors),
-            "relists_total": float(h.relists),
-            "snapshots_total": float(h.snapshots),
-            "snapshot_callback_errors_total": float(h.callback_errors),
-            "sync_age_seconds": -1.0 if h.sync_age_seconds is None else h.sync_age_seconds,
-            "api_reachable": 1.0 if h.api_reachable else 0.0,
-            "synced": 1.0 if h.synced else 0.0,
-            "nodes": float(len(state.nodes)) if state else 0.0,
-            "gpu_pods": float(len(state.gpu_pods)) if state else 0.0,
-        }
 
     # ------------------------------------------------------------------ publishing
 

@@ -259,36 +259,41 @@ class ResourceWatcher:
             except Exception as exc:
                 if self._stop.is_set():
                     break
-                mid_stream = self._in_stream
-                if mid_stream and self._stream_healthy:
-                    failures = 0
-                failures += 1
-                self.errors += 1
-                self.last_error = _describe(exc)
-                delay = max(self.timings.backoff(failures), _retry_after(exc))
-                # A healthy stream that broke is routine (API server restart, LB idle cut);
-                # repeated failures are not, but say so only now and then.
-                if mid_stream and failures == 1:
-                    level = logging.INFO
-                elif failures <= 3 or failures % 20 == 0:
-                    level = logging.WARNING
-                else:
-                    level = logging.DEBUG
-                log.log(
-                    level,
-                    "%s: %s (failure %d); retrying in %.2fs, keeping the last state",
-                    self.spec.name,
-                    self.last_error,
-                    failures,
-                    delay,
-                )
-                if not mid_stream:
-                    self._set_reachable(not _unreachable(exc))
+                failures, delay = self._failed(exc, failures)
             finally:
                 self._in_stream = self.streaming = False
             if delay:
                 self._stop.wait(delay)
         log.debug("%s watcher stopped", self.spec.name)
+
+    def _failed(self, exc: Exception, failures: int) -> tuple[int, float]:
+        """Count and log a failed list or watch: (failures in a row, seconds to wait)."""
+        mid_stream = self._in_stream
+        if mid_stream and self._stream_healthy:
+            failures = 0
+        failures += 1
+        self.errors += 1
+        self.last_error = _describe(exc)
+        delay = max(self.timings.backoff(failures), _retry_after(exc))
+        # A healthy stream that broke is routine (API server restart, LB idle cut);
+        # repeated failures are not, but say so only now and then.
+        if mid_stream and failures == 1:
+            level = logging.INFO
+        elif failures <= 3 or failures % 20 == 0:
+            level = logging.WARNING
+        else:
+            level = logging.DEBUG
+        log.log(
+            level,
+            "%s: %s (failure %d); retrying in %.2fs, keeping the last state",
+            self.spec.name,
+            self.last_error,
+            failures,
+            delay,
+        )
+        if not mid_stream:
+            self._set_reachable(not _unreachable(exc))
+        return failures, delay
 
     def _set_reachable(self, value: bool) -> None:
         if self.reachable != value:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from webhook.policy.records import per_review_record
 
 Status = Literal["pass", "fail", "warn", "skip", "error"]
 
@@ -39,10 +41,7 @@ class RuleResult:
         return out
 
 
-# Not frozen, but read-only by convention: one is built on every review, and a frozen
-# dataclass sets each field through object.__setattr__. Frozen, Workload, AdmissionRequest,
-# Decision and Outcome cost a review ~12 us more (the Flask app in process, on 3.11).
-@dataclass(slots=True)
+@per_review_record
 class Decision:
     """The outcome of ``review()``; the server, the CLI and the harness all read this."""
 
@@ -56,17 +55,11 @@ class Decision:
     mutated: Mapping[str, Any] | None = None
     patch: tuple[dict[str, Any], ...] = ()
     enforcement: str = "enforce"
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> tuple[str, ...]:
         """Ids of the rules that failed, in order, without repeats."""
         return tuple(dict.fromkeys(r.rule for r in self.results if r.status == "fail"))
-
-    @property
-    def flagged(self) -> tuple[str, ...]:
-        """Ids of the rules that failed or warned (what audit annotations record)."""
-        return tuple(dict.fromkeys(r.rule for r in self.results if r.status in ("fail", "warn")))
 
     @property
     def denial(self) -> str:

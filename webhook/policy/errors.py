@@ -1,6 +1,14 @@
-"""Errors for bad input files (never for bad pods: those are rule results)."""
+"""Errors and warnings for input files (never for bad pods: those are rule results)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def located(source: str, field: str, reason: str) -> str:
+    """``file: field: reason``, the one way errors and warnings name where they come from."""
+    where = f"{source}: {field}" if field else source
+    return f"{where}: {reason}"
 
 
 class PolicyError(ValueError):
@@ -14,5 +22,21 @@ class PolicyError(ValueError):
         self.source = source
         self.field = field
         self.reason = reason
-        where = f"{source}: {field}" if field else source
-        super().__init__(f"{where}: {reason}")
+        super().__init__(located(source, field, reason))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyWarning:
+    """Something an input file says that loads, but does not do what it seems to say.
+
+    The device plugin silently ignores some fields and some entries. The webhook loads the
+    same files, and says what is ignored and why, with the same file, field and reason shape
+    as a PolicyError.
+    """
+
+    source: str
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        return located(self.source, self.field, self.reason)

@@ -4,7 +4,7 @@ The inventory is an immutable snapshot built from one of three sources, best fir
 
 1. Node objects (a ``kubectl get nodes -o yaml`` dump, or the live watch): ``status.allocatable``
    is the truth about resource names and slots, GFD labels the truth about products
-   (GPU-SHARING.md §4); disagreements between the two are recorded, not hidden.
+   (docs/device-plugin.md, "GFD labels"); disagreements between the two are recorded, not hidden.
 2. The pools the policy declares (``spec.pools``), expanded with the device-plugin config.
 3. The device-plugin config alone: resource names per config key, products unknown.
 """
@@ -20,8 +20,6 @@ from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.plugin_config import PluginConfig
 from webhook.policy.products import base_model, model_key, product_label, product_value
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
-
-SHARING_LABEL_STRATEGIES = ("none", "time-slicing", "mps")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +80,18 @@ class Pool:
 
 @dataclass(frozen=True)
 class Inventory:
-    """An immutable snapshot of the pools; a request reads one snapshot from start to end."""
+    """An immutable snapshot of the pools; a request reads one snapshot from start to end.
+
+    ``pairs`` holds every (pool, offer) pair, pool by pool: what a review walks.
+    """
 
     pools: tuple[Pool, ...]
     source: str
     disagreements: tuple[str, ...] = ()
+    pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
-        default_factory=dict, repr=False, compare=False
+        init=False, repr=False, compare=False
     )
-    _pairs: tuple[tuple[Pool, Offer], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Both indexes are built once per snapshot; every review reads them.
@@ -98,14 +99,10 @@ class Inventory:
         index: dict[str, list[tuple[Pool, Offer]]] = defaultdict(list)
         for pool, offer in pairs:
             index[offer.form.name].append((pool, offer))
-        object.__setattr__(self, "_pairs", pairs)
+        object.__setattr__(self, "pairs", pairs)
         object.__setattr__(self, "_by_name", {k: tuple(v) for k, v in index.items()})
 
-    def offers(self) -> tuple[tuple[Pool, Offer], ...]:
-        """Every (pool, offer) pair, pool by pool."""
-        return self._pairs
-
-    def offering(self, name: str) -> tuple[tuple[Pool, Offer], ...]:
+    def advertising(self, name: str) -> tuple[tuple[Pool, Offer], ...]:
         """The (pool, offer) pairs that advertise the resource ``name``."""
         return self._by_name.get(name, ())
 
@@ -118,7 +115,7 @@ class Inventory:
         """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), Tesla-T4-SHARED (3 slots)``, per name."""
         parts = []
         for name in sorted(names if names is not None else self._by_name):
-            offers = ", ".join(o.describe() for _, o in self.offering(name))
+            offers = ", ".join(o.describe() for _, o in self.advertising(name))
             parts.append(f"{name}: {offers}" if offers else name)
         return "; ".join(parts) if parts else "no GPU resources"
 
@@ -186,12 +183,20 @@ def _declared_pool(policy: Policy, pool: DeclaredPool) -> Pool:
                 )
             )
     elif mig == "single" and pool.mig_devices:
-        profile, count = pool.mig_devices[0]
-        offers.append(
-            _offer_from_config(
-                gpu, profile, config, devices=count * nodes, selector_fallback=fallback, **common
+        # MPS cannot share MIG instances: the plugin stops and the pool advertises nothing
+        # (docs/device-plugin.md, "When the plugin serves nothing").
+        if config is not None and config.serves_mig_instances:
+            profile, count = pool.mig_devices[0]
+            offers.append(
+                _offer_from_config(
+                    gpu,
+                    profile,
+                    config,
+                    devices=count * nodes,
+                    selector_fallback=fallback,
+                    **common,
+                )
             )
-        )
     else:
         offers.append(
             _offer_from_config(
@@ -249,104 +254,161 @@ def inventory_from_policy(policy: Policy) -> Inventory:
 
 
 @dataclass(slots=True)
+class _Node:
+    """One node's labels, and the device-plugin config it runs."""
+
+    name: str
+    labels: Mapping[str, str]
+    key: str | None  # the config key it runs: its label's, or the fallback
+    config: PluginConfig | None
+    mig_strategy: str
+
+
+@dataclass(slots=True)
 class _NodeOffers:
     key: str | None
     mig_strategy: str
     model: str | None
     offers: list[Offer]
+    problems: list[str]
 
 
-def _node_offers(
-    node: Mapping[str, Any], policy: Policy, problems: list[str]
-) -> _NodeOffers | None:
+def _node(node: Mapping[str, Any], policy: Policy) -> _Node:
     meta = node.get("metadata") or {}
-    name = str(meta.get("name", "?"))
     labels: Mapping[str, str] = meta.get("labels") or {}
-    allocatable: Mapping[str, Any] = (node.get("status") or {}).get("allocatable") or {}
-    gpu_resources = [(k, v) for k, v in allocatable.items() if k.startswith(PREFIX)]
     key = labels.get(policy.node_label)
     config = policy.config_for(key)
-    effective_key = key if key in policy.configs else policy.default_config
     mig_strategy = labels.get("nvidia.com/mig.strategy") or (
         config.mig_strategy if config else "none"
     )
-    offers = []
+    return _Node(
+        name=str(meta.get("name", "?")),
+        labels=labels,
+        key=key if key in policy.configs else policy.default_config,
+        config=config,
+        mig_strategy=mig_strategy,
+    )
+
+
+def _node_offers(node: Mapping[str, Any], policy: Policy) -> _NodeOffers | None:
+    """What one node offers (None: no GPU resource), and where its labels and config disagree."""
+    allocatable: Mapping[str, Any] = (node.get("status") or {}).get("allocatable") or {}
+    view = _node(node, policy)
+    offers: list[Offer] = []
+    problems: list[str] = []
     model = None
-    for resource, raw in gpu_resources:
+    for resource, raw in allocatable.items():
+        if not resource.startswith(PREFIX):
+            continue
         form = parse_resource(resource)
         slots = _int(raw)
         if form is None or not slots:
             continue
-        original = form.original
-        product = labels.get(f"{original}.product")
-        labelled = _int(labels.get(f"{original}.replicas"))
-        # No GFD labels: the config the node runs says how far it is shared.
-        replicas = labelled if labelled is not None else (config.replicas(form) if config else 1)
-        replicas = max(replicas, 1)
-        strategy = labels.get(f"{original}.sharing-strategy") or (
-            "none" if replicas == 1 else "time-slicing"
-        )
-        count = _int(labels.get(f"{original}.count"))
-        # allocatable wins for names: a .shared name means replicated even if labels say 1.
-        if form.renamed and replicas == 1:
-            problems.append(
-                f"node {name}: allocatable has {resource} but label {original}.replicas says "
-                f"{labels.get(f'{original}.replicas', 'nothing')}: GFD may read another config "
-                "than the plugin"
-            )
-            replicas = max(2, config.replicas(form) if config else 2)
-        if config is not None and config.advertised(form.with_renamed(False)).name != resource:
-            problems.append(
-                f"node {name}: advertises {resource}, but config {effective_key!r} "
-                f"would advertise {config.advertised(form.with_renamed(False)).name}"
-            )
-        if (
-            product is not None
-            and replicas > 1
-            and not form.renamed
-            and not product.endswith("-SHARED")
-        ):
-            problems.append(
-                f"node {name}: {original}.product={product} lacks -SHARED although "
-                f"{resource} is shared"
-            )
-        if product is not None and product.endswith("-SHARED") and (replicas == 1 or form.renamed):
-            problems.append(
-                f"node {name}: {original}.product={product} says shared, allocatable says "
-                f"{resource}: {slots}"
-            )
-        if count is not None and replicas > 1 and slots == count:
-            # A plugin not restarted since the ConfigMap changed (it does not watch it): GFD
-            # labels the new sharing, the running plugin still hands out whole devices.
-            problems.append(
-                f"node {name}: labels say {original} x{count} shared {replicas} ways, allocatable "
-                f"says {resource}: {slots}: restart the device plugin; treated as not shared"
-            )
-            replicas = 1
-        profile = form.profile
-        if profile is None and product is not None and "-MIG-" in product:
-            # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.
-            profile = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
-        if model is None and product is not None:
-            model = base_model(product)
-        fail = config.fail_requests_greater_than_one if config else strategy == "mps"
-        offers.append(
-            Offer(
-                form=form,
-                profile=profile,
-                product=product,
-                replicas=replicas,
-                strategy=strategy if replicas > 1 else "none",
-                fail_requests_greater_than_one=fail,
-                devices=count if count is not None else max(1, slots // replicas),
-                slots=slots,
-                memory_mib=_int(labels.get(f"{original}.memory")),
-                selector=(product_label(form, mig_strategy), product) if product else None,
-            )
-        )
+        offer, found = _node_offer(view, resource, form, slots)
+        offers.append(offer)
+        problems += found
+        if model is None and offer.product is not None:
+            model = base_model(offer.product)
     if not offers:
         return None
-    return _NodeOffers(key=effective_key, mig_strategy=mig_strategy, model=model, offers=offers)
+    return _NodeOffers(view.key, view.mig_strategy, model, offers, problems)
+
+
+def _node_offer(
+    node: _Node, resource: str, form: ResourceForm, slots: int
+) -> tuple[Offer, list[str]]:
+    """The offer of one allocatable GPU resource, and where labels and config disagree on it."""
+    original = form.original
+    labels, config = node.labels, node.config
+    product = labels.get(f"{original}.product")
+    labelled = _int(labels.get(f"{original}.replicas"))
+    # No GFD labels: the config the node runs says how far it is shared.
+    configured = labelled if labelled is not None else (config.replicas(form) if config else 1)
+    configured = max(configured, 1)
+    strategy = labels.get(f"{original}.sharing-strategy") or (
+        "none" if configured == 1 else "time-slicing"
+    )
+    replicas = configured
+    if form.renamed and configured == 1:
+        # allocatable wins for names: a .shared name means replicated even if labels say 1.
+        replicas = max(2, config.replicas(form) if config else 2)
+    problems = _label_problems(
+        node, resource, form, product=product, replicas=(configured, replicas), slots=slots
+    )
+    count = _int(labels.get(f"{original}.count"))
+    if count is not None and replicas > 1 and slots == count:
+        # A plugin not restarted since the ConfigMap changed (it does not watch it): GFD
+        # labels the new sharing, the running plugin still hands out whole devices.
+        problems.append(
+            f"node {node.name}: labels say {original} x{count} shared {replicas} ways, "
+            f"allocatable says {resource}: {slots}: restart the device plugin; treated as not "
+            "shared"
+        )
+        replicas = 1
+    profile = form.profile
+    if profile is None and product is not None and "-MIG-" in product:
+        # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.
+        profile = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
+    offer = Offer(
+        form=form,
+        profile=profile,
+        product=product,
+        replicas=replicas,
+        strategy=strategy if replicas > 1 else "none",
+        fail_requests_greater_than_one=(
+            config.fail_requests_greater_than_one if config else strategy == "mps"
+        ),
+        devices=count if count is not None else max(1, slots // replicas),
+        slots=slots,
+        memory_mib=_int(labels.get(f"{original}.memory")),
+        selector=(product_label(form, node.mig_strategy), product) if product else None,
+    )
+    return offer, problems
+
+
+def _label_problems(
+    node: _Node,
+    resource: str,
+    form: ResourceForm,
+    *,
+    product: str | None,
+    replicas: tuple[int, int],
+    slots: int,
+) -> list[str]:
+    """Where the node's labels and config disagree with what it advertises.
+
+    ``replicas``: as the labels or the config say, and as the advertised name corrects it.
+    """
+    original = form.original
+    config = node.config
+    said, shared = replicas
+    problems = []
+    if said != shared:
+        problems.append(
+            f"node {node.name}: allocatable has {resource} but label {original}.replicas says "
+            f"{node.labels.get(f'{original}.replicas', 'nothing')}: GFD may read another config "
+            "than the plugin"
+        )
+    if config is not None:
+        advertised = config.advertised(form.with_renamed(False)).name
+        if advertised != resource:
+            problems.append(
+                f"node {node.name}: advertises {resource}, but config {node.key!r} "
+                f"would advertise {advertised}"
+            )
+    if product is None:
+        return problems
+    if shared > 1 and not form.renamed and not product.endswith("-SHARED"):
+        problems.append(
+            f"node {node.name}: {original}.product={product} lacks -SHARED although "
+            f"{resource} is shared"
+        )
+    if product.endswith("-SHARED") and (shared == 1 or form.renamed):
+        problems.append(
+            f"node {node.name}: {original}.product={product} says shared, allocatable says "
+            f"{resource}: {slots}"
+        )
+    return problems
 
 
 def _merge(offers: list[Offer], extra: list[Offer]) -> list[Offer]:
@@ -382,9 +444,10 @@ def inventory_from_nodes(
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
     problems: list[str] = []
     for node in nodes:
-        found = _node_offers(node, policy, problems)
+        found = _node_offers(node, policy)
         if found is None:
             continue
+        problems += found.problems
         name = str((node.get("metadata") or {}).get("name", "?"))
         group_key = (found.key, found.model)
         if group_key not in grouped:

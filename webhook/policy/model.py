@@ -16,17 +16,21 @@ spec:
 A bare device-plugin config file or ConfigMap is also accepted as a policy, with defaults for
 everything else: one source of truth for plugin and webhook. This module opens no files: a
 shell passes ``read`` to resolve ``configFile`` / ``configMapFile`` references.
+
+``devicePlugin`` is read here only: the parsed configs go into ``Policy.configs``, their texts
+as given (for ``gpu-policy plan``, which writes the keys it keeps back verbatim) into
+``Policy.plugin_source``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import yaml
 
-from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
+from webhook.contract import DEVICE_PLUGIN_CONFIGMAP, GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from webhook.policy.errors import PolicyError
 from webhook.policy.plugin_config import (
     PluginConfig,
@@ -37,7 +41,7 @@ from webhook.policy.plugin_config import (
 from webhook.policy.resources import is_mig_profile
 
 Enforcement = Literal["enforce", "warn", "audit"]
-Intent = Literal["any", "shared", "exclusive"]
+SharingIntent = Literal["any", "shared", "exclusive"]
 DEFAULT_NODE_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -65,6 +69,31 @@ class ConfigMapRef:
 
 
 @dataclass(frozen=True, slots=True)
+class PluginSource:
+    """The device plugin's config keys as the policy gives them, before parsing.
+
+    ``texts`` maps each key to its config file's text, verbatim (comments and all), or to the
+    mapping of an inline ``config:``; ``configmap`` is the (namespace, name) of the ConfigMap
+    they come from, when they come from one.
+    """
+
+    texts: Mapping[str, str | Mapping[str, Any]]
+    configmap: tuple[str, str] | None = None
+
+
+def configmap_source(doc: Mapping[str, Any]) -> PluginSource:
+    """A device-plugin ConfigMap's config texts per key, verbatim, and its (namespace, name)."""
+    data = doc.get("data") or {}
+    meta = doc.get("metadata") or {}
+    where = None
+    if isinstance(meta, Mapping) and meta.get("name"):
+        namespace = meta.get("namespace") or DEVICE_PLUGIN_CONFIGMAP[0]
+        where = (str(namespace), str(meta["name"]))
+    texts = {str(k): str(v) for k, v in data.items()} if isinstance(data, Mapping) else {}
+    return PluginSource(texts, where)
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """A loaded, validated sharing policy: immutable, shared by every request."""
 
@@ -72,7 +101,7 @@ class Policy:
     default_config: str | None
     node_label: str = DEFAULT_NODE_LABEL
     enforcement: Enforcement = "enforce"
-    default_intent: Intent = "any"
+    default_intent: SharingIntent = "any"
     exempt_namespaces: frozenset[str] = frozenset({"kube-system"})
     rewrite_resource_names: bool = True
     inject_node_selection: bool = True
@@ -81,7 +110,7 @@ class Policy:
     configmap_ref: ConfigMapRef | None = None
     name: str = "policy"
     source: str = "<policy>"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    plugin_source: PluginSource | None = None
 
     def config_for(self, key: str | None) -> PluginConfig | None:
         """The plugin config a node with config label ``key`` runs (the fallback when absent)."""
@@ -92,15 +121,12 @@ class Policy:
         return None
 
     def with_configs(self, configs: Mapping[str, PluginConfig]) -> Policy:
-        """The same policy with the device-plugin configs replaced (a live ConfigMap edit)."""
+        """The same policy with the device-plugin configs replaced (a live ConfigMap edit).
+
+        ``plugin_source`` goes: the policy's own texts no longer describe its configs.
+        """
         default = self.default_config if self.default_config in configs else _fallback(configs)
-        return _replace(self, configs=dict(configs), default_config=default)
-
-
-def _replace(policy: Policy, **changes: Any) -> Policy:
-    from dataclasses import replace
-
-    return replace(policy, **changes)
+        return replace(self, configs=dict(configs), default_config=default, plugin_source=None)
 
 
 def _fallback(configs: Mapping[str, PluginConfig]) -> str | None:
@@ -175,68 +201,95 @@ def _pools(raw: object, source: str) -> tuple[DeclaredPool, ...]:
     return tuple(pools)
 
 
+_CONFIG_KEYS = ("config", "configFile", "configMap", "configMapFile")
+_DEVICE_PLUGIN = "spec.devicePlugin"
+
+
+def _configmap_ref(body: Mapping[str, Any], source: str) -> ConfigMapRef | None:
+    where = f"{_DEVICE_PLUGIN}.configMapRef"
+    ref_raw = _get(body, "configMapRef", Mapping, None, source, where)
+    if ref_raw is None:
+        return None
+    ns, name = ref_raw.get("namespace"), ref_raw.get("name")
+    if not isinstance(ns, str) or not isinstance(name, str) or not ns or not name:
+        raise PolicyError(source, where, "needs a namespace and a name")
+    return ConfigMapRef(ns, name)
+
+
 def _device_plugin(
     body: Mapping[str, Any], source: str, read: Callable[[str], str] | None
-) -> tuple[dict[str, PluginConfig], ConfigMapRef | None]:
-    where = "spec.devicePlugin"
-    given = [k for k in ("config", "configFile", "configMap", "configMapFile") if k in body]
-    ref_raw = _get(body, "configMapRef", Mapping, None, source, f"{where}.configMapRef")
-    ref = None
-    if ref_raw is not None:
-        ns, name = ref_raw.get("namespace"), ref_raw.get("name")
-        if not isinstance(ns, str) or not isinstance(name, str) or not ns or not name:
-            raise PolicyError(source, f"{where}.configMapRef", "needs a namespace and a name")
-        ref = ConfigMapRef(ns, name)
+) -> tuple[dict[str, PluginConfig], ConfigMapRef | None, PluginSource]:
+    """The configs ``spec.devicePlugin`` gives, the ConfigMap to watch, and the configs' texts."""
+    given = [k for k in _CONFIG_KEYS if k in body]
+    ref = _configmap_ref(body, source)
     if len(given) > 1:
         raise PolicyError(
-            source, where, f"give one of config, configFile, configMap, configMapFile, not {given}"
+            source,
+            _DEVICE_PLUGIN,
+            f"give one of config, configFile, configMap, configMapFile, not {given}",
         )
     if not given:
         if ref is None:
             raise PolicyError(
                 source,
-                where,
+                _DEVICE_PLUGIN,
                 "give the device plugin's config (config, configFile, configMap, "
                 "configMapFile) or a configMapRef to watch",
             )
-        return {}, ref
-    kind = given[0]
-    value = body[kind]
-    if kind in ("configFile", "configMapFile"):
-        if not isinstance(value, str) or read is None:
-            raise PolicyError(source, f"{where}.{kind}", "must be a path to a file")
-        try:
-            text = read(value)
-        except OSError as exc:
-            raise PolicyError(
-                source, f"{where}.{kind}", f"cannot read {value}: {exc.strerror}"
-            ) from None
-        if kind == "configFile":
-            return {"default": parse_plugin_text(text, key="default", source=value)}, ref
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise PolicyError(value, "", f"not valid YAML: {exc}") from None
-        return parse_plugin_configmap(doc, source=value), ref
+        return {}, ref, PluginSource({})
+    configs, texts = _plugin_configs(given[0], body[given[0]], source, read)
+    return configs, ref, texts
+
+
+def _plugin_configs(
+    kind: str, value: Any, source: str, read: Callable[[str], str] | None
+) -> tuple[dict[str, PluginConfig], PluginSource]:
+    """The configs one of ``config``, ``configFile``, ``configMap``, ``configMapFile`` gives."""
+    where = f"{_DEVICE_PLUGIN}.{kind}"
+    if kind == "configMap":
+        return parse_plugin_configmap(value, source=f"{source}: {where}"), configmap_source(value)
     if kind == "config":
+        label = f"{source}: {where}"
         if isinstance(value, str):
-            return {
-                "default": parse_plugin_text(
-                    value, key="default", source=f"{source}: {where}.config"
-                )
-            }, ref
-        return {
-            "default": parse_plugin_config(value, key="default", source=f"{source}: {where}.config")
-        }, ref
-    return parse_plugin_configmap(value, source=f"{source}: {where}.configMap"), ref
+            config = parse_plugin_text(value, key="default", source=label)
+        else:
+            config = parse_plugin_config(value, key="default", source=label)
+        return {"default": config}, PluginSource({"default": value})
+    if not isinstance(value, str) or read is None:
+        raise PolicyError(source, where, "must be a path to a file")
+    try:
+        text = read(value)
+    except OSError as exc:
+        raise PolicyError(source, where, f"cannot read {value}: {exc.strerror}") from None
+    if kind == "configFile":
+        config = parse_plugin_text(text, key="default", source=value)
+        return {"default": config}, PluginSource({"default": text})
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyError(value, "", f"not valid YAML: {exc}") from None
+    return parse_plugin_configmap(doc, source=value), configmap_source(doc)
 
 
-def parse_policy(doc: object, *, source: str, read: Callable[[str], str] | None = None) -> Policy:
+_SPEC_FIELDS = frozenset(
+    {"enforcement", "defaultIntent", "exemptNamespaces", "devicePlugin", "pools", "mutation"}
+)
+
+
+def parse_policy(
+    doc: object,
+    *,
+    source: str,
+    read: Callable[[str], str] | None = None,
+    text: str | None = None,
+) -> Policy:
     """Build a Policy from a decoded YAML document.
 
     Accepts a SharingPolicy, a device-plugin ConfigMap or a bare device-plugin config file.
     ``read`` resolves file references (paths relative to the policy file: the caller decides).
-    Raises PolicyError with the file, the field and the reason.
+    ``text`` is the document as written, when the caller has it: a bare device-plugin config
+    keeps it as its ``plugin_source``. Raises PolicyError with the file, the field and the
+    reason.
     """
     if not isinstance(doc, Mapping):
         raise PolicyError(
@@ -246,79 +299,71 @@ def parse_policy(doc: object, *, source: str, read: Callable[[str], str] | None 
         )
     if doc.get("kind") == "ConfigMap":
         configs = parse_plugin_configmap(doc, source=source)
-        return Policy(configs=configs, default_config=_fallback(configs), source=source)
-    if doc.get("kind") != SHARING_POLICY_KIND:
-        if "version" in doc or "sharing" in doc or "flags" in doc:
-            config = parse_plugin_config(doc, key="default", source=source)
-            return Policy(configs={"default": config}, default_config="default", source=source)
-        raise PolicyError(
-            source,
-            "kind",
-            f"expected {SHARING_POLICY_KIND}, a ConfigMap or a device-plugin config, "
-            f"found {doc.get('kind')!r}",
+        return Policy(
+            configs=configs,
+            default_config=_fallback(configs),
+            source=source,
+            plugin_source=configmap_source(doc),
         )
+    if doc.get("kind") != SHARING_POLICY_KIND:
+        return _bare_config(doc, source, text)
     if doc.get("apiVersion") != GPU_POLICY_API_VERSION:
         raise PolicyError(
             source,
             "apiVersion",
             f"expected {GPU_POLICY_API_VERSION}, found {doc.get('apiVersion')!r}",
         )
+    return _sharing_policy(doc, source, read)
+
+
+def _bare_config(doc: Mapping[str, Any], source: str, text: str | None) -> Policy:
+    if "version" in doc or "sharing" in doc or "flags" in doc:
+        config = parse_plugin_config(doc, key="default", source=source)
+        return Policy(
+            configs={"default": config},
+            default_config="default",
+            source=source,
+            plugin_source=PluginSource({"default": doc if text is None else text}),
+        )
+    raise PolicyError(
+        source,
+        "kind",
+        f"expected {SHARING_POLICY_KIND}, a ConfigMap or a device-plugin config, "
+        f"found {doc.get('kind')!r}",
+    )
+
+
+def _sharing_policy(
+    doc: Mapping[str, Any], source: str, read: Callable[[str], str] | None
+) -> Policy:
     spec = _get(doc, "spec", Mapping, {}, source, "spec")
-    known = {
-        "enforcement",
-        "defaultIntent",
-        "exemptNamespaces",
-        "devicePlugin",
-        "pools",
-        "mutation",
-    }
-    unknown = sorted(set(spec) - known)
+    unknown = sorted(set(spec) - _SPEC_FIELDS)
     if unknown:
         raise PolicyError(
-            source, f"spec.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})"
-        )
-    dp = _get(spec, "devicePlugin", Mapping, None, source, "spec.devicePlugin")
-    if dp is None:
-        raise PolicyError(source, "spec.devicePlugin", "required: the device plugin's config")
-    configs, ref = _device_plugin(dp, source, read)
-    default = _get(dp, "defaultConfig", str, None, source, "spec.devicePlugin.defaultConfig")
-    if default is not None and configs and default not in configs:
-        raise PolicyError(
             source,
-            "spec.devicePlugin.defaultConfig",
-            f"no config key {default!r} (keys: {', '.join(configs)})",
+            f"spec.{unknown[0]}",
+            f"unknown field (known: {', '.join(sorted(_SPEC_FIELDS))})",
         )
+    dp = _get(spec, "devicePlugin", Mapping, None, source, _DEVICE_PLUGIN)
+    if dp is None:
+        raise PolicyError(source, _DEVICE_PLUGIN, "required: the device plugin's config")
+    configs, ref, plugin_source = _device_plugin(dp, source, read)
+    default = _get(dp, "defaultConfig", str, None, source, f"{_DEVICE_PLUGIN}.defaultConfig")
+    _check_keys(configs, ((f"{_DEVICE_PLUGIN}.defaultConfig", default),), source)
+    # Checked in this order, so a policy with several problems is told about the same one first.
     mutation = _get(spec, "mutation", Mapping, {}, source, "spec.mutation")
-    tolerations = _get(
-        mutation,
-        "tolerations",
-        list,
-        list(DEFAULT_TOLERATIONS),
-        source,
-        "spec.mutation.tolerations",
-    )
-    for i, tol in enumerate(tolerations):
-        if not isinstance(tol, Mapping) or tol.get("operator", "Equal") not in ("Equal", "Exists"):
-            raise PolicyError(
-                source,
-                f"spec.mutation.tolerations[{i}]",
-                "must be a toleration (key, operator Equal|Exists, value, effect)",
-            )
+    tolerations = _tolerations(mutation, source)
     exempt = _get(spec, "exemptNamespaces", list, ["kube-system"], source, "spec.exemptNamespaces")
     pools = _pools(spec.get("pools"), source)
-    for i, pool in enumerate(pools):
-        if configs and pool.config not in configs:
-            raise PolicyError(
-                source,
-                f"spec.pools[{i}].config",
-                f"no config key {pool.config!r} (keys: {', '.join(configs)})",
-            )
+    _check_keys(
+        configs, ((f"spec.pools[{i}].config", p.config) for i, p in enumerate(pools)), source
+    )
     metadata = _get(doc, "metadata", Mapping, {}, source, "metadata")
     return Policy(
         configs=configs,
         default_config=default if default is not None else _fallback(configs),
         node_label=_get(
-            dp, "nodeLabel", str, DEFAULT_NODE_LABEL, source, "spec.devicePlugin.nodeLabel"
+            dp, "nodeLabel", str, DEFAULT_NODE_LABEL, source, f"{_DEVICE_PLUGIN}.nodeLabel"
         ),
         enforcement=_choice(
             spec.get("enforcement", "enforce"),
@@ -344,9 +389,38 @@ def parse_policy(doc: object, *, source: str, read: Callable[[str], str] | None 
         inject_node_selection=_get(
             mutation, "injectNodeSelection", bool, True, source, "spec.mutation.injectNodeSelection"
         ),
-        tolerations=tuple(dict(t) for t in tolerations),
+        tolerations=tolerations,
         pools=pools,
         configmap_ref=ref,
         name=str(metadata.get("name", "policy")),
         source=source,
+        plugin_source=plugin_source,
     )
+
+
+def _check_keys(
+    configs: Mapping[str, PluginConfig], named: Iterable[tuple[str, str | None]], source: str
+) -> None:
+    """Every config key the policy names (field, key) is one the device plugin's config has."""
+    for field, key in named:
+        if key is not None and configs and key not in configs:
+            raise PolicyError(source, field, f"no config key {key!r} (keys: {', '.join(configs)})")
+
+
+def _tolerations(mutation: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], ...]:
+    tolerations = _get(
+        mutation,
+        "tolerations",
+        list,
+        list(DEFAULT_TOLERATIONS),
+        source,
+        "spec.mutation.tolerations",
+    )
+    for i, tol in enumerate(tolerations):
+        if not isinstance(tol, Mapping) or tol.get("operator", "Equal") not in ("Equal", "Exists"):
+            raise PolicyError(
+                source,
+                f"spec.mutation.tolerations[{i}]",
+                "must be a toleration (key, operator Equal|Exists, value, effect)",
+            )
+    return tuple(dict(t) for t in tolerations)

@@ -1,33 +1,60 @@
-"""The NVIDIA device plugin's config file (api/config/v1), parsed as strictly as the plugin does.
+"""The NVIDIA device plugin's config file (api/config/v1), read the way the plugin reads it.
+
+What the plugin refuses is refused here, with the plugin's reason, the file and the field.
+What it loads loads here too. Where it silently ignores something (a removed or misspelt key,
+the ``rename`` and ``devices`` fields, an entry no device matches, the time-slicing section
+next to an MPS one), the config carries a PolicyWarning saying so. Every rule, and the
+NVIDIA source it comes from, is listed in docs/device-plugin.md ("Config file").
 
 Field names are the plugin's own (``migStrategy``, ``renameByDefault``,
-``failRequestsGreaterThanOne``, ``replicas``). Unknown fields are ignored, as the plugin's YAML
-decoding ignores them, so every config a cluster runs today loads here too.
+``failRequestsGreaterThanOne``, ``replicas``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
 
-from webhook.policy.errors import PolicyError
-from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
+from webhook.policy.errors import PolicyError, PolicyWarning
+from webhook.policy.resources import GPU, PREFIX, ResourceForm, parse_resource
 
 MigStrategy = Literal["none", "single", "mixed"]
 SharingStrategy = Literal["none", "time-slicing", "mps"]
 MIG_STRATEGIES: tuple[MigStrategy, ...] = ("none", "single", "mixed")
-_MAX_NAME = 63
+
+# api/config/v1/consts.go MaxResourceNameLength: the whole name, prefix included.
+MAX_RESOURCE_NAME = 63
+# Clients one MPS server admits per GPU from Volta on (docs/device-plugin.md, "MPS limits").
+MPS_CLIENTS_PER_GPU = 48
+
+# k8s.io/apimachinery NameIsDNSSubdomain: a lowercase RFC 1123 subdomain, at most 253.
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN_MAX = 253
+_HEX = re.compile(r"^[0-9A-Fa-f]+$")
+_UUID = re.compile(r"^[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}$")
+
+_TOP_FIELDS = ("version", "flags", "resources", "sharing", "imex")
+_SHARING_FIELDS = ("timeSlicing", "mps")
+_REPLICATED_FIELDS = ("renameByDefault", "failRequestsGreaterThanOne", "resources")
+_RESOURCE_FIELDS = ("name", "rename", "devices", "replicas")
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicatedResource:
-    """One entry of ``sharing.<strategy>.resources``."""
+    """What the plugin does with one resource name of the active sharing section.
+
+    ``replicas`` is what the plugin advertises per device; ``labelled`` is what GFD labels
+    as ``<name>.replicas``. They differ only when the name is listed twice: the plugin keeps
+    the larger count, GFD the first entry's.
+    """
 
     form: ResourceForm  # always the unshared form: the name the plugin replicates
     replicas: int
+    labelled: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,150 +67,458 @@ class PluginConfig:
     rename_by_default: bool
     fail_requests_greater_than_one: bool
     resources: tuple[ReplicatedResource, ...]
+    warnings: tuple[PolicyWarning, ...] = ()
 
-    def replicas(self, form: ResourceForm) -> int:
-        """How many replicas of each device the plugin advertises for ``form`` (1: not shared)."""
+    def _entry(self, form: ResourceForm) -> ReplicatedResource | None:
         original = form.original
         for res in self.resources:
             if res.form.original == original:
-                return res.replicas
-        return 1
+                return res
+        return None
+
+    def replicas(self, form: ResourceForm) -> int:
+        """How many replicas of each device the plugin advertises for ``form`` (1: not shared)."""
+        entry = self._entry(form)
+        return entry.replicas if entry is not None else 1
+
+    def labelled_replicas(self, form: ResourceForm) -> int:
+        """The ``<name>.replicas`` label GFD writes for ``form`` (1: not shared)."""
+        entry = self._entry(form)
+        return entry.labelled if entry is not None else 1
 
     def advertised(self, form: ResourceForm) -> ResourceForm:
         """The form the plugin advertises for devices of ``form``'s kind."""
         shared = self.replicas(form) > 1
         return form.with_renamed(shared and self.rename_by_default)
 
+    @property
+    def serves_mig_instances(self) -> bool:
+        """False when the plugin stops on MIG devices: MPS cannot share them.
 
-def _mapping(value: object, source: str, field: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PolicyError(source, field, f"must be a mapping, not {type(value).__name__}")
-    return value
-
-
-def _bool(value: object, source: str, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise PolicyError(source, field, f"must be true or false, not {value!r}")
-    return value
+        Under ``migStrategy: single`` on MIG-enabled GPUs every ``nvidia.com/gpu`` is a MIG
+        instance, so such a node advertises nothing (docs/device-plugin.md, "When the plugin
+        serves nothing").
+        """
+        return self.strategy != "mps"
 
 
-def _resource_name(value: object, source: str, field: str) -> ResourceForm:
-    if not isinstance(value, str) or not value:
-        raise PolicyError(source, field, "no resource name specified")
-    # The plugin adds the "nvidia.com/" prefix to bare names.
-    name = value if "/" in value else PREFIX + value
-    if len(name.split("/", 1)[1]) > _MAX_NAME:
-        raise PolicyError(source, field, f"resource name {name!r} is longer than 63 characters")
-    form = parse_resource(name)
-    if form is None or form.renamed:
-        raise PolicyError(
-            source,
-            field,
-            f"{name!r} is not a resource the device plugin can share: "
-            "use nvidia.com/gpu or a MIG resource such as nvidia.com/mig-1g.5gb",
+class _Reader:
+    """Reads one config document, collecting warnings; raises PolicyError on a refusal."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.warnings: list[PolicyWarning] = []
+
+    def refuse(self, field: str, reason: str) -> PolicyError:
+        return PolicyError(self.source, field, reason)
+
+    def warn(self, field: str, reason: str) -> None:
+        self.warnings.append(PolicyWarning(self.source, field, reason))
+
+    def mapping(self, value: object, field: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.refuse(field, f"must be a mapping, not {type(value).__name__}")
+        return value
+
+    def unknown_keys(
+        self, body: Mapping[str, Any], known: Sequence[str], field: str, *, fold: bool = False
+    ) -> None:
+        """Warn about keys the plugin never reads (``fold``: Go struct fields, any case)."""
+        names = {k.lower() for k in known} if fold else set(known)
+        for key in body:
+            if (str(key).lower() if fold else str(key)) in names:
+                continue
+            where = f"{field}.{key}" if field else str(key)
+            if field.startswith("sharing.") and key == "strategy":
+                reason = (
+                    "removed in v0.12 (CHANGELOG v0.12.0-rc.2); the device plugin ignores it: "
+                    "delete the line"
+                )
+            else:
+                reason = (
+                    f"unknown field, ignored by the device plugin (known here: "
+                    f"{', '.join(known)}): check the spelling"
+                )
+            self.warn(where, reason)
+
+    def boolean(self, value: object, field: str) -> bool | None:
+        # A null leaves the Go field at its zero value (false, or an unset *bool).
+        if value is None or isinstance(value, bool):
+            return value
+        raise self.refuse(field, f"must be true or false, not {value!r}")
+
+
+def _struct_field(body: Mapping[str, Any], name: str) -> tuple[bool, Any]:
+    """``(present, value)`` of a Go struct field: encoding/json also takes other letter cases.
+
+    The last matching key wins, as each key of the object is assigned in turn.
+    """
+    present, value = False, None
+    for key, item in body.items():
+        if isinstance(key, str) and key.lower() == name.lower():
+            present, value = True, item
+    return present, value
+
+
+def _uuid(text: str) -> bool:
+    """What github.com/google/uuid Parse accepts."""
+    if len(text) == 36 + 9:
+        if text[:9].lower() != "urn:uuid:":
+            return False
+        text = text[9:]
+    elif len(text) == 36 + 2:
+        text = text[1:37]
+    elif len(text) == 32:
+        return _HEX.match(text) is not None
+    return _UUID.match(text) is not None
+
+
+def _device_ref(text: str) -> bool:
+    """A GPU index, a MIG index ``<gpu>:<mig>``, or a GPU or MIG UUID (replicas.go)."""
+    if text.isascii() and text.isdigit():
+        return True
+    parts = text.split(":")
+    if len(parts) == 2 and all(p.isascii() and p.isdigit() for p in parts):
+        return True
+    if text.startswith("GPU-"):
+        return _uuid(text[len("GPU-") :])
+    if text.startswith("MIG-"):
+        rest = text[len("MIG-") :]
+        if _uuid(rest):
+            return True
+        gpu, *indexes = rest.split("/")
+        return (
+            len(indexes) == 2
+            and gpu.startswith("GPU-")
+            and _uuid(gpu[len("GPU-") :])
+            and all(i.isascii() and i.isdigit() for i in indexes)
         )
-    return form
+    return False
 
 
-def _replicated(
-    section: object, source: str, field: str
-) -> tuple[bool, bool | None, tuple[ReplicatedResource, ...]]:
-    body = _mapping(section, source, field)
-    rename = _bool(body.get("renameByDefault", False), source, f"{field}.renameByDefault")
-    fail_raw = body.get("failRequestsGreaterThanOne")
-    fail = (
-        None if fail_raw is None else _bool(fail_raw, source, f"{field}.failRequestsGreaterThanOne")
-    )
-    strategy = body.get("strategy", "")
-    if strategy not in ("", None):
-        raise PolicyError(source, f"{field}.strategy", f"unknown time-slicing strategy: {strategy}")
+def _integral(value: object) -> int | None:
+    """An int as Go decodes it from YAML: integers, and floats with no fraction."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _devices(r: _Reader, value: object, field: str) -> bool:
+    """Check ``devices`` as ReplicatedDevices.UnmarshalJSON does; True when it is ``all``."""
+    if value is None or isinstance(value, str):
+        if value != "all":
+            raise r.refuse(
+                field,
+                f"devices set as {value or ''!r} but the only valid string input is 'all'",
+            )
+        return True
+    count = _integral(value)
+    if count is not None:
+        if count <= 0:
+            raise r.refuse(field, f"devices set as {count} but a count of devices must be > 0")
+        return False
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            index = _integral(item)
+            if (index is not None and index >= 0) or (isinstance(item, str) and _device_ref(item)):
+                continue
+            raise r.refuse(
+                f"{field}[{i}]",
+                f"unsupported type for device in devices list: {item!r} (use a GPU index, "
+                "a MIG index <gpu>:<mig>, or a GPU-/MIG- UUID)",
+            )
+        return False
+    raise r.refuse(field, f"unrecognized type for devices spec: {value!r}")
+
+
+def _resource_name(r: _Reader, value: object, field: str) -> str:
+    """The full name, as NewResourceName (api/config/v1/resources.go) builds and checks it."""
+    if not isinstance(value, str):
+        raise r.refuse(field, f"must be a resource name, not {value!r}")
+    name = value if value.startswith(PREFIX) else PREFIX + value
+    if len(name) > MAX_RESOURCE_NAME:
+        raise r.refuse(
+            field,
+            f"fully-qualified resource name must be {MAX_RESOURCE_NAME} characters or less: {name}",
+        )
+    part = name[len(PREFIX) :]
+    if len(part) > _DNS_SUBDOMAIN_MAX or _DNS_SUBDOMAIN.match(part) is None:
+        raise r.refuse(
+            field,
+            f"incorrect format for resource name {name!r}: after nvidia.com/ it must be a "
+            "lowercase RFC 1123 subdomain (lower case letters, digits, '-' and '.', starting "
+            "and ending with a letter or digit)",
+        )
+    return name
+
+
+def _applies(form: ResourceForm | None, mig_strategy: MigStrategy) -> bool:
+    """Whether some device can be advertised under this name before sharing renames it."""
+    if form is None or form.renamed:
+        return False
+    return form.profile is None or mig_strategy == "mixed"
+
+
+@dataclass(slots=True)
+class _Section:
+    rename: bool
+    fail: bool | None
+    resources: tuple[ReplicatedResource, ...]
+
+
+def _entry(
+    r: _Reader, raw: object, where: str, rename_by_default: bool
+) -> tuple[str, int, str | None]:
+    """One ``resources[i]`` entry: (full name, replicas, rename as written or None)."""
+    # A null entry decodes as an empty one (UnmarshalJSON sees an empty map).
+    item = r.mapping(raw, where)
+    if "name" not in item:
+        raise r.refuse(f"{where}.name", "no resource name specified")
+    name = _resource_name(r, item["name"], f"{where}.name")
+    all_devices = True
+    if "devices" in item:
+        all_devices = _devices(r, item["devices"], f"{where}.devices")
+    if "replicas" not in item:
+        raise r.refuse(f"{where}.replicas", "no replicas specified")
+    raw_replicas = item["replicas"]
+    replicas = 0 if raw_replicas is None else _integral(raw_replicas)
+    if replicas is None:
+        raise r.refuse(f"{where}.replicas", f"must be an integer, not {raw_replicas!r}")
+    if replicas < 2:
+        raise r.refuse(
+            f"{where}.replicas",
+            f"number of replicas must be >= 2, not {replicas}: to stop sharing, remove the entry",
+        )
+    rename = None
+    if "rename" in item:
+        rename = _resource_name(r, item["rename"], f"{where}.rename")
+    section = where.rsplit(".resources", 1)[0]
+    if rename is not None and not (rename_by_default and rename == name + ".shared"):
+        shared = f"{name}.shared with renameByDefault: true" if rename_by_default else name
+        r.warn(
+            f"{where}.rename",
+            f"setting the 'rename' field in {section}.resources is not supported: the device "
+            f"plugin ignores it and advertises {shared}",
+        )
+    if not all_devices:
+        r.warn(
+            f"{where}.devices",
+            f"customizing the 'devices' field in {section}.resources is not supported: the "
+            "device plugin ignores it and shares every device",
+        )
+    r.unknown_keys(item, _RESOURCE_FIELDS, where)
+    return name, replicas, rename
+
+
+def _section(r: _Reader, raw: object, field: str, mig_strategy: MigStrategy) -> _Section:
+    """One ``sharing.timeSlicing`` or ``sharing.mps`` section (ReplicatedResources)."""
+    if raw is not None and not isinstance(raw, Mapping):
+        raise r.refuse(field, f"must be a mapping, not {type(raw).__name__}")
+    body: Mapping[str, Any] = raw or {}
+    rename = bool(r.boolean(body.get("renameByDefault"), f"{field}.renameByDefault"))
+    fail = r.boolean(body.get("failRequestsGreaterThanOne"), f"{field}.failRequestsGreaterThanOne")
     raw_resources = body.get("resources")
-    if not isinstance(raw_resources, list) or not raw_resources:
-        raise PolicyError(source, f"{field}.resources", "no resources specified")
-    resources = []
-    seen: set[str] = set()
+    if raw_resources is not None and not isinstance(raw_resources, list):
+        raise r.refuse(f"{field}.resources", "must be a list of {name, replicas} entries")
+    if not raw_resources:
+        raise r.refuse(
+            f"{field}.resources",
+            f"no resources specified: list at least one {{name, replicas}}, or remove {field}",
+        )
+    r.unknown_keys(body, _REPLICATED_FIELDS, field)
+    advertised: dict[str, int] = {}
+    labelled: dict[str, int] = {}
+    first_index: dict[str, int] = {}
     for i, entry in enumerate(raw_resources):
         where = f"{field}.resources[{i}]"
-        item = _mapping(entry, source, where)
-        form = _resource_name(item.get("name"), source, f"{where}.name")
-        replicas = item.get("replicas")
-        if replicas is None:
-            raise PolicyError(source, f"{where}.replicas", "no replicas specified")
-        if isinstance(replicas, bool) or not isinstance(replicas, int):
-            raise PolicyError(source, f"{where}.replicas", f"must be an integer, not {replicas!r}")
-        if replicas < 2:
-            raise PolicyError(
-                source, f"{where}.replicas", f"number of replicas must be >= 2, not {replicas}"
+        name, replicas, _ = _entry(r, entry, where, rename)
+        form = parse_resource(name)
+        if name in first_index:
+            # device_map.go: replica IDs <device>::<n> of both entries merge (the larger count
+            # wins); GFD's replicationInfo takes the first entry.
+            r.warn(
+                f"{where}.name",
+                f"{name} is also listed at {field}.resources[{first_index[name]}]: the device "
+                f"plugin advertises {max(advertised[name], replicas)} replicas per device, GFD "
+                f"labels {labelled[name]}; keep one entry",
             )
-        if form.name in seen:
-            raise PolicyError(source, f"{where}.name", f"{form.name} is listed twice")
-        seen.add(form.name)
-        resources.append(ReplicatedResource(form, replicas))
-    return rename, fail, tuple(resources)
+            advertised[name] = max(advertised[name], replicas)
+            continue
+        first_index[name] = i
+        advertised[name] = labelled[name] = replicas
+        if not _applies(form, mig_strategy):
+            r.warn(f"{where}.name", _ignored_reason(name, form, mig_strategy))
+    resources = tuple(
+        ReplicatedResource(form, advertised[name], labelled[name])
+        for name in first_index
+        if (form := parse_resource(name)) is not None and _applies(form, mig_strategy)
+    )
+    return _Section(rename, fail, resources)
+
+
+def _ignored_reason(name: str, form: ResourceForm | None, mig_strategy: MigStrategy) -> str:
+    if form is not None and form.renamed:
+        return (
+            f"{name} is the name shared devices get, not one devices have: the device plugin "
+            f"matches nothing and ignores the entry; name {form.original} instead"
+        )
+    if form is not None and form.profile is not None:
+        return (
+            f"no device is advertised as {name} under migStrategy {mig_strategy} (MIG "
+            "profiles have their own names only under mixed): the device plugin ignores the "
+            "entry"
+        )
+    return (
+        f"no NVIDIA GPU is advertised as {name}: the device plugin matches nothing and "
+        f"ignores the entry (GPU names: {GPU}, {PREFIX}mig-<profile>)"
+    )
+
+
+def _top_level_resources(r: _Reader, raw: object) -> None:
+    """Top-level ``resources`` (pattern/name pairs): checked, then ignored by the plugin."""
+    body = r.mapping(raw, "resources")
+    given = False
+    for group in ("gpus", "mig"):
+        entries = body.get(group)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise r.refuse(f"resources.{group}", "must be a list of {pattern, name}")
+        for i, raw_entry in enumerate(entries):
+            where = f"resources.{group}[{i}]"
+            entry = r.mapping(raw_entry, where)
+            for needed in ("pattern", "name"):
+                if needed not in entry:
+                    raise r.refuse(where, f"resources must have a '{needed}' field set")
+            _resource_name(r, entry["name"], f"{where}.name")
+            given = True
+    if given:
+        r.warn(
+            "resources",
+            "customizing the 'resources' field is not supported: the device plugin ignores it",
+        )
+
+
+def _mig_strategy_value(flags: Mapping[str, Any]) -> object:
+    present, value = _struct_field(flags, "migStrategy")
+    # A nil pointer takes the command-line / environment value: none by default.
+    return value if present and value is not None else "none"
+
+
+def _as_mig_strategy(value: object) -> MigStrategy | None:
+    for strategy in MIG_STRATEGIES:
+        if value == strategy:
+            return strategy
+    return None
+
+
+def _sections(
+    r: _Reader, raw: object, mig_strategy: MigStrategy
+) -> tuple[_Section | None, _Section | None]:
+    """Decode ``sharing``: (timeSlicing, mps); both are decoded, and refused, before use."""
+    sharing = r.mapping(raw, "sharing")
+    r.unknown_keys(sharing, _SHARING_FIELDS, "sharing", fold=True)
+    ts_present, ts_raw = _struct_field(sharing, "timeSlicing")
+    _, mps_raw = _struct_field(sharing, "mps")
+    # TimeSlicing is a struct value: even a null reaches its UnmarshalJSON and is refused.
+    time_slicing = _section(r, ts_raw, "sharing.timeSlicing", mig_strategy) if ts_present else None
+    # MPS is a pointer: a null leaves it nil, and there is no MPS at all.
+    mps = _section(r, mps_raw, "sharing.mps", mig_strategy) if mps_raw is not None else None
+    return time_slicing, mps
+
+
+def _mps_warnings(r: _Reader, section: _Section, mig_strategy: MigStrategy) -> None:
+    if mig_strategy == "single":
+        r.warn(
+            "sharing.mps",
+            "MPS cannot share MIG instances: on MIG-enabled GPUs under migStrategy single the "
+            "device plugin stops ('sharing using MPS is not supported for MIG devices') and "
+            "advertises nothing; only GPUs without MIG are shared",
+        )
+    if not any(res.form.profile is None for res in section.resources):
+        r.warn(
+            "sharing.mps.resources",
+            f"MPS shares none of this config's devices: no MPS daemon is started, and device "
+            f"plugin versions that still wait for one never serve {GPU} "
+            "(docs/device-plugin.md, 'When the plugin serves nothing')",
+        )
+    for res in section.resources:
+        if res.replicas > MPS_CLIENTS_PER_GPU:
+            r.warn(
+                "sharing.mps.resources",
+                f"{res.form.name} has {res.replicas} replicas, but an MPS server admits "
+                f"{MPS_CLIENTS_PER_GPU} clients per GPU (16 before Volta): the plugin "
+                f"advertises every replica and pods past the limit fail when CUDA starts; use "
+                f"at most {MPS_CLIENTS_PER_GPU}",
+            )
 
 
 def parse_plugin_config(doc: object, *, key: str, source: str) -> PluginConfig:
     """Validate one device-plugin config document (already decoded from YAML).
 
     Raises PolicyError naming ``source``, the field and the reason for everything the plugin
-    itself would refuse at start: another version, an unknown migStrategy, sharing without
-    resources, replicas below 2, time-slicing and MPS together, MPS on MIG devices.
+    itself refuses at start (docs/device-plugin.md, "Config file"), checked in the plugin's
+    order: decoding, then the version, then the flags. What it loads but ignores is kept as
+    warnings on the returned config.
     """
-    body = _mapping(doc, source, "")
-    version = body.get("version", "v1")
+    r = _Reader(source)
+    if doc is not None and not isinstance(doc, Mapping):
+        raise r.refuse("", f"must be a mapping, not {type(doc).__name__}")
+    body: Mapping[str, Any] = doc or {}
+    r.unknown_keys(body, _TOP_FIELDS, "", fold=True)
+    _, flags = _struct_field(body, "flags")
+    raw_strategy = _mig_strategy_value(r.mapping(flags, "flags"))
+    mig_strategy = _as_mig_strategy(raw_strategy)
+    present, top_resources = _struct_field(body, "resources")
+    if present:
+        _top_level_resources(r, top_resources)
+    _, raw_sharing = _struct_field(body, "sharing")
+    time_slicing, mps = _sections(r, raw_sharing, mig_strategy or "none")
+    # config.go parseConfigFrom: the version once the file is decoded.
+    _, version = _struct_field(body, "version")
     if version not in ("v1", "", None):
-        raise PolicyError(source, "version", f"unknown version: {version!r} (only v1 exists)")
-    flags = _mapping(body.get("flags"), source, "flags")
-    mig_strategy = flags.get("migStrategy", "none") or "none"
-    if mig_strategy not in MIG_STRATEGIES:
-        raise PolicyError(
-            source,
+        raise r.refuse("version", f"unknown version: {version} (only v1 exists)")
+    # cmd/nvidia-device-plugin/main.go validateFlags.
+    if mig_strategy is None:
+        raise r.refuse(
             "flags.migStrategy",
-            f"unknown MIG strategy {mig_strategy!r}: use none, single or mixed",
+            f"unknown MIG strategy: {raw_strategy!r}: use none, single or mixed",
         )
-    sharing = _mapping(body.get("sharing"), source, "sharing")
-    time_slicing = sharing.get("timeSlicing")
-    mps = sharing.get("mps")
-    has_ts = bool(_mapping(time_slicing, source, "sharing.timeSlicing"))
-    has_mps = bool(_mapping(mps, source, "sharing.mps"))
-    if has_ts and has_mps:
-        raise PolicyError(
-            source, "sharing", "time-slicing and MPS are mutually exclusive: keep one of them"
-        )
+    if mps is not None and mig_strategy == "mixed":
+        raise r.refuse("flags.migStrategy", "using --mig-strategy=mixed is not supported with MPS")
     strategy: SharingStrategy = "none"
-    rename = False
+    section = None
     fail = False
-    resources: tuple[ReplicatedResource, ...] = ()
-    if has_ts:
-        strategy = "time-slicing"
-        rename, fail_flag, resources = _replicated(time_slicing, source, "sharing.timeSlicing")
-        # Time-slicing enforces the flag only when it is true (default false).
-        fail = bool(fail_flag)
-    elif has_mps:
-        strategy = "mps"
-        rename, fail_flag, resources = _replicated(mps, source, "sharing.mps")
-        # MPS always enforced it before v0.20; from v0.20 it defaults to true.
-        fail = True if fail_flag is None else fail_flag
-        if mig_strategy == "mixed":
-            raise PolicyError(
-                source, "flags.migStrategy", "using --mig-strategy=mixed is not supported with MPS"
+    if mps is not None:
+        # sharing.go: SharingStrategy() and ReplicatedResources() take MPS whenever it is set.
+        strategy, section = "mps", mps
+        if time_slicing is not None:
+            r.warn(
+                "sharing.timeSlicing",
+                "ignored: with sharing.mps set the device plugin shares by MPS only; remove "
+                "one of the two sections",
             )
-        for i, res in enumerate(resources):
-            if res.form.profile is not None:
-                raise PolicyError(
-                    source,
-                    f"sharing.mps.resources[{i}].name",
-                    "sharing using MPS is not supported for MIG devices",
-                )
+        _mps_warnings(r, mps, mig_strategy)
+        # MPS: true unless the file says false (config.go NewConfig, since #1762).
+        fail = True if mps.fail is None else mps.fail
+    elif time_slicing is not None:
+        strategy, section = "time-slicing", time_slicing
+        # Time-slicing enforces it only when it is true.
+        fail = bool(time_slicing.fail)
     return PluginConfig(
         key=key,
         mig_strategy=mig_strategy,
         strategy=strategy,
-        rename_by_default=rename,
+        rename_by_default=section.rename if section is not None else False,
         fail_requests_greater_than_one=fail,
-        resources=resources,
+        resources=section.resources if section is not None else (),
+        warnings=tuple(r.warnings),
     )
 
 
@@ -198,10 +533,13 @@ def parse_plugin_text(text: str, *, key: str, source: str) -> PluginConfig:
 
 def parse_plugin_configmap(doc: object, *, source: str) -> dict[str, PluginConfig]:
     """Every key of a device-plugin ConfigMap, each a config file of its own."""
-    body = _mapping(doc, source, "")
-    if body.get("kind") != "ConfigMap":
-        raise PolicyError(source, "kind", f"expected a ConfigMap, found {body.get('kind')!r}")
-    data = _mapping(body.get("data"), source, "data")
+    if not isinstance(doc, Mapping):
+        raise PolicyError(source, "", "expected a ConfigMap")
+    if doc.get("kind") != "ConfigMap":
+        raise PolicyError(source, "kind", f"expected a ConfigMap, found {doc.get('kind')!r}")
+    data = doc.get("data")
+    if data is not None and not isinstance(data, Mapping):
+        raise PolicyError(source, "data", f"must be a mapping, not {type(data).__name__}")
     if not data:
         raise PolicyError(source, "data", "the ConfigMap holds no config")
     configs = {}

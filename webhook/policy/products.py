@@ -1,12 +1,14 @@
 """GPU Feature Discovery's product names and label keys, and the MIG profiles per GPU.
 
-Label key = the ORIGINAL resource name + "." + attribute (GPU-SHARING.md §4), so the product
-of a mixed-MIG slice is under ``nvidia.com/mig-1g.5gb.product``, never ``nvidia.com/gpu.product``.
+Label key = the ORIGINAL resource name + "." + attribute (GPU Feature Discovery names its labels
+after the resource the device plugin would advertise unshared), so the product of a mixed-MIG
+slice is under ``nvidia.com/mig-1g.5gb.product``, never ``nvidia.com/gpu.product``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from webhook.policy.resources import ResourceForm
 
@@ -15,11 +17,20 @@ _MIG_PART = re.compile(r"-MIG-(\d+g\.\d+gb(?:\+me)?)")
 _DROP = re.compile(r"[^A-Za-z0-9\-_. ]")
 _SPACES = re.compile(r" +")
 
-# MIG profiles each GPU model offers (NVIDIA MIG user guide; mig-parted's default config),
-# GPU-SHARING.md §5. Matched against the product name by substring, longest key first.
-_A100_40 = ("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
-_A100_80 = ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
-MIG_PROFILES: dict[str, tuple[str, ...]] = {
+# MIG profiles each GPU model offers, each with the instances of it one GPU holds (NVIDIA MIG
+# user guide, "Supported MIG Profiles": https://docs.nvidia.com/datacenter/tesla/mig-user-guide/;
+# mig-parted's default config). Matched against the product name by substring, longest key
+# first. None: no instance count recorded for that GPU.
+_A100_40 = {
+    "1g.5gb": 7, "1g.5gb+me": 1, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1,
+    "7g.40gb": 1,
+}  # fmt: skip
+_A100_80 = {
+    "1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1,
+    "7g.80gb": 1,
+}  # fmt: skip
+_HOPPER_96 = {"1g.12gb": 7, "1g.12gb+me": 1, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1}
+MIG_PROFILES: dict[str, Mapping[str, int | None]] = {
     "A100-SXM4-40GB": _A100_40,
     "A100-PCIE-40GB": _A100_40,
     "A800-40GB": _A100_40,
@@ -28,17 +39,22 @@ MIG_PROFILES: dict[str, tuple[str, ...]] = {
     "H100-80GB": _A100_80,
     "H100-SXM5-80GB": _A100_80,
     "H800-80GB": _A100_80,
-    "A30": ("1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"),
-    "H100-NVL": ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
-    "H100-96GB": ("1g.12gb", "1g.12gb+me", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"),
-    "GH200": ("1g.12gb", "1g.12gb+me", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"),
-    # Seed 003 lists 3g.47gb / 4g.47gb / 7g.94gb for its H20: firmware-dependent.
-    "H20": (
-        "1g.12gb", "1g.12gb+me", "2g.24gb", "3g.47gb", "3g.48gb", "4g.47gb", "4g.48gb",
-        "7g.94gb", "7g.96gb",
-    ),
-    "H200": ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-    "B200": ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
+    "A30": {"1g.6gb": 4, "1g.6gb+me": 1, "2g.12gb": 2, "2g.12gb+me": 1, "4g.24gb": 1},
+    "H100-NVL": {
+        "1g.12gb": 7, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1,
+    },
+    "H100-96GB": _HOPPER_96,
+    "GH200": _HOPPER_96,
+    # The H20's 47 / 48 GB profiles depend on its firmware.
+    "H20": {
+        "1g.12gb": 7, "1g.12gb+me": 1, "2g.24gb": 3, "3g.47gb": 2, "3g.48gb": 2, "4g.47gb": 1,
+        "4g.48gb": 1, "7g.94gb": 1, "7g.96gb": 1,
+    },
+    "H200": {
+        "1g.18gb": 7, "1g.18gb+me": 1, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1,
+        "7g.141gb": 1,
+    },
+    "B200": dict.fromkeys(("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")),
 }  # fmt: skip
 _MIG_KEYS = sorted(MIG_PROFILES, key=len, reverse=True)
 
@@ -84,10 +100,19 @@ def product_label(form: ResourceForm, mig_strategy: str) -> str:
     return "nvidia.com/gpu.product"
 
 
-def mig_profiles_for(product: str) -> tuple[str, ...]:
-    """The MIG profiles NVIDIA documents for a product; empty for GPUs without MIG."""
+def _mig_table(product: str) -> Mapping[str, int | None]:
     model = base_model(product).upper()
     for key in _MIG_KEYS:
         if key.upper() in model:
             return MIG_PROFILES[key]
-    return ()
+    return {}
+
+
+def mig_profiles_for(product: str) -> tuple[str, ...]:
+    """The MIG profiles NVIDIA documents for a product; empty for GPUs without MIG."""
+    return tuple(_mig_table(product))
+
+
+def mig_instances(product: str, profile: str) -> int | None:
+    """How many instances of ``profile`` one GPU of ``product`` holds; None if not recorded."""
+    return _mig_table(product).get(profile)

@@ -1,9 +1,10 @@
-"""Kubernetes quantities, as far as extended resources (GPUs) need them.
+"""Kubernetes quantities: GPU counts, and the memory a process was measured to use.
 
 The API server accepts only integer quantities for extended resources ("must be an integer"),
 but a manifest can spell an integer many ways: ``1``, ``"1"``, ``'2'``, ``"1000m"``, ``1.0``.
 We parse the full quantity grammar so that the message for ``"500m"`` or ``0.5`` can say what
-the value means, not merely that it failed to parse.
+the value means, not merely that it failed to parse. Memory (``gpu-policy plan``'s measurements)
+goes through the same grammar and units, in the spellings nvidia-smi uses too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
+
+
+# A measured memory: a number and an optional unit, in Kubernetes' spelling (Mi, G) or
+# nvidia-smi's (MiB, GB, KB), with spaces allowed around them.
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|[KMGT]B)?\s*$")
 
 
 class QuantityError(ValueError):
@@ -86,3 +92,21 @@ def parse_gpu_quantity(raw: object) -> int:
     if value < 0:
         raise QuantityError(f"{shown(raw)} is negative")
     return int(value)
+
+
+def parse_memory_mib(raw: object) -> int:
+    """A memory quantity in MiB, rounded up: ``4621Mi``, ``4621MiB``, ``4.5Gi``, ``5G``, ``4621``.
+
+    A bare number is MiB (nvidia-smi's unit). Decimal units (K, M, G, T) are powers of 1000.
+    Raises QuantityError for anything else, and for no memory at all.
+    """
+    if isinstance(raw, bool):
+        raise QuantityError(f"{raw!r} is not a memory quantity")
+    match = _MEMORY.match(str(raw))
+    if match is None:
+        raise QuantityError(f"{raw!r} is not a memory quantity such as 4621Mi")
+    unit = (match[2] or "Mi").removesuffix("B")
+    mib = math.ceil(_value(match[1] + ("k" if unit == "K" else unit)) / _BINARY["Mi"])
+    if mib <= 0:
+        raise QuantityError(f"{raw!r}: a process uses some memory")
+    return mib

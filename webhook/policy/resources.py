@@ -1,11 +1,13 @@
 """The resource names the NVIDIA device plugin advertises, parsed into one small value type.
 
-Forms (GPU-SHARING.md §2):
+Forms (docs/device-plugin.md, "What the plugin advertises"):
 
 - ``nvidia.com/gpu``: a full GPU, or one MIG instance under ``migStrategy: single``
 - ``nvidia.com/gpu.shared``: a replica of a time-sliced or MPS GPU (``renameByDefault: true``)
-- ``nvidia.com/mig-<profile>``: a MIG instance under ``migStrategy: mixed``; the ``+me``
-  profiles are spelt ``.me`` (``mig-1g.10gb.me``)
+- ``nvidia.com/mig-<profile>``: a MIG instance under ``migStrategy: mixed``; the profile's
+  ``+`` is written ``.`` (``1g.10gb+me`` is ``mig-1g.10gb.me``). Since v0.20.0 the suffixed
+  profiles ``-me``, ``+me.all`` and ``+gfx`` are resources of their own (docs/device-plugin.md,
+  "MIG names and the +me profiles").
 - ``nvidia.com/mig-<profile>.shared``: a replica of a shared MIG instance, renamed
 """
 
@@ -19,8 +21,10 @@ PREFIX = "nvidia.com/"
 GPU = "nvidia.com/gpu"
 SHARED_SUFFIX = ".shared"
 
-_MIG = re.compile(r"^mig-(?P<profile>\d+g\.\d+gb(?:\.me)?)$")
-_PROFILE = re.compile(r"^\d+g\.\d+gb(?:\+me)?$")
+# The profile suffixes as a resource name spells them ("+" written "."), longest first.
+_MIG = re.compile(r"^mig-(?P<profile>\d+g\.\d+gb(?:-me|\.me\.all|\.me|\.gfx)?)$")
+_PROFILE = re.compile(r"^\d+g\.\d+gb(?:-me|\+me\.all|\+me|\+gfx)?$")
+_SIZE = re.compile(r"^(\d+)g\.(\d+)gb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +43,7 @@ class ResourceForm:
         """The name without sharing: what GFD label keys are built from."""
         if self.profile is None:
             return GPU
-        return f"{PREFIX}mig-{self.profile.replace('+me', '.me')}"
+        return f"{PREFIX}mig-{resource_spelling(self.profile)}"
 
     @property
     def name(self) -> str:
@@ -71,10 +75,27 @@ def parse_resource(name: str) -> ResourceForm | None:
     match = _MIG.match(rest)
     if match is None:
         return None
-    profile = match["profile"]
-    if profile.endswith(".me"):
-        profile = profile[: -len(".me")] + "+me"
-    return ResourceForm(profile, renamed)
+    return ResourceForm(nvidia_spelling(match["profile"]), renamed)
+
+
+def resource_spelling(profile: str) -> str:
+    """A profile as resource names and GFD labels write it: ``1g.10gb+me`` -> ``1g.10gb.me``.
+
+    The plugin and GFD replace every ``+`` by ``.`` (internal/rm/rm.go
+    AddDefaultResourcesToConfig, internal/resource/nvml-mig-device.go GetName).
+    """
+    return profile.replace("+", ".")
+
+
+def nvidia_spelling(profile: str) -> str:
+    """A profile as nvidia-smi writes it: ``1g.10gb.me`` -> ``1g.10gb+me`` (``-me`` stays)."""
+    size = _SIZE.match(profile)
+    if size is None:
+        return profile
+    suffix = profile[size.end() :]
+    if suffix.startswith("."):
+        suffix = "+" + suffix[1:]
+    return profile[: size.end()] + suffix
 
 
 def is_mig_profile(profile: str) -> bool:
@@ -82,9 +103,12 @@ def is_mig_profile(profile: str) -> bool:
     return _PROFILE.match(profile) is not None
 
 
+def profile_size(profile: str) -> tuple[int, int] | None:
+    """(compute slices, memory GB) a MIG profile names: ``3g.40gb`` -> (3, 40); None if not one."""
+    size = _SIZE.match(profile) if _PROFILE.match(profile) else None
+    return None if size is None else (int(size[1]), int(size[2]))
+
+
 def mig_form(profile: str) -> ResourceForm:
     """The unshared form of a MIG profile: ``1g.5gb``, ``mig-1g.5gb`` or ``1g.10gb.me``."""
-    profile = profile.removeprefix("mig-")
-    if profile.endswith(".me"):
-        profile = profile[: -len(".me")] + "+me"
-    return ResourceForm(profile, False)
+    return ResourceForm(nvidia_spelling(profile.removeprefix("mig-")), False)

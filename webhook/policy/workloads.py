@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+from webhook.policy.records import per_review_record
 
 # kind -> path of the pod template (metadata + spec) inside the object; () for a Pod itself.
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -21,8 +22,7 @@ TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 
-# Not frozen, but read-only by convention: see the note on Decision (webhook/policy/decision.py).
-@dataclass(slots=True)
+@per_review_record
 class Workload:
     """The pod (or pod template) inside an object: its metadata and spec, and where they are."""
 
@@ -31,10 +31,15 @@ class Workload:
     metadata: Mapping[str, Any]
     spec: Mapping[str, Any]
 
-    @property
-    def is_template(self) -> bool:
-        """True for a pod template (Deployment, Job, ...): no API-server defaulting has run."""
-        return self.kind != "Pod"
+
+def dig(obj: object, path: Iterable[str]) -> Any:
+    """The value at ``path`` (keys of nested objects) in ``obj``; None where a step is missing."""
+    node: Any = obj
+    for step in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(step)
+    return node
 
 
 def locate(obj: Mapping[str, Any]) -> Workload | None:
@@ -42,9 +47,7 @@ def locate(obj: Mapping[str, Any]) -> Workload | None:
     kind = obj.get("kind")
     if not isinstance(kind, str) or kind not in TEMPLATE_PATHS:
         return None
-    node: Any = obj
-    for step in TEMPLATE_PATHS[kind]:
-        node = node.get(step) if isinstance(node, dict) else None
+    node = dig(obj, TEMPLATE_PATHS[kind])
     if not isinstance(node, dict):
         return None
     spec = node.get("spec")

@@ -1,0 +1,191 @@
+"""GPU_POLICY_KUBE: the app follows the cluster's nodes and device-plugin ConfigMap.
+
+The real ``kubernetes`` client against the loopback fake API server of tests/kube, through a
+kubeconfig, as ``gpu-policy serve`` would run with ``GPU_POLICY_KUBE=<kubeconfig>``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from flask import Flask
+from reviewdata import load, with_gpu
+
+from tests.support.apiserver import FakeApiServer
+from tests.support.waiting import wait_until
+from webhook.server import Settings, create_app
+from webhook.server.cluster import ClusterError
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
+CONFIGMAP = ("gpu-operator", "device-plugin-config")
+POLICY = (
+    "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n"
+    "  enforcement: ENFORCEMENT\n"
+    "  devicePlugin:\n"
+    "    configMapRef: {namespace: gpu-operator, name: device-plugin-config}\n"
+    "    defaultConfig: any\n"
+)
+
+
+def wait(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    return wait_until(predicate, timeout, poll=0.02)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        yield server
+
+
+def load_cluster(fake: FakeApiServer) -> dict[str, Any]:
+    fake.add_many(yaml.safe_load((SEED003 / "nodes.yaml").read_text())["items"])
+    configmap = yaml.safe_load((SEED003 / "device-plugin-config.yaml").read_text())
+    configmap["metadata"] = {"name": CONFIGMAP[1], "namespace": CONFIGMAP[0]}
+    return fake.add(configmap)
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, fake: FakeApiServer) -> Iterator[Callable[..., Flask]]:
+    apps: list[Flask] = []
+
+    def make(enforcement: str = "enforce") -> Flask:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(POLICY.replace("ENFORCEMENT", enforcement))
+        settings = Settings(
+            policy_file=policy, kube=str(fake.write_kubeconfig(tmp_path)), reload_interval=0
+        )
+        app = create_app(settings)
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        cluster = app.extensions["gpu_policy"].cluster
+        if cluster is not None:
+            cluster.stop()
+
+
+def validate(app: Flask, quantity: int) -> dict[str, Any]:
+    doc = with_gpu(load("v1.36.2", "validate", "pod-create"), quantity)
+    resp = app.test_client().post(
+        "/validate", data=json.dumps(doc), content_type="application/json"
+    )
+    assert resp.status_code == 200
+    return dict(resp.get_json()["response"])
+
+
+def ready(app: Flask) -> tuple[int, str]:
+    resp = app.test_client().get("/readyz")
+    return resp.status_code, resp.get_data(as_text=True)
+
+
+def test_the_app_follows_the_cluster(
+    fake: FakeApiServer, make_app: Callable[..., Flask], tmp_path: Path
+) -> None:
+    configmap = load_cluster(fake)
+    app = make_app()
+    assert wait(lambda: ready(app)[0] == 200), ready(app)
+    text = ready(app)[1]
+    assert f"cluster ({tmp_path / 'kubeconfig'}): 8 nodes, data 0 s old" in text
+    snapshot = app.extensions["gpu_policy"].state.snapshot
+    assert snapshot.inventory.source.startswith("cluster (")
+
+    # The ConfigMap's configs are in force: two shared GPUs fail at the device plugin.
+    denied = validate(app, 2)
+    assert denied["allowed"] is False
+    assert "NVIDIA-L20-SHARED (8 slots)" in denied["status"]["message"]
+
+    # The admin turns failRequestsGreaterThanOne off: allowed, with a warning.
+    lenient = dict(configmap)
+    lenient["data"] = {
+        k: v.replace("failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false")
+        for k, v in configmap["data"].items()
+    }
+    fake.replace(lenient)
+    assert wait(lambda: validate(app, 2)["allowed"] is True)
+    assert validate(app, 2)["warnings"][0].startswith("[gpu-shared-request-above-one]")
+
+    # A broken edit is refused: the last good configs stay, /readyz says so.
+    broken = dict(lenient)
+    broken["data"] = {
+        **lenient["data"],
+        "t4": lenient["data"]["t4"].replace("replicas: 3", "replicas: 1"),
+    }
+    fake.replace(broken)
+    assert wait(lambda: "ConfigMap refused" in ready(app)[1])
+    assert ready(app)[0] == 200
+    assert validate(app, 2)["allowed"] is True
+
+    # A policy file reload keeps the cluster's view (nodes and the last good configs).
+    (tmp_path / "policy.yaml").write_text(POLICY.replace("ENFORCEMENT", "audit"))
+    response = validate(app, 2)
+    snapshot = app.extensions["gpu_policy"].state.snapshot
+    assert snapshot.policy.enforcement == "audit"
+    assert snapshot.inventory.source.startswith("cluster (")
+    assert response["allowed"] is True and "warnings" not in response
+
+
+def test_not_ready_until_the_cluster_is_listed(
+    fake: FakeApiServer, make_app: Callable[..., Flask]
+) -> None:
+    load_cluster(fake)
+    fake.go_down("503")
+    app = make_app()
+    status, text = ready(app)
+    assert status == 503 and "not listed yet" in text
+    fake.come_back()
+    assert wait(lambda: ready(app)[0] == 200), ready(app)
+
+
+def test_unusable_kubeconfig_is_a_cluster_error(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match=r"GPU_POLICY_KUBE=.*kubeconfig not found"):
+        create_app(Settings(kube=str(tmp_path / "missing")))
+
+
+def _metric(app: Flask, name: str) -> float | None:
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_cluster_health_is_in_the_metrics(
+    fake: FakeApiServer, make_app: Callable[..., Flask]
+) -> None:
+    configmap = load_cluster(fake)
+    app = make_app()
+    feed = app.extensions["gpu_policy"].cluster
+    assert wait(lambda: ready(app)[0] == 200), ready(app)
+    feed.report()
+    assert _metric(app, "gpu_policy_cluster_api_reachable") == 1.0
+    assert _metric(app, "gpu_policy_configmap_refused") == 0.0
+    assert (
+        abs(time.time() - (_metric(app, "gpu_policy_cluster_last_sync_timestamp_seconds") or 0))
+        < 10
+    )
+
+    # An edit the device plugin would refuse shows as refused, the last good configs serve on.
+    broken = dict(configmap)
+    broken["data"] = {
+        k: v.replace("replicas: 8", "replicas: 1") for k, v in configmap["data"].items()
+    }
+    fake.replace(broken)
+    assert wait(lambda: "ConfigMap refused" in ready(app)[1]), ready(app)
+    feed.report()
+    assert _metric(app, "gpu_policy_configmap_refused") == 1.0
+
+    # The API server goes away: the watch counts its errors and says it is unreachable.
+    fake.go_down("503")
+    assert wait(lambda: not feed.source.health().api_reachable, timeout=10)
+    feed.report()
+    assert _metric(app, "gpu_policy_cluster_api_reachable") == 0.0
+    assert (_metric(app, "gpu_policy_cluster_watch_events_total") or 0) > 0
+    fake.come_back()

@@ -1,0 +1,276 @@
+"""A loopback fake of kube-apiserver for dry-run creates, with our webhook as its admission chain.
+
+It answers what ``gpu-policy test --kubeconfig`` sends, the way the real API server does:
+
+* discovery: ``GET /api/v1``, ``/apis/apps/v1``, ``/apis/batch/v1`` (APIResourceLists);
+* ``POST /api/v1/namespaces/{ns}/{plural}?dryRun=All`` (and ``/apis/{group}/{version}/...``):
+  bearer-token authentication (401 Status otherwise); a request without ``dryRun=All`` is
+  refused with 400, so a test can never store anything by mistake; an object whose namespace
+  differs from the URL's gets the API server's 400; then
+
+  1. defaulting: a Pod container's ``requests`` default to its ``limits``;
+  2. mutating admission (Pods on CREATE): an AdmissionReview to our handler's ``mutate``,
+     whose JSON Patch is applied;
+  3. validating admission: the same to ``validate``;
+  4. 201 with the object as it would be stored (uid, creationTimestamp, imagePullPolicy,
+     the DefaultTolerationSeconds tolerations...), or 403 with the Status
+     ``admission webhook "validate.gpu-policy.io" denied the request: <message>``.
+
+  Warnings from the webhooks travel as one ``Warning: 299 - "<text>"`` header each, on
+  allowed and denied answers alike.
+
+Every request is recorded in :attr:`DryRunApiServer.requests`. Standard library plus
+``webhook.admission`` and ``jsonpatch``; plain HTTP on 127.0.0.1, port chosen by the kernel
+(see ``fake_http``).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jsonpatch
+
+from tests.support.fake_http import JsonHandler, LoopbackServer, kubeconfig, status
+from webhook.admission import handle
+from webhook.harness.admission_review import build_review
+from webhook.policy import Inventory, Policy
+
+TOKEN = "test-token"
+MUTATING = "mutate.gpu-policy.io"
+VALIDATING = "validate.gpu-policy.io"
+
+# group-version -> [(plural, kind, namespaced)]
+DISCOVERY: dict[str, list[tuple[str, str, bool]]] = {
+    "v1": [
+        ("pods", "Pod", True),
+        ("configmaps", "ConfigMap", True),
+        ("services", "Service", True),
+        ("podtemplates", "PodTemplate", True),
+        ("replicationcontrollers", "ReplicationController", True),
+        ("namespaces", "Namespace", False),
+    ],
+    "apps/v1": [
+        ("deployments", "Deployment", True),
+        ("replicasets", "ReplicaSet", True),
+        ("statefulsets", "StatefulSet", True),
+        ("daemonsets", "DaemonSet", True),
+    ],
+    "batch/v1": [("jobs", "Job", True), ("cronjobs", "CronJob", True)],
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the fake received."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    """The API server's pod defaulting that matters here: requests default to limits."""
+    spec = obj.get("spec") or {}
+    for list_name in ("initContainers", "containers"):
+        for container in spec.get(list_name) or []:
+            resources = container.get("resources") or {}
+            limits = resources.get("limits") or {}
+            if limits:
+                requests = resources.setdefault("requests", {})
+                for key, value in limits.items():
+                    requests.setdefault(key, value)
+                container["resources"] = resources
+
+
+def _stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the API server adds to an object it would store."""
+    meta = obj.setdefault("metadata", {})
+    meta.setdefault("uid", str(uuid.uuid4()))
+    meta.setdefault("creationTimestamp", "2025-01-01T00:00:00Z")
+    if obj.get("kind") == "Pod":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("schedulerName", "default-scheduler")
+        for container in spec.get("containers") or []:
+            container.setdefault("imagePullPolicy", "IfNotPresent")
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+        # DefaultTolerationSeconds appends these to every pod.
+        tolerations = spec.setdefault("tolerations", [])
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            )
+        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    return obj
+
+
+class DryRunApiServer(LoopbackServer):
+    """The fake; use as a context manager (``url`` is its base URL)."""
+
+    def __init__(self, policy: Policy, inventory: Inventory) -> None:
+        super().__init__()
+        self.policy = policy
+        self.inventory = inventory
+        self.requests: list[Request] = []
+
+    def __enter__(self) -> DryRunApiServer:
+        self.listen()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def kubeconfig(self, *, namespace: str = "default") -> str:
+        """A kubeconfig with a good context (current) and one whose token is wrong."""
+        return kubeconfig(
+            self.url,
+            {"tester": {"token": TOKEN}, "stranger": {"token": "not-the-token"}},
+            {"fake": {"user": "tester", "namespace": namespace}, "stranger": {"user": "stranger"}},
+        )
+
+    # ------------------------------------------------------------------ admission chain
+
+    def admit(self, obj: dict[str, Any], namespace: str) -> tuple[int, Any, list[str]]:
+        """Defaulting, mutating and validating admission: (HTTP status, body, warnings)."""
+        warnings: list[str] = []
+        if obj.get("kind") == "Pod":
+            _default_pod(obj)
+            answer = self._webhook("mutate", obj, namespace)
+            warnings += answer.get("warnings") or []
+            if not answer["allowed"]:
+                return self._denied(MUTATING, answer, obj, warnings)
+            if answer.get("patch"):
+                patch = json.loads(base64.b64decode(answer["patch"]))
+                obj = jsonpatch.apply_patch(obj, patch)
+        answer = self._webhook("validate", obj, namespace)
+        warnings += answer.get("warnings") or []
+        if not answer["allowed"]:
+            return self._denied(VALIDATING, answer, obj, warnings)
+        return 201, _stored(copy.deepcopy(obj)), warnings
+
+    def _webhook(self, endpoint: str, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+        review = build_review(obj, operation="CREATE", namespace=namespace, dry_run=True)
+        outcome = handle(
+            endpoint,  # type: ignore[arg-type]
+            review,
+            policy=self.policy,
+            inventory=self.inventory,
+        )
+        response: dict[str, Any] = outcome.response["response"]
+        return response
+
+    @staticmethod
+    def _denied(
+        webhook: str, answer: dict[str, Any], obj: dict[str, Any], warnings: list[str]
+    ) -> tuple[int, Any, list[str]]:
+        result = answer.get("status") or {}
+        code = int(result.get("code") or 403)
+        message = result.get("message") or "without explanation"
+        body = status(
+            code,
+            "Forbidden" if code == 403 else "BadRequest",
+            f'admission webhook "{webhook}" denied the request: {message}',
+        )
+        body["details"] = {"name": (obj.get("metadata") or {}).get("name", ""), "kind": "pods"}
+        return code, body, warnings
+
+
+class _Handler(JsonHandler):
+    fake: DryRunApiServer
+
+    def _send(self, code: int, body: Any, warnings: Sequence[str] = ()) -> None:
+        warning_headers = [
+            ("Warning", f"299 - {json.dumps(text, ensure_ascii=False)}") for text in warnings
+        ]
+        self.send_json(code, json.dumps(body).encode(), warning_headers)
+
+    def _authorised(self) -> bool:
+        if self.headers.get("Authorization") == f"Bearer {TOKEN}":
+            return True
+        self._send(401, status(401, "Unauthorized", "Unauthorized"))
+        return False
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        self.fake.requests.append(Request("GET", parts.path, parse_qs(parts.query), None))
+        if not self._authorised():
+            return
+        gv = parts.path.removeprefix("/api/").removeprefix("/apis/")
+        if gv not in DISCOVERY:
+            self._send(
+                404, status(404, "NotFound", "the server could not find the requested resource")
+            )
+            return
+        self._send(
+            200,
+            {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": gv,
+                "resources": [
+                    {
+                        "name": plural,
+                        "singularName": "",
+                        "namespaced": ns,
+                        "kind": kind,
+                        "verbs": ["create", "get", "list"],
+                    }
+                    for plural, kind, ns in DISCOVERY[gv]
+                ]
+                + [{"name": "pods/status", "namespaced": True, "kind": "Pod", "verbs": ["get"]}],
+            },
+        )
+
+    def do_POST(self) -> None:
+        parts = urlsplit(self.path)
+        query = parse_qs(parts.query)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null")
+        self.fake.requests.append(Request("POST", parts.path, query, body))
+        if not self._authorised():
+            return
+        if query.get("dryRun") != ["All"]:
+            self._send(400, status(400, "BadRequest", "this test server answers dry runs only"))
+            return
+        segments = parts.path.strip("/").split("/")
+        # api/v1/namespaces/NS/PLURAL or apis/G/V/namespaces/NS/PLURAL
+        gv = segments[1] if segments[0] == "api" else "/".join(segments[1:3])
+        rest = segments[2:] if segments[0] == "api" else segments[3:]
+        if len(rest) != 3 or rest[0] != "namespaces" or gv not in DISCOVERY:
+            self._send(
+                404, status(404, "NotFound", "the server could not find the requested resource")
+            )
+            return
+        namespace, plural = rest[1], rest[2]
+        kinds = {p: k for p, k, _ in DISCOVERY[gv]}
+        if not isinstance(body, dict) or body.get("kind") != kinds.get(plural):
+            self._send(400, status(400, "BadRequest", f"the body is not a {kinds.get(plural)}"))
+            return
+        meta = body.setdefault("metadata", {})
+        if meta.get("namespace", namespace) != namespace:
+            self._send(
+                400,
+                status(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request",
+                ),
+            )
+            return
+        meta["namespace"] = namespace
+        code, answer, warnings = self.fake.admit(body, namespace)
+        self._send(code, answer, warnings)
+
+
+# Defined after the server class, which names its handler here.
+DryRunApiServer.handler = _Handler

@@ -1,0 +1,547 @@
+"""``audit()``: judge what already runs with the webhook's engine, and say why GPU pods wait.
+
+The input is what a cluster listing (or a dump) gave the Collector, the node objects, the
+policy and the inventory built from those nodes; the output an AuditResult: one Finding per
+rule and reported object, pass included, which the output and report modules render.
+
+Three families of findings:
+
+* **policy** (per GPU workload or bare pod, the engine's rules, judged once per owner):
+  what ``review()`` would deny today, and ``gpu-webhook-changes``: what it would write into
+  new pods that the running ones lack;
+* **scheduling** (per GPU workload or bare pod): ``gpu-pod-scheduled`` for pods not bound
+  to a node, ``gpu-pod-admitted`` for pods the kubelet refused, with the reason in GPU terms
+  (``webhook.audit.stuck``), how long the oldest has waited and the scheduler's message;
+* **nodes** (cluster-scoped): ``gpu-node-capacity`` per GPU node (full while pods wait for
+  it), ``gpu-node-labels`` (the inventory's label / allocatable disagreements).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.audit.findings import Finding, Ref, format_age, worst
+from webhook.audit.nodes import NodeView, node_views
+from webhook.audit.owners import Collector, Group, parse_time
+from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
+from webhook.audit.trim import ADMISSION_ERROR
+from webhook.contract import MUTATIONS_ANNOTATION
+from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
+from webhook.policy.decision import RULES, RuleResult, Status
+
+__all__ = ["AuditResult", "Placement", "audit", "exit_status"]
+
+EXIT_CLEAN, EXIT_FAILED = 0, 1
+
+# What to change, per engine rule; where to change it depends on the object (see _where).
+_RULE_FIXES = {
+    "gpu-ephemeral-container": "remove the GPU resources from the ephemeral container",
+    "gpu-resource-name": "ask for a GPU resource name the cluster offers (the message names them)",
+    "gpu-quantity": "ask for a whole, positive number of GPUs",
+    "gpu-requests-equal-limits": "set the GPU requests equal to the GPU limits",
+    "gpu-container-forms": "give each container one kind of GPU",
+    "gpu-intent": "correct the gpu-policy.io/ annotations",
+    "gpu-node-selection": "select nodes that offer the GPU it asks for (the message says which)",
+    "gpu-shared-request-above-one": "ask for 1 shared GPU per container",
+    "gpu-resource-offered": "ask for a GPU that some node offers (the message says which)",
+}
+_CONTROLLERS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Everything one audit found, pass included, most severe first then oldest."""
+
+    findings: tuple[Finding, ...]
+    placements: tuple[Placement, ...]
+    now: datetime
+    policy: str
+    policy_source: str
+    inventory_source: str
+    inventory_summary: str
+    scanned: Mapping[str, int] = field(default_factory=dict)
+    workloads: int = 0
+    gpu_pods: int = 0
+    bound: int = 0
+    waiting: int = 0
+    refused: int = 0
+    slots: int = 0
+    held: int = 0
+
+    def problems(self) -> tuple[Finding, ...]:
+        """The findings that did not pass (what the text table shows)."""
+        return tuple(f for f in self.findings if f.result != "pass")
+
+    def summary(self) -> dict[str, int]:
+        """Count of findings per result, every result present."""
+        counts = Counter(f.result for f in self.findings)
+        return {r: counts.get(r, 0) for r in ("pass", "fail", "warn", "error", "skip")}
+
+    def exit_status(self) -> int:
+        """0 when nothing is at fail level, 1 otherwise."""
+        return exit_status(self.findings)
+
+
+def exit_status(findings: Iterable[Finding]) -> int:
+    """``gpu-policy audit``'s exit status: 1 when any finding is at fail level, else 0."""
+    return EXIT_FAILED if any(f.result == "fail" for f in findings) else EXIT_CLEAN
+
+
+def _utc(now: datetime) -> datetime:
+    return now if now.tzinfo else now.replace(tzinfo=UTC)
+
+
+def _age(since: datetime | None, now: datetime) -> int | None:
+    return None if since is None else int((now - since).total_seconds())
+
+
+def _created(obj: Mapping[str, Any]) -> datetime | None:
+    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _manage(subject: Ref) -> str:
+    """``kubectl edit deployment -n nlp nlp-inference``."""
+    return f"kubectl edit {subject.kind.lower()} -n {subject.namespace} {subject.name}"
+
+
+def _where(subject: Ref) -> str:
+    """Where a fix to the pod spec goes for this object, and what happens then."""
+    kind = subject.kind
+    if kind == "Pod":
+        return (
+            "in its manifest: a pod's resources cannot change, so delete it and create it "
+            "again from the corrected manifest"
+        )
+    if kind in _CONTROLLERS:
+        return f"in its pod template ({_manage(subject)}): the controller replaces its pods"
+    if kind == "CronJob":
+        return f"in spec.jobTemplate ({_manage(subject)}): the next run uses it"
+    if kind == "Job":
+        return (
+            "in its manifest: a Job's pod template cannot change, so delete the Job and create "
+            "it again"
+        )
+    return f"in the {kind} that makes these pods (its pods cannot change)"
+
+
+def _restart(subject: Ref) -> str:
+    if subject.kind in ("Deployment", "StatefulSet", "DaemonSet"):
+        return (
+            f"kubectl rollout restart {subject.kind.lower()} -n {subject.namespace} "
+            f"{subject.name} makes them again through the webhook"
+        )
+    if subject.kind == "CronJob":
+        return "the next run's pods get it"
+    return "delete them so that they are made again through the webhook"
+
+
+def _merge(results: tuple[RuleResult, ...]) -> dict[str, list[RuleResult]]:
+    by_rule: dict[str, list[RuleResult]] = defaultdict(list)
+    for result in results:
+        by_rule[result.rule].append(result)
+    return by_rule
+
+
+def _policy_findings(group: Group, decision: Decision) -> list[Finding]:
+    subject = group.subject
+    assert group.judged is not None
+    since = group.created
+    pods = len(group.pods)
+    common: dict[str, Any] = {"subject": subject, "category": "policy", "since": since}
+    out = []
+    for rule, results in _merge(decision.results).items():
+        status = worst(r.status for r in results)
+        flagged = [r for r in results if r.status == status]
+        message = "; ".join(dict.fromkeys(r.message for r in flagged if r.message))
+        fix = ""
+        if status in ("fail", "warn") and rule in _RULE_FIXES:
+            fix = f"{_RULE_FIXES[rule]} {_where(subject)}"
+        details = {"enforcement": decision.enforcement}
+        containers = [r.container for r in flagged if r.container]
+        if containers:
+            details["containers"] = ", ".join(dict.fromkeys(containers))
+        out.append(
+            Finding(
+                rule=rule,
+                result=status,
+                message=message or RULES.get(rule, ""),
+                fix=fix,
+                pods=pods,
+                details=details,
+                **common,
+            )
+        )
+    if decision.results and decision.results[0].rule == "gpu-policy":
+        return out  # skipped (exempt, no GPU): nothing would change either
+    out.append(_changes_finding(group, decision, common))
+    return out
+
+
+def _changes_finding(group: Group, decision: Decision, common: dict[str, Any]) -> Finding:
+    rule = "gpu-webhook-changes"
+    changes = "; ".join(decision.changes)
+    if not changes:
+        return Finding(
+            rule=rule, result="pass", message="the webhook would change nothing", **common
+        )
+    subject = group.subject
+    if subject.kind == "Pod":
+        return Finding(
+            rule=rule,
+            result="warn",
+            message=f"the pod runs without what the webhook would write into it: {changes}",
+            fix="delete it and create it again from its manifest: the webhook writes it then",
+            pods=1,
+            details={"changes": changes},
+            **common,
+        )
+    without = [
+        p
+        for p in group.pods
+        if MUTATIONS_ANNOTATION not in ((p.get("metadata") or {}).get("annotations") or {})
+    ]
+    if not without:
+        return Finding(
+            rule=rule,
+            result="pass",
+            message=f"the webhook writes into its new pods: {changes}",
+            pods=len(group.pods),
+            details={"changes": changes},
+            **common,
+        )
+    return Finding(
+        rule=rule,
+        result="warn",
+        message=(
+            f"{len(without)} of its {len(group.pods)} pods run without what the webhook writes "
+            f"into new ones ({changes}): they were made before the webhook ran, or while it "
+            "was off"
+        ),
+        fix=f"nothing to do for new pods; for these, {_restart(subject)}",
+        pods=len(without),
+        details={"changes": changes},
+        **common,
+    )
+
+
+@dataclass(slots=True)
+class _Stuck:
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
+
+
+def _is_refused(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Failed" and status.get("reason") == ADMISSION_ERROR
+
+
+def _is_bound(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) and not _is_refused(pod)
+
+
+def _gated(pod: Mapping[str, Any]) -> Reason | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
+            return Reason(
+                "gated",
+                "it has scheduling gates (spec.schedulingGates): the scheduler does not look "
+                "at it until they are removed",
+                "whatever set the gate (a queue such as Kueue) removes it when the pod's turn "
+                "comes: look there, not at the GPUs",
+            )
+    return None
+
+
+def _stuck_findings(
+    group: Group, rule: str, stuck: dict[tuple[str, ...], _Stuck], now: datetime
+) -> list[Finding]:
+    total = len(group.pods)
+    out = []
+    for codes, entry in stuck.items():
+        oldest = entry.pods[0]
+        since = _created(oldest)
+        waited = _age(since, now)
+        name = (oldest.get("metadata") or {}).get("name", "")
+        count = len(entry.pods)
+        if count == 1 and total == 1:
+            which = f"1 pod ({name})"
+        elif count == total:
+            which = f"{count} pods, the oldest {name},"
+        else:
+            which = f"{count} of {total} pods, the oldest {name},"
+        if rule == "gpu-pod-scheduled":
+            head = f"{which} not bound to a node for {format_age(waited)}"
+        else:
+            head = (
+                f"{which} refused by the kubelet (UnexpectedAdmissionError), created "
+                f"{format_age(waited)} ago"
+            )
+        details: dict[str, str] = {"reasons": ", ".join(codes), "pods": str(count)}
+        for reason in entry.reasons:
+            details.update({k: v for k, v in reason.details.items() if v})
+        result: Status = "warn" if codes == ("gated",) else "fail"
+        out.append(
+            Finding(
+                rule=rule,
+                result=result,
+                subject=group.subject,
+                message=f"{head}: " + "; ".join(r.message for r in entry.reasons),
+                fix="; ".join(r.fix for r in entry.reasons),
+                category="scheduling",
+                pods=count,
+                since=since,
+                waiting=waited,
+                scheduler=scheduler_message(oldest),
+                reasons=codes,
+                details=details,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one reported object's GPU pods are: bound per node, waiting, refused."""
+
+    subject: Ref
+    requests: Mapping[str, int]
+    bound: Mapping[str, int]
+    waiting: int = 0
+    refused: int = 0
+    waiting_since: datetime | None = None
+
+    @property
+    def pods(self) -> int:
+        """Every GPU pod of the object."""
+        return sum(self.bound.values()) + self.waiting + self.refused
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        out: dict[str, Any] = {
+            "kind": self.subject.kind,
+            "namespace": self.subject.namespace,
+            "name": self.subject.name,
+            "requests": dict(self.requests),
+            "pods": self.pods,
+            "bound": dict(self.bound),
+            "waiting": self.waiting,
+            "refused": self.refused,
+        }
+        if self.waiting_since is not None:
+            out["waitingSince"] = self.waiting_since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return out
+
+
+def _scheduling_findings(
+    group: Group, capacity: Capacity, now: datetime, waiters: Counter[str]
+) -> tuple[list[Finding], Placement]:
+    subject = group.subject
+    common: dict[str, Any] = {"subject": subject, "category": "scheduling", "since": group.created}
+    judged_spec = (group.judged or {}).get("spec") or {}
+    if not group.pods:
+        none = "no pods right now"
+        template = judged_spec.get("template") or (
+            ((judged_spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
+        )
+        placement = Placement(subject, pod_requests(template.get("spec") or {}), {})
+        return [
+            Finding(rule="gpu-pod-scheduled", result="skip", message=none, **common),
+            Finding(rule="gpu-pod-admitted", result="skip", message=none, **common),
+        ], placement
+    pending: dict[tuple[str, ...], _Stuck] = {}
+    refused: dict[tuple[str, ...], _Stuck] = {}
+    bound: Counter[str] = Counter()
+    for pod in group.pods:
+        requests = pod_requests(pod.get("spec") or {})
+        if _is_refused(pod):
+            reasons = capacity.diagnose_refused(pod, requests)
+            into = refused
+        elif _is_bound(pod):
+            bound[(pod.get("spec") or {})["nodeName"]] += 1
+            continue
+        else:
+            gated = _gated(pod)
+            reasons = [gated] if gated else capacity.diagnose_pending(pod, requests)
+            for reason in reasons:
+                waiters.update(reason.nodes)
+            into = pending
+        entry = into.setdefault(tuple(r.code for r in reasons), _Stuck(reasons=reasons))
+        entry.pods.append(pod)
+    out = _stuck_findings(group, "gpu-pod-scheduled", pending, now)
+    if not pending:
+        on = ", ".join(f"{node} ({n})" for node, n in sorted(bound.items()))
+        message = f"{sum(bound.values())} GPU {'pod' if sum(bound.values()) == 1 else 'pods'}"
+        message += f" bound: {on}" if on else " bound"
+        out.append(
+            Finding(
+                rule="gpu-pod-scheduled",
+                result="pass",
+                message=message,
+                pods=len(group.pods),
+                **common,
+            )
+        )
+    out += _stuck_findings(group, "gpu-pod-admitted", refused, now)
+    if not refused:
+        out.append(
+            Finding(
+                rule="gpu-pod-admitted",
+                result="pass",
+                message="no pod was refused by the kubelet",
+                pods=len(group.pods),
+                **common,
+            )
+        )
+    waiting = [p for entry in pending.values() for p in entry.pods]
+    placement = Placement(
+        subject=subject,
+        requests=pod_requests(group.pods[0].get("spec") or {}),
+        bound=dict(sorted(bound.items())),
+        waiting=len(waiting),
+        refused=sum(len(entry.pods) for entry in refused.values()),
+        waiting_since=min((t for p in waiting if (t := _created(p))), default=None),
+    )
+    return out, placement
+
+
+def _node_findings(
+    nodes: tuple[NodeView, ...], capacity: Capacity, inventory: Inventory, waiters: Counter[str]
+) -> list[Finding]:
+    out = []
+    labels: dict[str, list[str]] = defaultdict(list)
+    unplaced: list[str] = []
+    for problem in inventory.disagreements:
+        name = problem.removeprefix("node ").split(":", 1)[0] if problem.startswith("node ") else ""
+        (labels[name] if name else unplaced).append(problem)
+    for node in nodes:
+        ref = Ref("Node", None, node.name)
+        held = {r: capacity.held.get((node.name, r), 0) for r in node.gpus}
+        use = ", ".join(
+            f"{r}: {held[r]} of {n} slot{'' if n == 1 else 's'} held"
+            for r, n in sorted(node.gpus.items())
+        )
+        full = all(held[r] >= n for r, n in node.gpus.items())
+        if waiters.get(node.name) and full:
+            waiting = waiters[node.name]
+            asks = "pod asks" if waiting == 1 else "pods ask"
+            out.append(
+                Finding(
+                    rule="gpu-node-capacity",
+                    result="warn",
+                    subject=ref,
+                    message=f"{use}; {waiting} waiting {asks} for its GPUs",
+                    fix="free a slot or share its GPUs: the waiting pods' gpu-pod-scheduled "
+                    "findings name the holders (`gpu-policy plan` sizes the sharing)",
+                    category="nodes",
+                    details={r: f"{held[r]}/{n}" for r, n in node.gpus.items()},
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    rule="gpu-node-capacity",
+                    result="pass",
+                    subject=ref,
+                    message=use,
+                    category="nodes",
+                )
+            )
+        mine = labels.pop(node.name, [])
+        out.append(
+            Finding(
+                rule="gpu-node-labels",
+                result="warn" if mine else "pass",
+                subject=ref,
+                message="; ".join(mine) or "GPU labels agree with allocatable",
+                fix="GPU Feature Discovery writes the labels and the device plugin the "
+                "allocatable resources: restart the one that runs an older config"
+                if mine
+                else "",
+                category="nodes",
+            )
+        )
+    # Disagreements about nodes that advertise no GPU resource, and any not about one node.
+    for name, problems in sorted(labels.items()):
+        out.append(
+            Finding(
+                rule="gpu-node-labels",
+                result="warn",
+                subject=Ref("Node", None, name),
+                message="; ".join(problems),
+                category="nodes",
+            )
+        )
+    if unplaced:
+        out.append(
+            Finding(
+                rule="gpu-node-labels",
+                result="warn",
+                subject=Ref("Node", None, ""),
+                message="; ".join(unplaced),
+                category="nodes",
+            )
+        )
+    return out
+
+
+def audit(
+    collected: Collector,
+    nodes: Iterable[Mapping[str, Any]],
+    *,
+    policy: Policy,
+    now: datetime,
+    inventory: Inventory | None = None,
+) -> AuditResult:
+    """Judge the collected GPU workloads and pods against the policy and the nodes.
+
+    ``nodes`` are Node objects (full or trimmed): they give the per-node view (allocatable,
+    labels, taints) the stuck-pod reasons need. ``inventory`` defaults to the one those
+    nodes make with ``policy``, as the webhook builds it. ``now`` dates the waiting times.
+    """
+    now = _utc(now)
+    node_list = list(nodes)
+    if inventory is None:
+        inventory = inventory_from_nodes(node_list, policy, source="nodes")
+    views = node_views(node_list)
+    capacity = Capacity(views, inventory)
+    groups = collected.groups()
+    for group in groups:
+        for pod in group.pods:
+            if _is_bound(pod):
+                capacity.hold(pod, group.subject, pod_requests(pod.get("spec") or {}))
+    findings: list[Finding] = []
+    placements: list[Placement] = []
+    waiters: Counter[str] = Counter()
+    for group in groups:
+        if group.judged is not None:
+            decision = review(group.judged, policy=policy, inventory=inventory)
+            findings += _policy_findings(group, decision)
+        scheduling, placement = _scheduling_findings(group, capacity, now, waiters)
+        findings += scheduling
+        placements.append(placement)
+    findings += _node_findings(views, capacity, inventory, waiters)
+    findings.sort(key=Finding.sort_key)
+    pods = collected.pods
+    bound = sum(1 for p in pods if _is_bound(p))
+    refused = sum(1 for p in pods if _is_refused(p))
+    return AuditResult(
+        findings=tuple(findings),
+        placements=tuple(placements),
+        now=now,
+        policy=policy.name,
+        policy_source=policy.source,
+        inventory_source=inventory.source,
+        inventory_summary=inventory.summary(),
+        scanned=dict(sorted(collected.scanned.items())),
+        workloads=len(groups),
+        gpu_pods=len(pods),
+        bound=bound,
+        waiting=len(pods) - bound - refused,
+        refused=refused,
+        slots=sum(sum(n.gpus.values()) for n in views),
+        held=sum(capacity.held.values()),
+    )

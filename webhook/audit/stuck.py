@@ -1,0 +1,476 @@
+"""Why a GPU pod is stuck, in GPU terms, computed from the nodes and the pods that hold slots.
+
+For a pod that is not bound to a node, the checks follow the scheduler's own filters in
+order, and stop at the first that leaves no node, because that is the one to fix first:
+
+1. ``not-offered``: a resource name (or MIG profile) no node advertises;
+2. ``not-together``: each is advertised, but no node advertises all the pod asks for;
+3. ``selection``: its nodeSelector / required node affinity matches no node that offers it;
+4. ``taints``: every node left has a NoSchedule / NoExecute taint (or a cordon) it does not
+   tolerate;
+5. ``too-large``: it asks for more than any of those nodes has;
+6. ``full``: every slot of those nodes is held (slots = allocatable, held = the requests of
+   the bound pods that have not finished), with the holders named, oldest first;
+7. ``elsewhere``: GPU slots are free for it: what keeps it Pending is not its GPU request.
+
+Beside those, ``shared-above-one``: it asks for more than one shared GPU where the device
+plugin refuses that (``failRequestsGreaterThanOne``), so it would fail at the kubelet once
+placed. A pod the kubelet already refused (``UnexpectedAdmissionError``) gets that reason, or
+``admission`` with the kubelet's message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from webhook.audit.findings import Ref
+from webhook.audit.nodes import (
+    UNSCHEDULABLE_TAINT,
+    NodeView,
+    Taint,
+    affinity_matches,
+    is_gpu_resource,
+    required_terms,
+    selector_matches,
+    untolerated,
+)
+from webhook.audit.owners import parse_time
+from webhook.policy import Inventory
+from webhook.policy.inventory import Offer
+from webhook.policy.products import base_model
+from webhook.policy.quantity import QuantityError, parse_gpu_quantity
+from webhook.policy.resources import parse_resource
+
+__all__ = [
+    "HOLDERS_SHOWN",
+    "Capacity",
+    "Holder",
+    "Reason",
+    "pod_requests",
+    "scheduler_message",
+]
+
+#: How many holders of a full node's slots a message names (the oldest first).
+HOLDERS_SHOWN = 5
+#: How many nodes a message lists before "and N more".
+NODES_SHOWN = 5
+# The pod spec fields the scheduler's GPU-relevant filters read (with the requests).
+_PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
+
+
+def _count(raw: Any) -> int:
+    try:
+        return parse_gpu_quantity(raw)
+    except QuantityError:
+        return 0  # the API server refuses such pods: an existing pod has none
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    # API defaulting copies a missing extended-resource request from the limit.
+    names = [n for n in (*requests, *(k for k in limits if k not in requests))]
+    return {
+        n: _count(requests[n] if n in requests else limits[n]) for n in names if is_gpu_resource(n)
+    }
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """The GPUs a pod holds, per resource name, as the scheduler counts them.
+
+    The containers' requests add up; an init container runs alone (with the native sidecars
+    started before it), so the pod holds the larger of the two (KEP-753's formula).
+    """
+    totals: dict[str, int] = defaultdict(int)
+    sidecars: dict[str, int] = defaultdict(int)
+    peak: dict[str, int] = defaultdict(int)
+    for container in spec.get("initContainers") or ():
+        asked = _container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            for name, n in asked.items():
+                sidecars[name] += n
+                peak[name] = max(peak[name], sidecars[name])
+        else:
+            for name, n in asked.items():
+                peak[name] = max(peak[name], sidecars[name] + n)
+    for container in spec.get("containers") or ():
+        for name, n in _container_requests(container).items():
+            totals[name] += n
+    names = set(totals) | set(sidecars) | set(peak)
+    out = {n: max(totals[n] + sidecars[n], peak[n]) for n in sorted(names)}
+    return {n: v for n, v in out.items() if v > 0}
+
+
+def scheduler_message(pod: Mapping[str, Any]) -> str | None:
+    """The scheduler's message on the pod's ``PodScheduled=False`` condition, if any."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") != "True":
+            message = condition.get("message")
+            return str(message) if message else None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One cause of a stuck pod: a code, what is wrong, what to do, and details for reports."""
+
+    code: str
+    message: str
+    fix: str
+    details: Mapping[str, str] = field(default_factory=dict)
+    nodes: tuple[str, ...] = ()  # the full nodes, for the node capacity findings
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A bound pod that holds GPU slots on a node."""
+
+    namespace: str
+    name: str
+    owner: Ref
+    node: str
+    resources: Mapping[str, int]
+    created: datetime | None
+
+    def describe(self, resource: str) -> str:
+        """``nlp/nlp-inference-6c8f7-q7x2m (Deployment nlp-inference, 1 slot, since ...)``."""
+        n = self.resources.get(resource, 0)
+        owner = "" if self.owner.kind == "Pod" else f"{self.owner.kind} {self.owner.name}, "
+        since = f", since {self.created:%Y-%m-%d}" if self.created is not None else ""
+        return f"{self.namespace}/{self.name} ({owner}{n} slot{'' if n == 1 else 's'}{since})"
+
+
+def _listed(items: list[str], shown: int = NODES_SHOWN) -> str:
+    if len(items) <= shown:
+        return ", ".join(items)
+    return ", ".join(items[:shown]) + f" and {len(items) - shown} more"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class Capacity:
+    """The GPU nodes, what each advertises, and who holds its slots."""
+
+    def __init__(self, nodes: Iterable[NodeView], inventory: Inventory) -> None:
+        self.nodes = tuple(nodes)
+        self.inventory = inventory
+        self.held: dict[tuple[str, str], int] = defaultdict(int)
+        self.holders: dict[str, list[Holder]] = defaultdict(list)
+        self._offers: dict[tuple[str, str], Offer] = {}
+        offering: dict[str, list[NodeView]] = defaultdict(list)
+        for view in self.nodes:
+            for name in view.gpus:
+                offering[name].append(view)
+        self._offering = dict(offering)
+        # Pods made from one template wait for the same reasons: one diagnosis per spec.
+        self._diagnosed: dict[str, list[Reason]] = {}
+        for pool in inventory.pools:
+            for node_name in pool.nodes:
+                for offer in pool.offers:
+                    self._offers[(node_name, offer.form.name)] = offer
+
+    def hold(self, pod: Mapping[str, Any], owner: Ref, requests: Mapping[str, int]) -> None:
+        """Count a bound, unfinished pod's requests against its node."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or not requests:
+            return
+        meta = pod.get("metadata") or {}
+        for name, n in requests.items():
+            self.held[(node, name)] += n
+        self.holders[node].append(
+            Holder(
+                namespace=str(meta.get("namespace", "")),
+                name=str(meta.get("name", "")),
+                owner=owner,
+                node=node,
+                resources=dict(requests),
+                created=parse_time(meta.get("creationTimestamp")),
+            )
+        )
+
+    def offer(self, node: str, resource: str) -> Offer | None:
+        """What the inventory knows of ``resource`` on ``node`` (sharing, product)."""
+        return self._offers.get((node, resource))
+
+    def free(self, node: NodeView, resource: str) -> int:
+        """Slots of ``resource`` on ``node`` that no bound pod holds."""
+        return node.gpus.get(resource, 0) - self.held.get((node.name, resource), 0)
+
+    # --- the checks, in the scheduler's order -------------------------------------------
+
+    def diagnose_pending(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
+        """Why an unbound GPU pod has no node; see the module docstring for the order."""
+        spec = pod.get("spec") or {}
+        key = json.dumps(
+            [sorted(requests.items()), *(spec.get(k) for k in _PLACEMENT_FIELDS)],
+            sort_keys=True,
+            default=str,
+        )
+        found = self._diagnosed.get(key)
+        if found is None:
+            found = self._diagnosed[key] = self._diagnose(spec, requests)
+        return found
+
+    def _diagnose(self, spec: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
+        missing = [r for r in requests if r not in self._offering]
+        if missing:
+            return [self._not_offered(r) for r in missing]
+        # The nodes that offer the scarcest of the requested resources, then the others.
+        first = min(requests, key=lambda r: len(self._offering[r]))
+        offering = [n for n in self._offering[first] if all(r in n.gpus for r in requests)]
+        if not offering:
+            return [self._not_together(requests)]
+        selector, affinity = spec.get("nodeSelector"), spec.get("affinity")
+        selected = [
+            n
+            for n in offering
+            if selector_matches(selector, n.labels) and affinity_matches(affinity, n)
+        ]
+        if not selected:
+            return [self._selection(spec, requests, offering)]
+        tolerations = spec.get("tolerations") or ()
+        admitted = [n for n in selected if not untolerated(n, tolerations)]
+        if not admitted:
+            return [self._taints(spec, requests, selected)]
+        reasons = self._shared_above_one(requests, admitted)
+        too_large = [
+            r for r, n in requests.items() if n > max(node.gpus.get(r, 0) for node in admitted)
+        ]
+        if too_large:
+            return [*reasons, *(self._too_large(r, requests[r], admitted) for r in too_large)]
+        fitting = [n for n in admitted if all(self.free(n, r) >= k for r, k in requests.items())]
+        if not fitting:
+            return [*reasons, self._full(requests, admitted)]
+        return [*reasons, self._elsewhere(requests, fitting)]
+
+    def diagnose_refused(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
+        """Why the kubelet refused a pod at admission (``UnexpectedAdmissionError``)."""
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = next((n for n in self.nodes if n.name == node_name), None)
+        message = str((pod.get("status") or {}).get("message") or "no message")
+        reasons = self._shared_above_one(requests, [node] if node is not None else [])
+        if reasons:
+            return [
+                replace(r, message=f"{r.message}; the kubelet said {message!r}") for r in reasons
+            ]
+        where = f" on {node_name}" if node_name else ""
+        return [
+            Reason(
+                "admission",
+                f"the kubelet{where} could not allocate its GPUs: {message!r}",
+                "delete the pod so that its controller makes a new one; if that fails the "
+                f"same way, the device plugin{where} and the kubelet disagree on its devices: "
+                "restart the device plugin pod there",
+            )
+        ]
+
+    # --- one Reason per finding --------------------------------------------------------
+
+    def _not_offered(self, resource: str) -> Reason:
+        form = parse_resource(resource)
+        what = resource
+        if form is not None and form.profile:
+            what = f"{resource} (MIG {form.profile} instances)"
+        offered = self.inventory.summary()
+        if form is None:
+            fix = f"ask for one of the offered names: {resource} is no name the device plugin uses"
+        elif form.profile:
+            fix = (
+                f"ask for one of the offered resources, or partition a MIG-capable GPU into "
+                f"{form.profile} instances (mig-parted) under migStrategy mixed"
+            )
+        elif form.renamed:
+            fix = (
+                f"ask for {form.original}: no device-plugin config here renames shared GPUs "
+                "(renameByDefault: true advertises .shared names)"
+            )
+        else:
+            fix = "ask for one of the offered resources"
+        return Reason(
+            "not-offered",
+            f"no node advertises {what}; the cluster offers {offered}",
+            fix,
+            {"resource": resource, "offered": offered},
+        )
+
+    def _not_together(self, requests: Mapping[str, int]) -> Reason:
+        names = " and ".join(sorted(requests))
+        per_name = "; ".join(
+            f"{r}: {_listed([n.name for n in self._offering[r]])}" for r in sorted(requests)
+        )
+        return Reason(
+            "not-together",
+            f"no node advertises both {names} ({per_name}); the containers of a pod run on "
+            "one node",
+            "ask for GPUs that one node offers, or split the containers into pods",
+        )
+
+    def _selection(
+        self, spec: Mapping[str, Any], requests: Mapping[str, int], offering: list[NodeView]
+    ) -> Reason:
+        selector = spec.get("nodeSelector") or {}
+        keys = list(selector)
+        parts = []
+        if selector:
+            parts.append("nodeSelector " + ", ".join(f"{k}={v}" for k, v in selector.items()))
+        terms = required_terms(spec.get("affinity"))
+        if terms is not None:
+            parts.append("required node affinity")
+            for term in terms:
+                for expr in (term or {}).get("matchExpressions") or ():
+                    if expr.get("key") not in keys:
+                        keys.append(str(expr.get("key")))
+        carried = [
+            f"{n.name}: " + ", ".join(f"{k}={n.labels.get(k, '(unset)')}" for k in keys)
+            for n in offering
+        ]
+        names = ", ".join(sorted(requests))
+        return Reason(
+            "selection",
+            f"its {' and '.join(parts)} matches none of the {_plural(len(offering), 'node')} "
+            f"that offer {names} ({_listed(carried)})",
+            "select what those nodes carry (the values above), or remove the selection; "
+            "gpu-policy.io/product names a GPU model without pinning a label value",
+            {"nodes": _listed([n.name for n in offering])},
+        )
+
+    def _taints(
+        self, spec: Mapping[str, Any], requests: Mapping[str, int], selected: list[NodeView]
+    ) -> Reason:
+        tolerations = spec.get("tolerations") or ()
+        cordon = Taint(*UNSCHEDULABLE_TAINT)
+        found = {n.name: untolerated(n, tolerations) for n in selected}
+        listed = [
+            f"{node}: " + ", ".join("cordoned" if t == cordon else str(t) for t in ts)
+            for node, ts in found.items()
+        ]
+        cordoned = [n.name for n in selected if n.unschedulable]
+        fixes = []
+        other = sorted({t for ts in found.values() for t in ts if t != cordon}, key=str)
+        if other:
+            example = other[0]
+            value = f", value: {example.value}" if example.value else ""
+            op = "Equal" if example.value else "Exists"
+            fixes.append(
+                f"add tolerations for them to the pod template (e.g. {{key: {example.key}, "
+                f"operator: {op}{value}, effect: {example.effect}}}); the webhook adds the "
+                "tolerations in the policy's spec.mutation.tolerations to new pods"
+            )
+        if cordoned:
+            fixes.append(f"uncordon {_listed(cordoned)} (kubectl uncordon NODE) when it is ready")
+        names = ", ".join(sorted(requests))
+        return Reason(
+            "taints",
+            f"every node that offers {names} and matches its selection is cordoned or has a "
+            f"taint it does not tolerate ({_listed(listed)})",
+            "; ".join(fixes),
+            {"taints": _listed(listed)},
+        )
+
+    def _shared_above_one(self, requests: Mapping[str, int], nodes: list[NodeView]) -> list[Reason]:
+        out = []
+        for resource, n in requests.items():
+            if n <= 1:
+                continue
+            offers = [self.offer(node.name, resource) for node in nodes if resource in node.gpus]
+            known = [o for o in offers if o is not None]
+            if not known or len(known) < len(offers):
+                continue
+            if all(o.shared and o.fail_requests_greater_than_one for o in known):
+                out.append(
+                    Reason(
+                        "shared-above-one",
+                        f"it asks for {n} {resource}, but every node that could run it shares "
+                        "its GPUs and the device plugin refuses shared requests above one "
+                        "(failRequestsGreaterThanOne): placed, it fails with "
+                        "UnexpectedAdmissionError",
+                        "ask for 1 (a share is access to a GPU, not a fraction of its compute), "
+                        "or target an exclusive GPU",
+                        {"resource": resource, "requested": str(n)},
+                    )
+                )
+        return out
+
+    def _too_large(self, resource: str, n: int, nodes: list[NodeView]) -> Reason:
+        most = max(node.gpus.get(resource, 0) for node in nodes)
+        return Reason(
+            "too-large",
+            f"it asks for {n} {resource}, but no node that could run it has more than {most}",
+            f"ask for at most {most} per pod, or add nodes with more GPUs",
+            {"resource": resource, "requested": str(n), "largest": str(most)},
+        )
+
+    def _full(self, requests: Mapping[str, int], nodes: list[NodeView]) -> Reason:
+        # The first resource that does not fit names the slots; the others rarely differ.
+        resource = next(r for r, k in requests.items() if all(self.free(n, r) < k for n in nodes))
+        full = [n for n in nodes if resource in n.gpus]
+        slots = sum(n.gpus[resource] for n in full)
+        held = sum(self.held.get((n.name, resource), 0) for n in full)
+        per_node = [
+            f"{n.name}: {self.held.get((n.name, resource), 0)} of {n.gpus[resource]}" for n in full
+        ]
+        holders = sorted(
+            (h for n in full for h in self.holders.get(n.name, ()) if resource in h.resources),
+            key=lambda h: (h.created is None, h.created or 0, h.namespace, h.name),
+        )
+        shown = [h.describe(resource) for h in holders[:HOLDERS_SHOWN]]
+        if len(holders) > HOLDERS_SHOWN:
+            shown.append(f"and {len(holders) - HOLDERS_SHOWN} more")
+        offers = [self.offer(n.name, resource) for n in full]
+        unshared = [n.name for n, o in zip(full, offers, strict=True) if o and not o.shared]
+        models = sorted({base_model(o.product) for o in offers if o and o.product})
+        measure = " ".join(f"--measure {m}=MEMORY" for m in models) or "--measure PRODUCT=MEMORY"
+        if unshared:
+            which = "none of these GPUs is" if len(unshared) == len(full) else "not every GPU is"
+            sharing = (
+                f"sharing would help: {which} shared (one pod per GPU); time-slicing gives each "
+                "GPU several slots without new hardware, and `gpu-policy plan` sizes the "
+                "replicas from the GPU memory one process uses"
+            )
+        else:
+            sharing = (
+                "these GPUs are shared already; `gpu-policy plan` sizes the replicas from "
+                "measured memory, or the pool needs more GPU nodes"
+            )
+        message = (
+            f"every node that offers {resource} and admits it is full: {held} of "
+            f"{_plural(slots, 'slot')} held ({', '.join(per_node)})"
+        )
+        if shown:
+            message += f", by {', '.join(shown)}"
+        return Reason(
+            "full",
+            f"{message}; {sharing}",
+            "free a slot (scale down or delete a pod that holds one) or add slots: measure the "
+            f"GPU memory of one process (nvidia-smi) and run `gpu-policy plan {measure}`, which "
+            "writes the device-plugin ConfigMap, the node labels and the matching policy",
+            {
+                "resource": resource,
+                "slots": str(slots),
+                "held": str(held),
+                "holders": ", ".join(h.describe(resource) for h in holders[:HOLDERS_SHOWN]),
+            },
+            nodes=tuple(n.name for n in full),
+        )
+
+    def _elsewhere(self, requests: Mapping[str, int], fitting: list[NodeView]) -> Reason:
+        free = [
+            f"{n.name}: " + ", ".join(f"{self.free(n, r)} {r} free" for r in requests)
+            for n in fitting[:NODES_SHOWN]
+        ]
+        more = f" and {len(fitting) - NODES_SHOWN} more" if len(fitting) > NODES_SHOWN else ""
+        return Reason(
+            "elsewhere",
+            f"GPU slots are free for it ({', '.join(free)}{more}): what keeps it Pending is not "
+            "its GPU request",
+            "read the scheduler's message: cpu, memory, the pod count, host ports, volumes or "
+            "pod (anti-)affinity may not fit those nodes",
+        )

@@ -1,0 +1,3 @@
+"""The ``gpu-policy`` command line: ``main`` (parser, exit codes, colour, errors), one module
+per command (review, certs, inventory, plan, serve, test) and ``render`` (tables, JSON, YAML).
+"""

@@ -1,0 +1,241 @@
+"""``gpu-policy inventory``: what the cluster offers per pool, what running pods hold, what is free.
+
+The view a cluster admin wants before and after a sharing rollout: per pool
+(config key and GPU model) the nodes, product, physical GPUs, sharing strategy, replicas, the
+advertised resource, its slots, the slots requested by running pods and the free ones; then the
+total ("GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)") and any label/allocatable disagreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from webhook.cli.main import EXIT_OK
+from webhook.cli.render import cell, table, to_json
+from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
+from webhook.policy import Inventory, Policy, PolicyError
+from webhook.policy.quantity import QuantityError, parse_gpu_quantity
+
+if TYPE_CHECKING:  # kubernetes is imported only when a command reads a cluster
+    from webhook.kube import ClusterState
+    from webhook.kube.snapshot import LiveView
+
+DESCRIPTION = (
+    "Per pool (config key and GPU model): nodes, product, physical GPUs, "
+    "sharing, replicas, advertised resource, slots, slots held by running pods, free."
+)
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``inventory`` subcommand to the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "inventory",
+        help="what the cluster offers per pool, what pods hold, what is free",
+        description=DESCRIPTION,
+    )
+    cluster_arguments(p, required=False)
+    p.add_argument("--pods", help="a pod dump (kubectl get pods -A -o yaml) for --nodes")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def cluster_arguments(p: Any, *, required: bool) -> None:
+    """Where the cluster comes from: a live API server or a node dump, and the policy."""
+    source = p.add_mutually_exclusive_group(required=required)
+    source.add_argument("--kubeconfig", help="read the live cluster (a kubeconfig path)")
+    source.add_argument("--nodes", help="a node dump (kubectl get nodes -o yaml)")
+    p.add_argument("--policy", help="policy file; default: the bundled example")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the cluster")
+
+
+def read_cluster(policy: Policy, args: argparse.Namespace) -> tuple[LiveView, ClusterState]:
+    """The live view and snapshot for ``--kubeconfig``; a refused ConfigMap is warned about."""
+    from webhook.kube.snapshot import read_cluster as read_live
+
+    found = read_live(policy, args.kubeconfig, timeout=args.timeout)
+    if found is None:
+        raise PolicyError(args.kubeconfig, "", f"the cluster did not answer in {args.timeout:g} s")
+    view, state = found
+    if view.configmap_error:
+        print(f"warning: device-plugin ConfigMap refused: {view.configmap_error}", file=sys.stderr)
+    return view, state
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the pools of the live cluster, or of a node dump (with a pod dump's usage)."""
+    policy = load_policy(args.policy)
+    pods: list[Any] = []
+    if args.kubeconfig:
+        view, state = read_cluster(policy, args)
+        inventory, pods = view.inventory, list(state.gpu_pods)
+    else:
+        inventory = load_inventory(policy, args.nodes)
+        if args.pods:
+            pods = [d.value for d in kubernetes_objects(read_text(args.pods), source=args.pods)]
+    if args.output == "json":
+        print(as_json(inventory, pods))
+    else:
+        print(text(inventory, pods), end="")
+    return EXIT_OK
+
+
+@dataclass(frozen=True)
+class Row:
+    """One advertised resource of one pool."""
+
+    pool: str
+    config: str | None
+    nodes: int
+    product: str | None
+    gpus: int | None
+    sharing: str
+    replicas: int
+    resource: str
+    slots: int | None
+    requested: int
+    free: int | None
+    memory_per_slot_mib: int | None
+
+
+def _requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
+    if "requests" in container:  # a trimmed pod from the live watch
+        return container.get("requests") or {}
+    resources = container.get("resources") or {}
+    return resources.get("requests") or resources.get("limits") or {}
+
+
+def _count(raw: Any) -> int:
+    try:
+        return parse_gpu_quantity(raw)
+    except QuantityError:
+        return 0
+
+
+def pod_usage(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """Slots held per (node, resource): the pod's effective request, as the scheduler counts it.
+
+    Accepts Pod objects or the trimmed pods of the live watch. Pending pods hold nothing.
+    """
+    usage: dict[tuple[str, str], int] = defaultdict(int)
+    for pod in pods:
+        spec = pod.get("spec") if "spec" in pod else pod
+        node = (spec or {}).get("nodeName")
+        phase = ((pod.get("status") or {}).get("phase")) if "status" in pod else pod.get("phase")
+        if not node or phase in ("Succeeded", "Failed"):
+            continue
+        totals: dict[str, int] = defaultdict(int)
+        for container in (spec or {}).get("containers") or ():
+            for name, raw in _requests(container).items():
+                totals[name] += _count(raw)
+        # Init containers run one at a time: the pod holds the larger of the two.
+        for container in (spec or {}).get("initContainers") or ():
+            for name, raw in _requests(container).items():
+                totals[name] = max(totals[name], _count(raw))
+        for name, n in totals.items():
+            if name.startswith("nvidia.com/"):
+                usage[(node, name)] += n
+    return dict(usage)
+
+
+def rows(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> list[Row]:
+    """One row per pool and advertised resource, with what running pods hold."""
+    usage = pod_usage(pods)
+    out = []
+    for pool in inventory.pools:
+        for offer in pool.offers:
+            held = sum(usage.get((node, offer.form.name), 0) for node in pool.nodes)
+            memory = None
+            if offer.memory_mib is not None:
+                memory = offer.memory_mib // max(offer.replicas, 1)
+            out.append(
+                Row(
+                    pool=pool.name,
+                    config=pool.config_key,
+                    nodes=pool.node_count or len(pool.nodes),
+                    product=offer.product,
+                    gpus=offer.devices,
+                    sharing=offer.strategy,
+                    replicas=offer.replicas,
+                    resource=offer.form.name,
+                    slots=offer.slots,
+                    requested=held,
+                    free=None if offer.slots is None else offer.slots - held,
+                    memory_per_slot_mib=memory,
+                )
+            )
+    return out
+
+
+def total_line(found: list[Row]) -> str:
+    """``GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)``."""
+    known = [r for r in found if r.slots is not None]
+    total = sum(r.slots or 0 for r in known)
+    parts = " + ".join(
+        f"{(r.product or r.pool).removesuffix('-SHARED')} x {r.slots}" for r in known
+    )
+    unknown = len(found) - len(known)
+    tail = f"; {unknown} resource(s) of unknown size" if unknown else ""
+    return f"GPU slots: {total} ({parts}){tail}" if parts else f"GPU slots: 0{tail}"
+
+
+HEADERS = (
+    "POOL",
+    "NODES",
+    "PRODUCT",
+    "GPUS",
+    "SHARING",
+    "REPLICAS",
+    "RESOURCE",
+    "SLOTS",
+    "REQUESTED",
+    "FREE",
+    "MIB/SLOT",
+)
+
+
+def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The table, the total and the disagreements, for a terminal."""
+    found = rows(inventory, pods)
+    data = [
+        [
+            cell(v)
+            for v in (
+                r.pool,
+                r.nodes,
+                r.product,
+                r.gpus,
+                r.sharing,
+                r.replicas,
+                r.resource,
+                r.slots,
+                r.requested,
+                r.free,
+                r.memory_per_slot_mib,
+            )
+        ]
+        for r in found
+    ]
+    lines = table(HEADERS, data)
+    lines.append(total_line(found))
+    lines.append(f"source: {inventory.source}")
+    lines += [f"disagreement: {problem}" for problem in inventory.disagreements]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The same as ``text``, as one JSON document."""
+    found = rows(inventory, pods)
+    return to_json(
+        {
+            "source": inventory.source,
+            "pools": [asdict(r) for r in found],
+            "total_slots": sum(r.slots or 0 for r in found),
+            "summary": total_line(found),
+            "disagreements": list(inventory.disagreements),
+        }
+    )

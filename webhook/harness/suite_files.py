@@ -1,0 +1,502 @@
+"""Suite files: finding them, reading them strictly, and turning them into suites and cases.
+
+The format is described in :mod:`webhook.harness.suite`. Every problem is reported with the
+file, the line and what is wrong, all of them at once, and nothing runs from a file that has one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.contract import GPU_POLICY_API_VERSION
+from webhook.files import (
+    Document,
+    DocumentError,
+    kubernetes_objects,
+    load_inventory,
+    load_policy,
+    read_text,
+    yaml_error,
+)
+from webhook.harness.suite import (
+    OPERATIONS,
+    SUITE_KINDS,
+    UNCHANGED,
+    Case,
+    Expect,
+    Golden,
+    Problem,
+    Suite,
+    SuiteError,
+    is_suite_file,
+)
+from webhook.harness.yaml_nodes import NodeReader, line_of, shape
+from webhook.policy import RULES, Inventory, Policy, PolicyError
+
+_SUITE_FIELDS: tuple[str, ...] = (
+    "apiVersion",
+    "kind",
+    "name",
+    "metadata",
+    "description",
+    "policy",
+    "nodes",
+    "skip",
+    "cases",
+)
+_CASE_FIELDS: tuple[str, ...] = (
+    "name",
+    "description",
+    "object",
+    "inline",
+    "select",
+    "operation",
+    "namespace",
+    "skip",
+    "expect",
+)
+_EXPECT_FIELDS: tuple[str, ...] = ("allowed", "failed", "warnings", "message", "golden")
+_SELECT_FIELDS: tuple[str, ...] = ("kind", "name", "namespace")
+_PRUNED_DIRS = frozenset({"node_modules", "__pycache__", "venv"})
+
+
+def find_suite_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[Problem]]:
+    """Suite files under ``paths``: files as given, directories walked for suite names.
+
+    Hidden directories, ``node_modules``, ``__pycache__`` and ``venv`` are not entered. A path
+    that does not exist, or a directory without a suite file, is a Problem.
+    """
+    found: list[Path] = []
+    problems: list[Problem] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            here = []
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _PRUNED_DIRS)
+                here += [Path(root, f) for f in sorted(files) if is_suite_file(f)]
+            if not here:
+                problems.append(
+                    Problem(
+                        str(path),
+                        None,
+                        "no suite files here (names ending in suite.yaml, or gpu-policy-test.yaml)",
+                    )
+                )
+            found += here
+        else:
+            problems.append(Problem(str(path), None, "no such file or directory"))
+    unique = list(dict.fromkeys(found))
+    return unique, problems
+
+
+def load_suites(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Suite], list[Problem]]:
+    """Every suite under ``paths``, and every problem with the files found."""
+    files, problems = find_suite_files(paths)
+    loader = SuiteLoader()
+    suites = []
+    for path in files:
+        try:
+            suites.append(loader.load(path))
+        except SuiteError as exc:
+            problems += exc.problems
+    return suites, problems
+
+
+def _yaml_problem(exc: yaml.YAMLError, source: str) -> Problem:
+    error = yaml_error(exc, source)
+    return Problem(source, error.line, error.reason)
+
+
+class SuiteLoader:
+    """Loads suite files; policies, inventories and manifests read once and shared."""
+
+    def __init__(self) -> None:
+        """Start with empty caches."""
+        self._policies: dict[tuple[Path | None, Path | None], tuple[Policy, Inventory]] = {}
+        self._manifests: dict[Path, list[Document]] = {}
+
+    def load(self, path: str | os.PathLike[str]) -> Suite:
+        """Read and check one suite file; SuiteError lists every problem found in it."""
+        path = Path(path)
+        source = str(path)
+        try:
+            text = read_text(path)
+        except PolicyError as exc:
+            raise SuiteError([Problem(source, None, exc.reason)]) from None
+        loader = yaml.SafeLoader(text)
+        try:
+            try:
+                node = loader.get_single_node()
+            except yaml.YAMLError as exc:
+                if "expected a single document" in str(exc):
+                    line = getattr(getattr(exc, "problem_mark", None), "line", None)
+                    raise SuiteError(
+                        [
+                            Problem(
+                                source,
+                                line + 1 if line is not None else None,
+                                "a suite file holds one YAML document; put each suite in its "
+                                "own file",
+                            )
+                        ]
+                    ) from None
+                raise SuiteError([_yaml_problem(exc, source)]) from None
+            if node is None:
+                raise SuiteError([Problem(source, None, "the file is empty")])
+            return self._suite(NodeReader(path, loader), node)
+        finally:
+            loader.dispose()
+
+    def _suite(self, r: NodeReader, node: yaml.Node) -> Suite:
+        fields = r.mapping(node, "suite", _SUITE_FIELDS)
+        if not isinstance(node, yaml.MappingNode):
+            raise SuiteError(r.problems)
+        _check_kind(r, node, fields)
+        name = _suite_name(r, fields)
+        description = ""
+        if "description" in fields:
+            description = r.string(fields["description"], "description") or ""
+        policy_path = r.relative(fields["policy"], "policy") if "policy" in fields else None
+        nodes_path = r.relative(fields["nodes"], "nodes") if "nodes" in fields else None
+        skip = r.skip(fields.get("skip"), "suite")
+        cases = self._suite_cases(r, node, fields.get("cases"), name)
+        cluster = None
+        if not r.problems:
+            try:
+                cluster = self._policy(policy_path, nodes_path)
+            except PolicyError as exc:
+                where = fields.get("nodes") if "nodes in" in exc.source else fields.get("policy")
+                r.problem(where or node, f"cannot load the cluster: {exc}")
+        if r.problems or cluster is None:
+            raise SuiteError(r.problems)
+        return Suite(
+            path=r.path,
+            name=name,
+            policy=cluster[0],
+            inventory=cluster[1],
+            cases=cases,
+            description=description,
+            skip=skip,
+        )
+
+    def _suite_cases(
+        self, r: NodeReader, node: yaml.Node, cases_node: yaml.Node | None, suite: str
+    ) -> list[Case]:
+        """The cases in file order; a name given twice is a problem on its second entry."""
+        if cases_node is None:
+            r.problem(node, "cases is missing: a suite needs at least one case")
+            return []
+        if not isinstance(cases_node, yaml.SequenceNode) or not cases_node.value:
+            r.problem(cases_node, f"cases must be a non-empty list, not {shape(cases_node)}")
+            return []
+        cases: list[Case] = []
+        seen: dict[str, int] = {}
+        for i, case_node in enumerate(cases_node.value):
+            for case in self._cases(r, case_node, suite, i):
+                if case.name in seen:
+                    r.problem(
+                        case_node,
+                        f"case {case.name!r} is already defined on line {seen[case.name]}",
+                    )
+                seen.setdefault(case.name, case.line)
+                cases.append(case)
+        return cases
+
+    def _policy(self, policy: Path | None, nodes: Path | None) -> tuple[Policy, Inventory]:
+        key = (policy, nodes)
+        if key not in self._policies:
+            loaded = load_policy(policy)
+            self._policies[key] = (loaded, load_inventory(loaded, nodes))
+        return self._policies[key]
+
+    def _cases(self, r: NodeReader, node: yaml.Node, suite: str, index: int) -> Iterator[Case]:
+        fields = r.mapping(node, _case_label(node, index), _CASE_FIELDS)
+        if not isinstance(node, yaml.MappingNode):
+            return
+        name = r.string(fields["name"], "case name") if "name" in fields else None
+        if "name" not in fields:
+            r.problem(node, f"cases[{index}]: name is missing")
+        what = f"case {name!r}" if name else f"cases[{index}]"
+        operation = "CREATE"
+        if "operation" in fields:
+            op = r.string(fields["operation"], f"{what}: operation")
+            if op is not None and op not in OPERATIONS:
+                r.problem(
+                    fields["operation"],
+                    f"{what}: operation {op!r} is not one of {', '.join(OPERATIONS)}",
+                )
+            elif op is not None:
+                operation = op
+        namespace = None
+        if "namespace" in fields:
+            namespace = r.string(fields["namespace"], f"{what}: namespace")
+        skip = r.skip(fields.get("skip"), what)
+        expect = self._expect(r, fields.get("expect"), node, what)
+        objects = self._objects(r, fields, node, what)
+        if name is None or expect is None or objects is None:
+            return
+        if len(objects) > 1 and expect.golden is not None and not expect.golden.unchanged:
+            r.problem(
+                fields["expect"],
+                f"{what}: the object file holds {len(objects)} documents but a golden file "
+                "holds one object; pick one with select: {kind, name}",
+            )
+            return
+        for source, obj in objects:
+            case_name = name
+            if len(objects) > 1:
+                meta = _meta(obj)
+                obj_name = meta.get("name") or meta.get("generateName") or "?"
+                case_name = f"{name}/{obj.get('kind')}/{obj_name}"
+            yield Case(
+                suite=suite,
+                name=case_name,
+                obj=obj,
+                expect=expect,
+                path=r.path,
+                line=line_of(node),
+                source=source,
+                operation=operation,
+                namespace=namespace,
+                skip=skip,
+            )
+
+    def _objects(
+        self, r: NodeReader, fields: Mapping[str, yaml.Node], node: yaml.Node, what: str
+    ) -> list[tuple[str, dict[str, Any]]] | None:
+        if ("object" in fields) == ("inline" in fields):
+            r.problem(node, f"{what}: give the object as object: <file> or inline: {{...}}")
+            return None
+        if "inline" in fields:
+            if "select" in fields:
+                r.problem(fields["select"], f"{what}: select picks documents of an object file")
+            return _inline_object(r, fields["inline"], what)
+        objects = self._file_objects(r, fields["object"], what)
+        if objects is not None and "select" in fields:
+            return _select(r, fields["select"], objects, what)
+        return objects
+
+    def _file_objects(
+        self, r: NodeReader, file_node: yaml.Node, what: str
+    ) -> list[tuple[str, dict[str, Any]]] | None:
+        """The objects of ``object: <file>``, each labelled ``file:line``."""
+        path = r.relative(file_node, f"{what}: object")
+        if path is None:
+            return None
+        try:
+            docs = self._manifest(path)
+        except SuiteError as exc:
+            for p in exc.problems:
+                r.problem(file_node, f"{what}: object {p}")
+            return None
+        objects = [(f"{r.value(file_node)}:{line}", obj) for line, obj in docs]
+        for label, obj in objects:
+            if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
+                r.problem(file_node, f"{what}: {label} has no apiVersion and kind")
+                return None
+        if not objects:
+            r.problem(file_node, f"{what}: {r.value(file_node)} holds no object")
+            return None
+        return objects
+
+    def _manifest(self, path: Path) -> list[Document]:
+        if path not in self._manifests:
+            try:
+                self._manifests[path] = kubernetes_objects(read_text(path), source=str(path))
+            except DocumentError as exc:
+                raise SuiteError([Problem(str(path), exc.line, exc.reason)]) from None
+            except PolicyError as exc:
+                raise SuiteError([Problem(str(path), None, exc.reason)]) from None
+        return self._manifests[path]
+
+    def _expect(
+        self, r: NodeReader, node: yaml.Node | None, case_node: yaml.Node, what: str
+    ) -> Expect | None:
+        if node is None:
+            r.problem(case_node, f"{what}: expect is missing (e.g. expect: {{allowed: true}})")
+            return None
+        if isinstance(node, yaml.ScalarNode) and r.value(node) in ("allowed", "denied"):
+            return Expect(allowed=r.value(node) == "allowed")
+        fields = r.nonempty_mapping(
+            node, f"{what}: expect", _EXPECT_FIELDS, f"{what}: expect is empty; say what to check"
+        )
+        if fields is None:
+            return None
+        before = len(r.problems)
+        allowed = r.boolean(fields["allowed"], f"{what}: allowed") if "allowed" in fields else None
+        failed = None
+        if "failed" in fields:
+            failed = self._rule_ids(r, fields["failed"], what)
+            if failed and allowed is True:
+                r.problem(
+                    fields["failed"],
+                    f"{what}: a review with failed rules is denied; "
+                    "set allowed: false or drop failed",
+                )
+        warnings = _warnings(r, fields["warnings"], what) if "warnings" in fields else None
+        message = None
+        if "message" in fields:
+            message = r.regex(fields["message"], f"{what}: message")
+            if allowed is True:
+                r.problem(fields["message"], f"{what}: message is the denial's; allowed is true")
+        golden = _golden(r, fields["golden"], what, allowed) if "golden" in fields else None
+        if len(r.problems) != before:
+            return None
+        return Expect(
+            allowed=allowed, failed=failed, warnings=warnings, message=message, golden=golden
+        )
+
+    def _rule_ids(self, r: NodeReader, node: yaml.Node, what: str) -> tuple[str, ...] | None:
+        if not isinstance(node, yaml.SequenceNode):
+            r.problem(node, f"{what}: failed must be a list of rule ids (may be empty)")
+            return None
+        ids: list[str] = []
+        for item in node.value:
+            rule = r.string(item, f"{what}: failed")
+            if rule is None:
+                continue
+            if rule not in RULES:
+                close = difflib.get_close_matches(rule, list(RULES), n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                r.problem(
+                    item, f"{what}: unknown rule id {rule!r}; {hint}known: {', '.join(RULES)}"
+                )
+                continue
+            ids.append(rule)
+        return tuple(sorted(set(ids)))
+
+
+def _check_kind(r: NodeReader, node: yaml.Node, fields: Mapping[str, yaml.Node]) -> None:
+    """apiVersion and kind say this is a suite."""
+    api = fields.get("apiVersion")
+    if api is None:
+        r.problem(node, f"apiVersion is missing: use {GPU_POLICY_API_VERSION}")
+    elif r.value(api) != GPU_POLICY_API_VERSION:
+        r.problem(api, f"apiVersion is {r.value(api)!r}: use {GPU_POLICY_API_VERSION}")
+    kind = fields.get("kind")
+    if kind is None:
+        r.problem(node, "kind is missing: use Suite (or PolicyTest)")
+    elif r.value(kind) not in SUITE_KINDS:
+        r.problem(kind, f"kind is {r.value(kind)!r}: use Suite (or PolicyTest)")
+
+
+def _suite_name(r: NodeReader, fields: Mapping[str, yaml.Node]) -> str:
+    """``name``, or ``metadata.name``, or the file name without its extension."""
+    name = r.path.name.rsplit(".", 1)[0]
+    if "name" in fields and "metadata" in fields:
+        r.problem(fields["metadata"], "give the name once: name or metadata.name")
+    if "name" in fields:
+        return r.string(fields["name"], "name") or name
+    if "metadata" in fields:
+        meta = r.mapping(fields["metadata"], "metadata", ("name",))
+        if "name" in meta:
+            return r.string(meta["name"], "metadata.name") or name
+    return name
+
+
+def _inline_object(
+    r: NodeReader, inline: yaml.Node, what: str
+) -> list[tuple[str, dict[str, Any]]] | None:
+    """``inline: {...}``, labelled with the suite file's name and line."""
+    if not isinstance(inline, yaml.MappingNode):
+        r.problem(inline, f"{what}: inline must be a Kubernetes object (a mapping)")
+        return None
+    obj = r.value(inline)
+    if not _check_object(r, inline, obj, what):
+        return None
+    return [(f"{r.path.name}:{line_of(inline)} (inline)", obj)]
+
+
+def _warnings(r: NodeReader, items: yaml.Node, what: str) -> tuple[re.Pattern[str], ...] | None:
+    """``warnings: [regex, ...]``; the patterns that compile."""
+    if not isinstance(items, yaml.SequenceNode):
+        r.problem(items, f"{what}: warnings must be a list of regular expressions")
+        return None
+    compiled = [r.regex(item, f"{what}: warnings") for item in items.value]
+    return tuple(p for p in compiled if p is not None)
+
+
+def _golden(r: NodeReader, node: yaml.Node, what: str, allowed: bool | None) -> Golden | None:
+    """``golden: <file>`` (relative to the suite) or ``golden: unchanged``."""
+    golden = None
+    text = r.string(node, f"{what}: golden")
+    if text == UNCHANGED:
+        golden = Golden(None, text)
+    elif text is not None:
+        golden = Golden(r.path.parent / text, text)
+    if allowed is False:
+        r.problem(node, f"{what}: a denied object has no golden (allowed is false)")
+    return golden
+
+
+def _case_label(node: yaml.Node, index: int) -> str:
+    """``case 'name'`` when the entry has a plain name, else ``cases[index]``."""
+    if isinstance(node, yaml.MappingNode):
+        names = [
+            v.value
+            for k, v in node.value
+            if isinstance(k, yaml.ScalarNode)
+            and k.value == "name"
+            and isinstance(v, yaml.ScalarNode)
+        ]
+        if len(names) == 1 and names[0]:
+            return f"case {names[0]!r}"
+    return f"cases[{index}]"
+
+
+def _check_object(r: NodeReader, node: yaml.Node, obj: Any, what: str) -> bool:
+    if not isinstance(obj, dict):
+        r.problem(node, f"{what}: the object must be a mapping")
+        return False
+    if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
+        r.problem(node, f"{what}: the object needs apiVersion and kind")
+        return False
+    return True
+
+
+def _select(
+    r: NodeReader, node: yaml.Node, objects: list[tuple[str, dict[str, Any]]], what: str
+) -> list[tuple[str, dict[str, Any]]] | None:
+    fields = r.nonempty_mapping(
+        node, f"{what}: select", _SELECT_FIELDS, f"{what}: select needs kind, name or namespace"
+    )
+    if fields is None:
+        return None
+    wanted = {k: r.string(v, f"{what}: select.{k}") for k, v in fields.items()}
+
+    def matches(obj: Mapping[str, Any]) -> bool:
+        meta = _meta(obj)
+        have = {
+            "kind": obj.get("kind"),
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+        }
+        return all(have[k] == v for k, v in wanted.items())
+
+    chosen = [(label, obj) for label, obj in objects if matches(obj)]
+    if len(chosen) != 1:
+        listed = ", ".join(_ident(obj) for _, obj in objects)
+        count = "no" if not chosen else str(len(chosen))
+        r.problem(node, f"{what}: select matches {count} documents (the file holds {listed})")
+        return None
+    return chosen
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _ident(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    return f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName') or '?'}"

@@ -1,0 +1,191 @@
+"""The per-container rules: which containers ask for a GPU, and whether each asks well.
+
+A container that passes becomes an :class:`Ask` (one kind of GPU, a whole count); one that
+fails yields its rule results instead. Nothing here looks at nodes beyond the names the
+inventory advertises (for the "did you mean" hint).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.policy.decision import RuleResult
+from webhook.policy.inventory import Inventory
+from webhook.policy.quantity import QuantityError, parse_gpu_quantity
+from webhook.policy.records import per_review_record
+from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
+from webhook.policy.workloads import container_label, containers
+
+# A request or limit the container does not state (None is a value a manifest can hold).
+MISSING: Any = object()
+_GPU_PREFIXES = (f"{PREFIX}gpu", f"{PREFIX}mig")
+
+
+@per_review_record
+class Entry:
+    """One ``nvidia.com/`` resource in one container, as written."""
+
+    name: str
+    form: ResourceForm | None
+    request: Any
+    limit: Any
+
+
+@per_review_record
+class Ask:
+    """What one container asks for, once its rules pass: one kind of GPU, ``count`` of them."""
+
+    list_name: str
+    index: int
+    label: str
+    entry: Entry
+    form: ResourceForm
+    count: int
+
+
+# (list name, index, container, entries) of one container that names an nvidia.com/ resource.
+Found = tuple[str, int, Mapping[str, Any], list[Entry]]
+
+
+def _entries(container: Mapping[str, Any]) -> list[Entry]:
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return []
+    asked = resources.get("requests")
+    limits = resources.get("limits")
+    asked = asked if isinstance(asked, dict) else {}
+    limits = limits if isinstance(limits, dict) else {}
+    names = [k for k in asked if isinstance(k, str) and k.startswith(PREFIX)]
+    names += [k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in asked]
+    return [
+        Entry(n, parse_resource(n), asked.get(n, MISSING), limits.get(n, MISSING)) for n in names
+    ]
+
+
+def gpu_containers(spec: Mapping[str, Any]) -> list[Found]:
+    """(list name, index, container, entries) of the containers that ask for ``nvidia.com/``.
+
+    One walk over the containers: most pods reaching a webhook ask for no GPU at all, and
+    those that do have one or two GPU containers among their sidecars.
+    """
+    found = []
+    for list_name, i, container in containers(spec):
+        resources = container.get("resources")
+        if not resources or not isinstance(resources, dict):
+            continue
+        if not any(
+            isinstance(section, dict)
+            and any(isinstance(k, str) and k.startswith(PREFIX) for k in section)
+            for section in (resources.get("limits"), resources.get("requests"))
+        ):
+            continue  # the usual container: cpu and memory only
+        entries = _entries(container)
+        if entries:
+            found.append((list_name, i, container, entries))
+    return found
+
+
+def check_container(
+    list_name: str,
+    index: int,
+    container: Mapping[str, Any],
+    entries: list[Entry],
+    inventory: Inventory,
+) -> Ask | tuple[RuleResult, ...]:
+    """The container's :class:`Ask`, or the rules it fails (empty: it asks for no GPU of ours).
+
+    Every result this returns is a failure: a container that asks well has no finding.
+    """
+    # Other nvidia.com/ resources (NICs, vGPU, RDMA) are not ours to judge.
+    entries = [e for e in entries if e.form is not None or e.name.startswith(_GPU_PREFIXES)]
+    if not entries:
+        return ()
+    label = container_label(list_name, container, index)
+    if list_name == "ephemeralContainers":
+        names = ", ".join(e.name for e in entries)
+        return (
+            RuleResult(
+                "gpu-ephemeral-container",
+                "fail",
+                f"{label} asks for {names}: ephemeral containers cannot be given devices; "
+                "remove the GPU resources from it (debug from a container that already has "
+                "the GPU)",
+                label,
+            ),
+        )
+    failures: tuple[RuleResult, ...] = ()
+    count = 0
+    for entry in entries:
+        found = _unknown_name(entry.name, label, inventory) if entry.form is None else None
+        if found is None:
+            counted = _count(entry, label)
+            if isinstance(counted, int):
+                count = counted
+                continue
+            failures += counted
+        else:
+            failures += (found,)
+    forms = [e for e in entries if e.form is not None]
+    if len(forms) > 1:
+        names = ", ".join(e.name for e in forms)
+        failures += (
+            RuleResult(
+                "gpu-container-forms",
+                "fail",
+                f"{label} asks for {names}: one container gets one kind of GPU (a MIG profile, "
+                "a shared or an exclusive GPU); split it into containers or keep one of them",
+                label,
+            ),
+        )
+    if failures:
+        return failures
+    entry = forms[0]
+    assert entry.form is not None
+    return Ask(list_name, index, label, entry, entry.form, count)
+
+
+def _unknown_name(name: str, label: str, inventory: Inventory) -> RuleResult:
+    known = [*inventory.names, "nvidia.com/gpu", "nvidia.com/gpu.shared"]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return RuleResult(
+        "gpu-resource-name",
+        "fail",
+        f"{label} asks for {name}, which no NVIDIA device plugin advertises; {hint}"
+        f"the cluster offers {inventory.summary()}",
+        label,
+    )
+
+
+def _quantity(entry: Entry, part: str, raw: Any, label: str) -> int | RuleResult:
+    try:
+        return parse_gpu_quantity(raw)
+    except QuantityError as exc:
+        return RuleResult("gpu-quantity", "fail", f"{label}: {part} {entry.name}: {exc}", label)
+
+
+def _count(entry: Entry, label: str) -> int | tuple[RuleResult, ...]:
+    """The devices ``entry`` asks for (its limit, else its request), or why it cannot say."""
+    request = limit = None
+    if entry.request is not MISSING:
+        request = _quantity(entry, "requests", entry.request, label)
+    if entry.limit is not MISSING:
+        limit = _quantity(entry, "limits", entry.limit, label)
+    if isinstance(request, RuleResult) or isinstance(limit, RuleResult):
+        return tuple(r for r in (request, limit) if isinstance(r, RuleResult))
+    if request is not None and limit is not None and request != limit:
+        return (
+            RuleResult(
+                "gpu-requests-equal-limits",
+                "fail",
+                f"{label} asks for {entry.name} requests {request} but limits "
+                f"{limit}: GPUs cannot be overcommitted, set requests and limits to "
+                f"the same number (e.g. both {limit})",
+                label,
+            ),
+        )
+    counted = limit if limit is not None else request
+    assert isinstance(counted, int)  # an entry states a request, a limit or both
+    return counted

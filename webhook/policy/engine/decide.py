@@ -1,0 +1,188 @@
+"""``review()``: the checks, the placement and the mutation of one object, put together.
+
+Each step returns its answer or the rule results that say why there is none; ``review`` strings
+them together and turns the findings into a :class:`~webhook.policy.decision.Decision` under
+the policy's enforcement mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.policy.decision import Decision, RuleResult
+from webhook.policy.engine.checks import Ask, Found, check_container, gpu_containers
+from webhook.policy.engine.intent import Intent, read_intent
+from webhook.policy.engine.mutation import MUTABLE, mutated_copy, mutated_spec
+from webhook.policy.engine.placement import (
+    Choice,
+    Pair,
+    candidates,
+    choose_names,
+    selection,
+    several_shared,
+)
+from webhook.policy.engine.results import as_warnings, rule_results
+from webhook.policy.engine.scope import skip_reason
+from webhook.policy.inventory import Inventory
+from webhook.policy.model import Policy
+from webhook.policy.patch import diff
+from webhook.policy.workloads import Workload, locate
+
+# Judged only once the containers and the annotations pass.
+_PLACEMENT_RULES = ("gpu-node-selection", "gpu-shared-request-above-one", "gpu-resource-offered")
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def review(
+    obj: Mapping[str, Any],
+    *,
+    policy: Policy,
+    inventory: Inventory,
+    operation: str = "CREATE",
+    namespace: str | None = None,
+) -> Decision:
+    """Judge one object against the policy and the inventory, and mutate a copy of it.
+
+    ``operation`` is the admission operation (CREATE, UPDATE, ...). Pods are mutated on CREATE
+    only (their resources are immutable afterwards); pod templates are validated on CREATE and
+    UPDATE as the pods they will create, after the mutation those pods will get.
+    """
+    raw_kind = obj.get("kind")
+    kind = raw_kind if isinstance(raw_kind, str) else ""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = _str_or_none(metadata.get("name")) or _str_or_none(metadata.get("generateName"))
+    namespace = namespace or _str_or_none(metadata.get("namespace"))
+    mode = policy.enforcement
+    workload = locate(obj)
+    found = gpu_containers(workload.spec) if workload is not None else []
+    why = skip_reason(
+        kind,
+        operation,
+        namespace,
+        has_pod_spec=workload is not None,
+        asks_for_gpu=bool(found),
+        exempt=policy.exempt_namespaces,
+    )
+    if why is not None:
+        skipped = (RuleResult("gpu-policy", "skip", why),)
+        return Decision(kind, namespace, name, True, skipped, enforcement=mode)
+    assert workload is not None  # skip_reason says so otherwise
+    asks, intent, findings = _checked(found, workload, policy, inventory)
+    if intent is None or not asks:
+        # Every finding so far is a failure: nothing to place.
+        results = rule_results(findings, _PLACEMENT_RULES, "fix the errors above first")
+        return _decision(
+            obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=False
+        )
+    # No finding so far: _checked gives an intent only then.
+    choices, wanted, findings = _placed(asks, intent, policy, inventory)
+    changes: Sequence[str] = ()
+    mutated = None
+    if choices and mode != "audit":
+        spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
+        if changes and kind == "Pod":
+            mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
+    results = rule_results(findings)
+    return _decision(
+        obj,
+        results,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        mode=mode,
+        clean=not findings,
+        changes=changes,
+        mutated=mutated,
+    )
+
+
+def _checked(
+    found: Sequence[Found], workload: Workload, policy: Policy, inventory: Inventory
+) -> tuple[list[Ask], Intent | None, list[RuleResult]]:
+    """The containers' asks, the pod's intent (None once anything failed), and the failures."""
+    asks: list[Ask] = []
+    findings: list[RuleResult] = []
+    for list_name, i, container, entries in found:
+        checked = check_container(list_name, i, container, entries, inventory)
+        if isinstance(checked, Ask):
+            asks.append(checked)
+        else:
+            findings += checked
+    intent = read_intent(workload, policy)
+    if not isinstance(intent, Intent):
+        findings += intent
+        return asks, None, findings
+    return asks, (None if findings else intent), findings
+
+
+def _placed(
+    asks: Sequence[Ask], intent: Intent, policy: Policy, inventory: Inventory
+) -> tuple[list[Choice], Mapping[str, set[str]], list[RuleResult]]:
+    """The chosen names (none when a placement rule fails), the node labels to select, findings."""
+    found: list[list[Pair]] = []
+    findings: list[RuleResult] = []
+    failed = False
+    for ask in asks:
+        cands = candidates(ask, intent, inventory)
+        if isinstance(cands, RuleResult):
+            findings.append(cands)
+            failed = True
+            continue
+        found.append(cands)
+        warning = several_shared(ask, cands)
+        if warning is not None:
+            findings.append(warning)
+    if failed:
+        return [], {}, findings
+    choices = choose_names(asks, found, policy)
+    if isinstance(choices, RuleResult):
+        return [], {}, [*findings, choices]
+    if not policy.inject_node_selection or policy.enforcement == "audit":
+        return choices, {}, findings
+    wanted = selection(choices, inventory)
+    if isinstance(wanted, RuleResult):
+        return choices, {}, [*findings, wanted]
+    return choices, wanted, findings
+
+
+def _decision(
+    obj: Mapping[str, Any],
+    results: tuple[RuleResult, ...],
+    *,
+    kind: str,
+    namespace: str | None,
+    name: str | None,
+    mode: str,
+    clean: bool,
+    changes: Sequence[str] = (),
+    mutated: dict[str, Any] | None = None,
+) -> Decision:
+    """The Decision under enforcement ``mode``; ``clean``: every rule passed."""
+    if mode != "enforce" and not clean:
+        results = as_warnings(results)
+    warnings: list[str] = []
+    if mode != "audit" and not clean:
+        warnings = [f"[{r.rule}] {r.message}" for r in results if r.status == "warn"]
+    patch: tuple[dict[str, Any], ...] = ()
+    if kind != "Pod" and changes:
+        warnings.append(f"pods created from this {kind} will be changed: " + "; ".join(changes))
+    elif mutated is not None:
+        patch = tuple(diff(obj, mutated, within=MUTABLE))
+    allowed = clean or not any(r.status == "fail" for r in results)
+    return Decision(
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        allowed=allowed,
+        results=results,
+        warnings=tuple(warnings),
+        changes=tuple(changes),
+        mutated=mutated,
+        patch=patch,
+        enforcement=mode,
+    )

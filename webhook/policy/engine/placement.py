@@ -1,0 +1,261 @@
+"""Where each container's GPUs can come from: the offers that fit, the name, the node selection.
+
+Three steps, each returning its answer or the rule result that says why there is none:
+:func:`candidates` narrows the inventory's offers for one container, :func:`choose_names`
+picks the resource name every container will ask for on pools they all share, and
+:func:`selection` names the node labels that keep the pod on those pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from webhook.contract import SHARING_ANNOTATION
+from webhook.policy.decision import RuleResult
+from webhook.policy.engine.checks import Ask
+from webhook.policy.engine.intent import Intent
+from webhook.policy.inventory import Inventory, Offer, Pool
+from webhook.policy.model import Policy
+from webhook.policy.products import base_model
+from webhook.policy.records import per_review_record
+from webhook.policy.resources import ResourceForm
+
+Pair = tuple[Pool, Offer]
+
+
+@per_review_record
+class Choice:
+    """The resource name one container will ask for, and the offers of it that can serve it."""
+
+    ask: Ask
+    name: str
+    candidates: list[Pair]
+
+
+def _describe_kind(form: ResourceForm, mig_profile: str | None) -> str:
+    profile = form.profile or mig_profile
+    return f"MIG {profile} instances" if profile else "GPUs"
+
+
+def summary(pairs: Iterable[Pair]) -> str:
+    """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), ...``: the offers, name by name."""
+    by_name: dict[str, list[str]] = {}
+    for _, offer in pairs:
+        by_name.setdefault(offer.form.name, []).append(offer.describe())
+    return "; ".join(f"{name}: {', '.join(sorted(set(v)))}" for name, v in sorted(by_name.items()))
+
+
+def _selection_admits(intent: Intent, offer: Offer) -> bool:
+    if offer.selector is None:
+        return True
+    key, value = offer.selector
+    for sel_key, sel_value in intent.selectors:
+        if sel_key == key and sel_value != value:
+            return False
+    if not intent.affinity_terms:
+        return True
+    return any(_term_admits(term, key, value) for term in intent.affinity_terms)
+
+
+def _term_admits(term: Iterable[tuple[str, str, frozenset[str]]], key: str, value: str) -> bool:
+    for expr_key, operator, values in term:
+        if expr_key != key:
+            continue
+        if (operator == "In" and value not in values) or (operator == "NotIn" and value in values):
+            return False
+    return True
+
+
+def _selection_fix(intent: Intent, cands: Sequence[Pair]) -> str:
+    """Name the selector value the user most likely meant (``Tesla-T4`` -> ``Tesla-T4-SHARED``)."""
+    for key, value in intent.selectors:
+        for _, offer in cands:
+            if offer.selector and offer.selector[0] == key and offer.model == base_model(value):
+                return f"select {key}={offer.selector[1]} instead, or remove the nodeSelector"
+    return "select one of those products, or remove the selection"
+
+
+def _of_kind(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair]:
+    """The offers of the device kind ``ask`` wants: its MIG profile, or whole GPUs."""
+    wanted = ask.form.profile or intent.mig_profile
+    by_kind = [(pool, offer) for pool, offer in inventory.pairs if offer.profile == wanted]
+    if not by_kind and wanted is None:
+        # Only MIG instances under migStrategy single advertise nvidia.com/gpu here: a pod that
+        # names no profile may take one (it would be scheduled there anyway). Where full GPUs
+        # exist too, a plain request is steered to them.
+        by_kind = [(p, o) for p, o in inventory.pairs if o.form.profile is None]
+    return by_kind
+
+
+def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | RuleResult:
+    """The (pool, offer) pairs that can serve ``ask``, or the failure that says why none can."""
+    form = ask.form
+    by_kind = _of_kind(ask, intent, inventory)
+    what = _describe_kind(form, intent.mig_profile)
+    if not by_kind:
+        return RuleResult(
+            "gpu-resource-offered",
+            "fail",
+            f"{ask.label} asks for {form.name}, but no node offers {what}: the pod would stay "
+            f"Pending. The cluster offers {inventory.summary()}; ask for one of those",
+            ask.label,
+        )
+    if form.renamed and intent.sharing == "exclusive":
+        return RuleResult(
+            "gpu-intent",
+            "fail",
+            f"{ask.label} asks for {form.name}, a shared GPU, but annotation "
+            f"{SHARING_ANNOTATION}=exclusive asks for an exclusive one: drop one of the two",
+            ask.label,
+        )
+    shared_only = form.renamed or intent.sharing == "shared"
+    cands = by_kind
+    if shared_only:
+        cands = [(p, o) for p, o in cands if o.shared]
+    elif intent.sharing == "exclusive":
+        cands = [(p, o) for p, o in cands if not o.shared]
+    if not cands:
+        why = "shared" if shared_only else "exclusive (not shared)"
+        source = "its name" if form.renamed else f"annotation {SHARING_ANNOTATION}"
+        return RuleResult(
+            "gpu-resource-offered",
+            "fail",
+            f"{ask.label} asks for {why} {what} ({source}), but no node offers them: the pod "
+            f"would stay Pending. Nodes offer {summary(by_kind)}",
+            ask.label,
+        )
+    selected = [
+        (p, o)
+        for p, o in cands
+        if (intent.config_key is None or p.config_key == intent.config_key)
+        and (not intent.products or o.model_key in intent.products)
+        and _selection_admits(intent, o)
+    ]
+    if not selected:
+        return RuleResult(
+            "gpu-node-selection",
+            "fail",
+            f"{ask.label} asks for {form.name}, but {intent.describe_selection()} matches no "
+            f"node that offers it; the nodes that do offer {summary(cands)}: "
+            f"{_selection_fix(intent, cands)}",
+            ask.label,
+        )
+    return selected if ask.count == 1 else _for_several(ask, selected)
+
+
+def _for_several(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
+    """Exclusive GPUs for a container that asks for more than one, else shares the plugin allows.
+
+    The device plugin fails shared requests above one under failRequestsGreaterThanOne.
+    """
+    exclusive = [(p, o) for p, o in selected if not o.shared]
+    if exclusive:
+        return exclusive
+    lenient = [(p, o) for p, o in selected if not o.fail_requests_greater_than_one]
+    if lenient:
+        return lenient
+    return RuleResult(
+        "gpu-shared-request-above-one",
+        "fail",
+        f"{ask.label} asks for {ask.count} {ask.form.name}, but every node that could run "
+        f"it shares its GPUs ({summary(selected)}) and the device plugin fails shared "
+        "requests above one (failRequestsGreaterThanOne): the pod would fail with "
+        "UnexpectedAdmissionError. Ask for 1 (a share is access to a GPU, not a "
+        "fraction of its compute), or target an exclusive GPU",
+        ask.label,
+    )
+
+
+def several_shared(ask: Ask, cands: Sequence[Pair]) -> RuleResult | None:
+    """The warning for a container that asks for several shares of GPUs, where allowed."""
+    if ask.count == 1 or not cands[0][1].shared:
+        return None
+    return RuleResult(
+        "gpu-shared-request-above-one",
+        "warn",
+        f"{ask.label} asks for {ask.count} shared {ask.form.name}: {ask.count} replicas of a "
+        "shared GPU may be the same GPU and do not give more compute; ask for 1",
+        ask.label,
+    )
+
+
+def choose_names(
+    asks: Sequence[Ask], found: Sequence[list[Pair]], policy: Policy
+) -> list[Choice] | RuleResult:
+    """Pick the resource name each container will ask for, on pools they all share.
+
+    ``found`` holds each ask's candidates, in the same order.
+    """
+    pools: set[str] | None = None
+    for cands in found:
+        names = {p.name for p, _ in cands}
+        pools = names if pools is None else pools & names
+    if not pools:
+        detail = "; ".join(
+            f"{a.label} -> {', '.join(sorted({p.name for p, _ in c}))}"
+            for a, c in zip(asks, found, strict=True)
+        )
+        return RuleResult(
+            "gpu-resource-offered",
+            "fail",
+            f"no single node can serve every container's GPU request ({detail}): containers of "
+            "one pod run on one node; ask for GPUs one node pool offers",
+        )
+    choices = []
+    for ask, cands in zip(asks, found, strict=True):
+        choice = _choose_name(ask, [(p, o) for p, o in cands if p.name in pools], policy)
+        if isinstance(choice, RuleResult):
+            return choice
+        choices.append(choice)
+        pools &= {p.name for p, _ in choice.candidates}
+    return choices
+
+
+def _choose_name(ask: Ask, usable: list[Pair], policy: Policy) -> Choice | RuleResult:
+    groups: dict[str, list[Pair]] = {}
+    for pair in usable:
+        groups.setdefault(pair[1].form.name, []).append(pair)
+    current = ask.form.name
+    if current in groups:
+        return Choice(ask, current, groups[current])
+    if not policy.rewrite_resource_names:
+        return RuleResult(
+            "gpu-resource-offered",
+            "fail",
+            f"{ask.label} asks for {current}, but the nodes that fit it advertise "
+            f"{summary(usable)}: the pod would stay Pending. Ask for "
+            f"{' or '.join(sorted(groups))} instead",
+            ask.label,
+        )
+    # The name with the most slots, so the pod lands where there is most room.
+    name = max(sorted(groups), key=lambda n: sum(o.slots or 0 for _, o in groups[n]))
+    return Choice(ask, name, groups[name])
+
+
+def _needs_selection(choice: Choice, inventory: Inventory) -> bool:
+    # The candidates are some of the pairs that advertise the chosen name, each once: fewer
+    # of them than all means the name alone would also reach nodes that cannot serve it.
+    return len(choice.candidates) < len(inventory.advertising(choice.name))
+
+
+def selection(choices: Sequence[Choice], inventory: Inventory) -> dict[str, set[str]] | RuleResult:
+    """Node labels (key -> values) that keep every container on nodes that can serve it.
+
+    A warning instead when some offer's nodes carry no label that could select them.
+    """
+    if not any(_needs_selection(c, inventory) for c in choices):
+        return {}
+    wanted: dict[str, set[str]] = {}
+    for choice in choices:
+        for _, offer in choice.candidates:
+            if offer.selector is None:
+                label = choice.ask.label
+                return RuleResult(
+                    "gpu-node-selection",
+                    "warn",
+                    f"{label}: cannot steer the pod to {choice.name} on "
+                    f"{offer.describe()}: its nodes carry no known product label",
+                    label,
+                )
+            wanted.setdefault(offer.selector[0], set()).add(offer.selector[1])
+    return wanted

@@ -1,0 +1,299 @@
+"""The Flask adapter: HTTP in, ``webhook.admission`` in the middle, HTTP out.
+
+Routes (on the path only: the API server appends ``?timeout=10s`` to the webhook URL):
+
+* ``POST /mutate``, ``POST /validate``: AdmissionReview v1 (see ``webhook.admission``).
+* ``GET /healthz``: the process is alive (it answers).
+* ``GET /readyz``: a policy is loaded and, when this process serves TLS through the gunicorn
+  config, its certificate is within its validity window; 503 with the reason otherwise.
+* ``GET /metrics``: Prometheus text (see ``webhook.server.metrics``).
+
+Everything a client can get wrong is a 4xx with a one-line ``text/plain`` body, never an HTML
+page or a traceback: 404 unknown path, 405 wrong method, 415 a Content-Type other than
+``application/json``, 413 a body over the limit (by Content-Length, or while reading a body
+streamed without one), 400 a body that is not an AdmissionReview v1. A 500 means a bug here;
+an engine bug gets the well-formed AdmissionReview of ``webhook.admission`` with HTTP 500, so
+the API server applies the webhook's failurePolicy.
+
+One log line per review (``webhook.server.logs.ReviewLog``: uid, endpoint, kind, namespace,
+name, operation, dryRun, decision, failed rules, milliseconds); objects are never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, request
+from flask.sessions import NullSession, SessionInterface
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from webhook.admission import Endpoint, RequestError, handle
+from webhook.contract import (
+    HEALTHZ_PATH,
+    METRICS_PATH,
+    MUTATE_PATH,
+    READYZ_PATH,
+    VALIDATE_PATH,
+)
+from webhook.server import metrics
+from webhook.server.logs import ReviewLog
+from webhook.server.settings import Settings
+from webhook.server.state import PolicyState
+
+if TYPE_CHECKING:
+    from webhook.server.cluster import ClusterFeed
+
+logger = logging.getLogger(__name__)
+
+# A readiness check answers (ready, reason); /readyz is 200 when all of them are ready.
+ReadyCheck = Callable[[], tuple[bool, str]]
+
+EXTENSION = "gpu_policy"
+PATHS = (MUTATE_PATH, VALIDATE_PATH, HEALTHZ_PATH, READYZ_PATH, METRICS_PATH)
+_REVIEW_PATHS: tuple[tuple[Endpoint, str], ...] = (
+    ("mutate", MUTATE_PATH),
+    ("validate", VALIDATE_PATH),
+)
+
+_JSON = "application/json"
+_TEXT = "text/plain; charset=utf-8"
+# Reason tokens for HTTP errors raised by Flask/Werkzeug themselves (metrics labels).
+_HTTP_REASONS = {
+    400: "bad-request",
+    404: "not-found",
+    405: "method-not-allowed",
+    413: "too-large",
+    415: "unsupported-media-type",
+}
+
+
+@dataclass
+class Webhook:
+    """What the app serves with: settings, the policy state and the readiness checks."""
+
+    settings: Settings
+    state: PolicyState
+    ready_checks: list[ReadyCheck] = field(default_factory=list)
+    cluster: ClusterFeed | None = None
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        """(ready, one reason per check), checking the policy files for changes first."""
+        self.state.maybe_reload()
+        snapshot = self.state.snapshot
+        reasons = [
+            f"policy {snapshot.policy.name} from {snapshot.policy.source} "
+            f"(generation {snapshot.generation}), inventory {snapshot.inventory.source}"
+        ]
+        if self.state.last_error:
+            reasons.append(f"last policy reload failed: {self.state.last_error}")
+        ready = True
+        for check in self.ready_checks:
+            ok, reason = check()
+            ready = ready and ok
+            reasons.append(reason)
+        return ready, reasons
+
+    def readyz(self) -> Response:
+        """``GET /readyz``: 200 ``ready: ...`` or 503 ``not ready: ...``, every reason."""
+        ready, reasons = self.readiness()
+        return _text(
+            ("ready: " if ready else "not ready: ") + "; ".join(reasons), 200 if ready else 503
+        )
+
+
+def tls_not_served() -> tuple[bool, str]:
+    """The certificate check of an app whose TLS is terminated elsewhere (the default)."""
+    return True, "TLS not served by this process"
+
+
+class _NoSessions(SessionInterface):
+    """The webhook keeps no sessions: every request gets the same empty, read-only session.
+
+    Flask's default interface builds a new ``NullSession`` for each request of an app without
+    a secret key; a shared one (it refuses writes) saves that on every review.
+    """
+
+    _null = NullSession()
+
+    def open_session(self, app: Flask, request: Any) -> None:
+        """No session to open: Flask then asks for the null one."""
+        return None
+
+    def make_null_session(self, app: Flask) -> NullSession:
+        """The one shared null session."""
+        return self._null
+
+
+def _text(message: str, status: int) -> Response:
+    # One line, whatever the message was built from.
+    return Response(" ".join(message.split()) + "\n", status=status, content_type=_TEXT)
+
+
+def _is_json(content_type: str) -> bool:
+    if content_type == _JSON:
+        return True
+    mimetype = content_type.split(";", 1)[0].strip().lower()
+    return mimetype == _JSON
+
+
+# Read and drop an over-limit body up to this size before answering 413: a client still
+# sending when the server closes sees a reset instead of the answer. Larger bodies are cut off.
+_DRAIN_LIMIT = 32 * 1024 * 1024
+
+
+def _drain(environ: dict[str, Any]) -> None:
+    stream = environ.get("wsgi.input")
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return
+    if stream is None or not 0 < length <= _DRAIN_LIMIT:
+        return
+    try:
+        while length > 0:
+            chunk = stream.read(min(length, 1 << 16))
+            if not chunk:
+                return
+            length -= len(chunk)
+    except OSError:
+        return
+
+
+def create_app(
+    settings: Settings | None = None, *, ready_checks: Sequence[ReadyCheck] = (tls_not_served,)
+) -> Flask:
+    """The webhook's Flask app, serving the policy the settings name.
+
+    Loads the policy and inventory now and raises ``PolicyError`` when they are unusable (a
+    worker fails at start, not at a request). With ``settings.kube`` other than ``off`` it
+    starts watching the cluster (``webhook.server.cluster``; ``ClusterError`` when the
+    configuration cannot be loaded). ``/readyz`` runs ``ready_checks`` after the policy's:
+    ``webhook.server.wsgi`` passes the served certificate's check; the default says TLS is
+    terminated elsewhere. The app's ``Webhook`` object is ``app.extensions["gpu_policy"]``.
+    """
+    settings = settings or Settings.from_env()
+    hook = start_webhook(settings, ready_checks)
+    app = Flask(__name__)
+    app.session_interface = _NoSessions()
+    # One byte over the limit: Werkzeug stops a body streamed without Content-Length at this
+    # many bytes *without* an error, so the body read can be one byte too long, and
+    # webhook.admission answers 413 for it. A Content-Length over it is refused unread.
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
+    app.extensions[EXTENSION] = hook
+    review_log = ReviewLog(logger)
+    for endpoint, path in _REVIEW_PATHS:
+        view = _review_view(endpoint, hook.state, settings.max_body_bytes, review_log)
+        app.add_url_rule(path, view_func=view, methods=["POST"])
+    app.add_url_rule(HEALTHZ_PATH, view_func=healthz, methods=["GET"])
+    app.add_url_rule(READYZ_PATH, view_func=hook.readyz, methods=["GET"])
+    app.add_url_rule(METRICS_PATH, view_func=metrics_view, methods=["GET"])
+    app.register_error_handler(HTTPException, _HTTPErrors(settings.max_body_bytes))
+    app.register_error_handler(Exception, _internal_error)
+    return app
+
+
+def start_webhook(settings: Settings, ready_checks: Sequence[ReadyCheck]) -> Webhook:
+    """Load the policy (PolicyError when unusable) and, when asked, start watching the cluster."""
+    state = PolicyState(settings, on_reload=metrics.record_reload)
+    hook = Webhook(settings, state, list(ready_checks))
+    if settings.watches_cluster:
+        from webhook.server.cluster import ClusterFeed
+
+        hook.cluster = ClusterFeed.from_settings(settings, state).start()
+        hook.ready_checks.append(hook.cluster.ready)
+    logger.info(
+        "serving policy %s from %s, inventory %s",
+        state.snapshot.policy.name,
+        state.snapshot.policy.source,
+        state.snapshot.inventory.source,
+    )
+    return hook
+
+
+def _review_view(
+    endpoint: Endpoint, state: PolicyState, max_bytes: int, review_log: ReviewLog
+) -> Callable[[], Response]:
+    """The view of ``/mutate`` or ``/validate``: the path every review takes, kept short."""
+
+    def view() -> Response:
+        started = time.perf_counter()
+        state.maybe_reload()
+        content_type = request.environ.get("CONTENT_TYPE", "")
+        if not _is_json(content_type):
+            metrics.record_bad_request("unsupported-media-type")
+            shown = repr(content_type[:60]) if content_type else "none"
+            return _text(f"Content-Type must be {_JSON}, got {shown}", 415)
+        # RequestEntityTooLarge (413) by Content-Length; a body streamed without one
+        # (gunicorn sets wsgi.input_terminated) is read up to the limit plus one byte.
+        body = request.get_data(cache=False)
+        snapshot = state.snapshot
+        try:
+            outcome = handle(
+                endpoint,
+                body,
+                policy=snapshot.policy,
+                inventory=snapshot.inventory,
+                max_bytes=max_bytes,
+            )
+        except RequestError as exc:
+            metrics.record_bad_request(exc.reason)
+            logger.info("bad request on /%s: %s: %s", endpoint, exc.reason, exc)
+            return _text(str(exc), exc.status)
+        seconds = time.perf_counter() - started
+        metrics.record_review(outcome, seconds)
+        review_log.write(outcome, seconds)
+        return Response(outcome.body, status=outcome.http_status, content_type=_JSON)
+
+    view.__name__ = endpoint
+    return view
+
+
+def healthz() -> Response:
+    """``GET /healthz``: the process answers."""
+    return _text("ok", 200)
+
+
+def metrics_view() -> Response:
+    """``GET /metrics``: the Prometheus text of every worker."""
+    data, content_type = metrics.exposition()
+    return Response(data, status=200, content_type=content_type)
+
+
+class _HTTPErrors:
+    """The answer to an HTTP error raised by Flask or Werkzeug: one line, counted, logged."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+
+    def __call__(self, exc: HTTPException) -> Response:
+        code = exc.code or 500
+        reason = _HTTP_REASONS.get(code, f"http-{code}")
+        metrics.record_bad_request(reason)
+        logger.info("HTTP %d on %s %s: %s", code, request.method, request.path[:100], reason)
+        response = _text(self._message(exc, code), code)
+        for name, value in exc.get_headers():
+            if name.lower() == "allow":
+                response.headers[name] = value
+        return response
+
+    def _message(self, exc: HTTPException, code: int) -> str:
+        if isinstance(exc, RequestEntityTooLarge):
+            _drain(request.environ)
+            return f"request body is over the limit of {self.max_bytes} bytes"
+        if code == 404:
+            return f"no such path {request.path[:100]!r}; paths: {', '.join(PATHS)}"
+        if code == 405:
+            valid = getattr(exc, "valid_methods", None) or ()
+            allowed = ", ".join(sorted(m for m in valid if m not in ("OPTIONS", "HEAD")))
+            return f"method {request.method} is not allowed on {request.path}; use {allowed}"
+        return f"{exc.name}: {exc.description or ''}"
+
+
+def _internal_error(exc: Exception) -> Response:
+    # A bug in this layer: log it with its traceback, answer one line.
+    logger.exception("internal error on %s %s", request.method, request.path[:100])
+    return _text(f"internal error ({type(exc).__name__})", 500)

@@ -1,0 +1,148 @@
+"""Watching the cluster (``GPU_POLICY_KUBE``): live inventory and device-plugin configs.
+
+With ``GPU_POLICY_KUBE`` set to ``in-cluster`` or a kubeconfig path, each worker runs a
+``webhook.kube.ClusterSource`` (Nodes, and the device-plugin ConfigMap the policy's
+``configMapRef`` names; no Pods: the engine does not read them, and the chart's RBAC does not
+grant them). Every new cluster snapshot goes through ``webhook.kube.snapshot.live_view``: the
+ConfigMap replaces the policy file's device-plugin configs (a ConfigMap that does not parse
+keeps the last good ones and is logged), the nodes replace the declared pools. The result is
+swapped into the worker's ``PolicyState``.
+
+Readiness: not ready until the first snapshot (every watched kind listed once): before that
+the webhook would judge pods against the policy file's declared pools, which a policy that
+only names a ConfigMap does not have. Afterwards it stays ready while the API server is
+unreachable and reports how old its data is: a webhook that turns itself unready when the
+API server blinks would take admission down with it (failurePolicy: Fail), and the device
+plugin's configuration rarely changes in the meantime.
+
+``kubernetes`` is imported only when a cluster is watched.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from webhook.contract import KUBE_ENV
+from webhook.policy import Inventory, Policy
+from webhook.server.metrics import ClusterMetrics
+from webhook.server.settings import Settings
+from webhook.server.state import PolicyState
+
+if TYPE_CHECKING:
+    from webhook.kube import ClusterSource, ClusterState
+    from webhook.kube.snapshot import LiveView
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterError(ValueError):
+    """``GPU_POLICY_KUBE`` names a configuration that cannot be used (one line)."""
+
+
+class ClusterFeed:
+    """Feeds a PolicyState from a ClusterSource; also the ``/readyz`` check for it."""
+
+    source: ClusterSource
+
+    def __init__(self, state: PolicyState, where: str) -> None:
+        """A feed into ``state``; ``from_settings`` gives it its source."""
+        self.state = state
+        self.where = where
+        self._previous: LiveView | None = None
+        self._last_error: str | None = None
+        self._cluster: ClusterState | None = None
+        self._metrics = ClusterMetrics()
+        self._stopped = threading.Event()
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, state: PolicyState, api_client: Any = None
+    ) -> ClusterFeed:
+        """A feed for ``settings.kube`` (``in-cluster`` or a kubeconfig), not started yet.
+
+        Raises ClusterError when the configuration cannot be loaded.
+        """
+        from webhook.kube import ClusterSource, load_client
+
+        if api_client is None:
+            try:
+                api_client = load_client(settings.kube)
+            except Exception as exc:  # ConfigException, OSError, ...: all mean "cannot start"
+                raise ClusterError(f"{KUBE_ENV}={settings.kube}: {exc}") from exc
+        ref = state.snapshot.base.configmap_ref
+        feed = cls(state, settings.kube)
+        feed.source = ClusterSource(
+            api_client,
+            configmap=(ref.namespace, ref.name) if ref is not None else None,
+            on_snapshot=feed.on_snapshot,
+            watch_pods=False,
+        )
+        return feed
+
+    def start(self) -> ClusterFeed:
+        """Start watching; the state follows the cluster from the first snapshot on."""
+        self.state.attach_view(self.view)
+        self.source.start()
+        threading.Thread(target=self._report_loop, name="cluster-metrics", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching; the last snapshot stays in force."""
+        self._stopped.set()
+        self.source.stop()
+
+    def report(self) -> None:
+        """Copy the watch's figures (restarts, errors, data age, reachability) into metrics."""
+        self._metrics.update(
+            self.source.health(), now=time.time(), refused=self._last_error is not None
+        )
+
+    def _report_loop(self, interval: float = 2.0) -> None:
+        # Scrapes read the metric files, not this object: keep them a few seconds fresh.
+        while not self._stopped.wait(interval):
+            try:
+                self.report()
+            except Exception:  # a metrics hiccup must never stop the worker
+                logger.exception("cannot update the cluster metrics")
+
+    def on_snapshot(self, cluster: ClusterState) -> None:
+        """A new cluster snapshot (publisher thread): rebuild the served snapshot."""
+        self._cluster = cluster
+        self.state.refresh()
+
+    def view(self, base: Policy) -> tuple[Policy, Inventory] | None:
+        """The policy file combined with the latest cluster snapshot; None before the first."""
+        from webhook.kube.snapshot import live_view
+
+        cluster = self._cluster
+        if cluster is None:
+            return None
+        live = live_view(base, cluster, previous=self._previous, source=f"cluster ({self.where})")
+        if live.configmap_error and live.configmap_error != self._last_error:
+            logger.error(
+                "device-plugin ConfigMap refused, keeping the last good configs: %s",
+                live.configmap_error,
+            )
+        self._last_error = live.configmap_error
+        if live.configmap_error is None:
+            self._previous = live
+        return live.policy, live.inventory
+
+    def ready(self) -> tuple[bool, str]:
+        """(ready, reason) for ``/readyz``: ready once the cluster has been listed."""
+        health = self.source.health()
+        if not health.synced or self._cluster is None:
+            why = f": {health.last_error}" if health.last_error else ""
+            return False, f"cluster ({self.where}) not listed yet{why}"
+        age = health.sync_age_seconds
+        nodes = len(self._cluster.nodes)
+        text = f"cluster ({self.where}): {nodes} nodes"
+        text += f", data {age:.0f} s old" if age is not None else ""
+        if not health.api_reachable:
+            text += f", API server unreachable: {health.last_error}"
+        if self._last_error:
+            text += f", ConfigMap refused: {self._last_error}"
+        return True, text
