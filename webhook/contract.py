@@ -22,6 +22,13 @@ BIND_ENV: Final = "GPU_POLICY_BIND"
 WORKERS_ENV: Final = "GPU_POLICY_WORKERS"
 THREADS_ENV: Final = "GPU_POLICY_THREADS"
 LOG_LEVEL_ENV: Final = "GPU_POLICY_LOG_LEVEL"
+# The self-managed certificate mode (chart: certificates.mode=selfManaged); see
+# webhook/certs/manager.py. Set CERT_SECRET_ENV to turn it on.
+CERT_SECRET_ENV: Final = "GPU_POLICY_CERT_SECRET"  # noqa: S105 - a variable's name
+SERVICE_ENV: Final = "GPU_POLICY_SERVICE"
+MUTATING_WEBHOOK_ENV: Final = "GPU_POLICY_MUTATING_WEBHOOK"
+VALIDATING_WEBHOOK_ENV: Final = "GPU_POLICY_VALIDATING_WEBHOOK"
+CERT_INTERVAL_ENV: Final = "GPU_POLICY_CERT_INTERVAL"
 # prometheus_client's own name for the directory its multiprocess mode shares between workers.
 METRICS_DIR_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -33,6 +40,7 @@ DEFAULT_WORKERS: Final = 2
 DEFAULT_THREADS: Final = 4
 DEFAULT_LOG_LEVEL: Final = "info"
 DEFAULT_KUBE: Final = "off"
+DEFAULT_CERT_INTERVAL: Final = 30
 # The metrics directory's name: /tmp/gpu-policy-metrics in the image and the chart (an emptyDir).
 METRICS_DIR_NAME: Final = "gpu-policy-metrics"
 
@@ -49,6 +57,12 @@ DEVICE_PLUGIN_CONFIGMAP: Final = ("kube-system", "time-slicing-config")
 TLS_CERT_FILE: Final = "tls.crt"
 TLS_KEY_FILE: Final = "tls.key"
 CA_CERT_FILE: Final = "ca.crt"
+# Keys of the self-managed mode's Secret besides tls.crt, tls.key and ca.crt (the CA that
+# signed tls.crt): the CA's key, a CA being introduced, and CAs being retired (no keys).
+CA_KEY_FILE: Final = "ca.key"
+NEXT_CA_CERT_FILE: Final = "ca-next.crt"
+NEXT_CA_KEY_FILE: Final = "ca-next.key"
+PREVIOUS_CA_CERT_FILE: Final = "ca-previous.crt"
 
 # -- HTTP paths -----------------------------------------------------------------------------------
 MUTATE_PATH: Final = "/mutate"
@@ -74,5 +88,9 @@ PRODUCT_ANNOTATION: Final = "gpu-policy.io/product"
 MIG_ANNOTATION: Final = "gpu-policy.io/mig-profile"
 # Written by the webhook on the pods it changes: what it changed, in words.
 MUTATIONS_ANNOTATION: Final = "gpu-policy.io/mutations"
+# On the self-managed mode's Secret: since when every webhook configuration trusts the CA being
+# introduced, and until when the retired CAs stay in the caBundle (RFC 3339, UTC).
+NEXT_CA_TRUSTED_ANNOTATION: Final = "gpu-policy.io/ca-next-trusted-since"
+PREVIOUS_CA_UNTIL_ANNOTATION: Final = "gpu-policy.io/ca-previous-until"
 # A namespace with this label set to "disabled" opts out (the chart's namespaceSelector).
 OPT_OUT_LABEL: Final = "gpu-policy.io/webhook"

@@ -64,6 +64,7 @@ class Case:
 # Every ci/*-values.yaml, plus each certificate mode chosen on the command line alone.
 CASES: dict[str, Case] = {f"ci/{f.name}": Case(values_files=(f,)) for f in CI_FILES}
 CASES |= {
+    "mode=selfManaged": Case(set_values=("certificates.mode=selfManaged",)),
     "mode=helm": Case(set_values=("certificates.mode=helm",)),
     "mode=certManager": Case(set_values=("certificates.mode=certManager",)),
     # The caBundle as base64 here (the ci file gives PEM): both forms are accepted.

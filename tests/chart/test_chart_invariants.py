@@ -168,7 +168,8 @@ def _ca_bundles(rendered) -> set[str]:
     return {hook["clientConfig"].get("caBundle", "") for _, hook in webhooks(rendered)}
 
 
-def test_helm_mode_certificates(default_render) -> None:
+def test_helm_mode_certificates(renderer: Renderer) -> None:
+    default_render = renderer.render_case(CASES["mode=helm"])
     secret = default_render.one("Secret", f"{FULLNAME}-tls")
     assert secret["type"] == "kubernetes.io/tls"
     data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
@@ -298,13 +299,12 @@ def test_container_contract(default_render) -> None:
         assert get == {"path": path, "port": "https", "scheme": "HTTPS"}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert mounts["tls"]["mountPath"] == "/etc/gpu-policy/tls"
-    assert mounts["tls"]["readOnly"] is True
     volumes = {
         v["name"]: v
         for v in default_render.one("Deployment")["spec"]["template"]["spec"]["volumes"]
     }
-    assert volumes["tls"]["secret"]["secretName"] == f"{FULLNAME}-tls"
-    assert {i["key"] for i in volumes["tls"]["secret"]["items"]} == {"tls.crt", "tls.key"}
+    # certificates.mode=selfManaged: the server writes the files (test_chart_selfmanaged.py).
+    assert volumes["tls"]["emptyDir"]["medium"] == "Memory"
     assert volumes["policy"]["configMap"]["name"] == f"{FULLNAME}-policy"
     assert (
         env["GPU_POLICY_FILE"]
@@ -342,7 +342,9 @@ def test_no_watch_contract(renderer: Renderer) -> None:
     assert env["GPU_POLICY_KUBE"] == "off"
     assert env["GPU_POLICY_FILE"] == "/etc/gpu-policy/policy/sharing-policy.yaml"
     pod = rendered.one("Deployment")["spec"]["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is False
+    # The token stays for the self-managed certificates (the default mode) alone.
+    assert pod["automountServiceAccountToken"] is True
+    assert "GPU_POLICY_CERT_SECRET" in env
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["policy"]["configMap"]["name"] == "my-gpu-policy"
     assert rendered.all("ConfigMap") == []
@@ -369,11 +371,12 @@ def test_service_account(default_render) -> None:
 
 
 def test_rbac_is_minimal(default_render) -> None:
-    (cluster_role,) = default_render.all("ClusterRole")
+    # The watch's RBAC; the certificates' is in test_chart_selfmanaged.py.
+    cluster_role = default_render.one("ClusterRole", FULLNAME)
     assert cluster_role["rules"] == [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
     ]
-    (role,) = default_render.all("Role")
+    role = default_render.one("Role", f"{FULLNAME}-device-plugin-config")
     assert role["metadata"]["namespace"] == "gpu-operator"
     assert role["rules"] == [
         {
@@ -384,14 +387,14 @@ def test_rbac_is_minimal(default_render) -> None:
         }
     ]
     subject = {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
-    (crb,) = default_render.all("ClusterRoleBinding")
+    crb = default_render.one("ClusterRoleBinding", FULLNAME)
     assert crb["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
         "name": cluster_role["metadata"]["name"],
     }
     assert crb["subjects"] == [subject]
-    (rb,) = default_render.all("RoleBinding")
+    rb = default_render.one("RoleBinding", f"{FULLNAME}-device-plugin-config")
     assert rb["metadata"]["namespace"] == role["metadata"]["namespace"]
     assert rb["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -404,7 +407,9 @@ def test_rbac_is_minimal(default_render) -> None:
 def test_no_rbac_without_watch(renderer: Renderer) -> None:
     rendered = renderer.render_case(CASES["ci/existing-policy-no-watch-values.yaml"])
     for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
-        assert rendered.all(kind) == []
+        # Only the self-managed certificates' RBAC (the default mode) is left.
+        names = [d["metadata"]["name"] for d in rendered.all(kind)]
+        assert names == [f"{FULLNAME}-certificates"], (kind, names)
 
 
 def test_role_follows_the_configmap_ref(renderer: Renderer) -> None:
@@ -414,10 +419,11 @@ def test_role_follows_the_configmap_ref(renderer: Renderer) -> None:
         "--set",
         "devicePlugin.configMapRef.name=plugin-cfg",
     )
-    role = rendered.one("Role")
+    role = rendered.one("Role", f"{FULLNAME}-device-plugin-config")
     assert role["metadata"]["namespace"] == "nvidia"
     assert role["rules"][0]["resourceNames"] == ["plugin-cfg"]
-    assert rendered.one("RoleBinding")["metadata"]["namespace"] == "nvidia"
+    binding = rendered.one("RoleBinding", f"{FULLNAME}-device-plugin-config")
+    assert binding["metadata"]["namespace"] == "nvidia"
     policy = _policy(rendered)
     assert policy["spec"]["devicePlugin"]["configMapRef"] == {
         "namespace": "nvidia",
@@ -521,5 +527,6 @@ def test_labels_everywhere(default_render) -> None:
         if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding") and not doc["kind"].endswith(
             "WebhookConfiguration"
         ):
-            expected = "gpu-operator" if doc["kind"] in ("Role", "RoleBinding") else NAMESPACE
+            plugin_config = doc["metadata"]["name"].endswith("-device-plugin-config")
+            expected = "gpu-operator" if plugin_config else NAMESPACE
             assert doc["metadata"]["namespace"] == expected, doc["kind"]

@@ -194,6 +194,7 @@ def _render_against(helm: str, kubeconfig: Path) -> list[dict[str, Any]]:
         [
             helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
             "--dry-run=server", "--disable-openapi-validation", "--kubeconfig", str(kubeconfig),
+            "--set", "certificates.mode=helm",
         ],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

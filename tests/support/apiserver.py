@@ -12,6 +12,11 @@ batch/v1 Jobs, CronJobs) that the real ``kubernetes`` Python client can drive it
   ``timeoutSeconds``; a resourceVersion older than the last :meth:`FakeApiServer.compact`
   gets an ERROR event carrying a ``410 Expired`` Status, exactly like a real watch cache;
   without a resourceVersion (or with ``0``) the stream starts with synthetic ADDED events;
+* one object of any resource below: ``GET`` (get), ``POST`` (create: 409 AlreadyExists),
+  ``PUT`` (update: 409 Conflict when ``metadata.resourceVersion`` is not the stored one),
+  ``PATCH`` (JSON patch, ``test`` included: 422 when it fails; JSON merge patch) and
+  ``DELETE``, for Secrets and the admissionregistration.k8s.io/v1 webhook configurations as
+  for the rest (what the self-managed certificate mode uses);
 * ``fieldSelector`` supports ``metadata.name``, ``metadata.namespace``, ``spec.nodeName`` and
   ``status.phase`` with ``=``, ``==`` and ``!=``; like the real server, an object that stops
   (starts) matching during a watch is sent as DELETED (ADDED).
@@ -42,6 +47,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import jsonpatch
+
 from tests.support.fake_http import JsonHandler, LoopbackServer, kubeconfig, status
 
 __all__ = ["FakeApiServer", "FieldSelector", "Request"]
@@ -57,14 +64,19 @@ _RESOURCES: dict[str, tuple[str, bool]] = {
     "replicasets": ("ReplicaSet", True),
     "jobs": ("Job", True),
     "cronjobs": ("CronJob", True),
+    "secrets": ("Secret", True),
+    "mutatingwebhookconfigurations": ("MutatingWebhookConfiguration", False),
+    "validatingwebhookconfigurations": ("ValidatingWebhookConfiguration", False),
 }
-# resource -> the API path prefix that serves it (``api/v1`` for the core group)
-_GROUPS = {
-    **{r: "api/v1" for r in ("nodes", "pods", "configmaps")},
-    **{r: "apis/apps/v1" for r in ("deployments", "statefulsets", "daemonsets", "replicasets")},
-    **{r: "apis/batch/v1" for r in ("jobs", "cronjobs")},
+# resource -> group/version, for the resources outside the core group ("v1")
+_GROUP_VERSIONS = {
+    **{r: "apps/v1" for r in ("deployments", "statefulsets", "daemonsets", "replicasets")},
+    **{r: "batch/v1" for r in ("jobs", "cronjobs")},
+    "mutatingwebhookconfigurations": "admissionregistration.k8s.io/v1",
+    "validatingwebhookconfigurations": "admissionregistration.k8s.io/v1",
 }
 _KIND_TO_RESOURCE = {kind: res for res, (kind, _) in _RESOURCES.items()}
+_WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
 
 Key = tuple[str, str]  # (namespace or "", name)
@@ -76,8 +88,8 @@ class Request:
 
     method: str
     path: str
-    resource: str | None  # "nodes", "pods", "configmaps", "deployments"... or None
-    verb: str  # "list", "watch" or "other"
+    resource: str | None  # "nodes", "pods", "configmaps", "secrets", ... or None
+    verb: str  # "list", "watch", "get", "create", "update", "patch", "delete" or "other"
     query: dict[str, str]
     at: float = field(default_factory=time.monotonic)
 
@@ -256,6 +268,72 @@ class FakeApiServer(LoopbackServer):
         with self._cond:
             return copy.deepcopy(self._objects[_KIND_TO_RESOURCE[kind]][(namespace, name)])
 
+    def read_one(self, resource: str, namespace: str, name: str) -> bytes:
+        """A stored object as the API server sends it; 404 NotFound when there is none."""
+        with self._cond:
+            raw = self._raw[resource].get((namespace, name))
+        if raw is None:
+            raise _HttpError(404, "NotFound", f'{resource} "{name}" not found')
+        return raw
+
+    def write_one(
+        self,
+        verb: str,
+        resource: str,
+        key: Key,
+        body: bytes,
+        content_type: str = "application/json",
+    ) -> tuple[int, dict[str, Any]]:
+        """create/update/patch/delete one object as the API server would: (status, object).
+
+        ``key`` is (namespace or "", name), the name empty for a create (it is in the body).
+        Raises ``_HttpError`` for what the API server refuses (exists, conflict, not found,
+        a patch that does not apply).
+        """
+        namespace, name = key
+        kind = _RESOURCES[resource][0]
+        with self._cond:
+            stored = self._objects[resource]
+            if verb == "create":
+                obj = json.loads(body)
+                meta = obj.setdefault("metadata", {})
+                name = meta.get("name") or ""
+                if _RESOURCES[resource][1]:
+                    meta["namespace"] = namespace
+                if (namespace, name) in stored:
+                    raise _HttpError(409, "AlreadyExists", f'{resource} "{name}" already exists')
+                obj["kind"] = kind
+                meta.pop("resourceVersion", None)
+                return 201, self._commit(resource, (namespace, name), "ADDED", obj)
+            if (namespace, name) not in stored:
+                raise _HttpError(404, "NotFound", f'{resource} "{name}" not found')
+            current = copy.deepcopy(stored[(namespace, name)])
+            if verb == "delete":
+                self._commit(resource, (namespace, name), "DELETED", current)
+                return 200, current
+            if verb == "update":
+                obj = json.loads(body)
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if rv and rv != current["metadata"]["resourceVersion"]:
+                    raise _HttpError(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {resource} "{name}": the object has '
+                        "been modified; please apply your changes to the latest version and "
+                        "try again",
+                    )
+            elif content_type.startswith("application/json-patch+json"):
+                try:
+                    obj = jsonpatch.apply_patch(current, json.loads(body))
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                    raise _HttpError(422, "Invalid", str(exc)) from None
+            elif content_type.startswith("application/merge-patch+json"):
+                obj = _merge_patch(current, json.loads(body))
+            else:
+                raise _HttpError(415, "UnsupportedMediaType", f"the fake cannot {content_type}")
+            obj["kind"] = kind
+            return 200, self._commit(resource, (namespace, name), "MODIFIED", obj)
+
     def _locate(self, obj: dict[str, Any]) -> tuple[str, Key]:
         resource = _KIND_TO_RESOURCE[obj["kind"]]
         meta = obj["metadata"]
@@ -269,7 +347,7 @@ class FakeApiServer(LoopbackServer):
         # Caller holds the lock. One global counter, like etcd's revision.
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
-        obj.setdefault("apiVersion", "v1")
+        obj.setdefault("apiVersion", _GROUP_VERSIONS.get(resource, "v1"))
         raw = json.dumps(obj, separators=(",", ":")).encode()
         old = self._objects[resource].get(key)
         if type_ == "DELETED":
@@ -404,7 +482,11 @@ class FakeApiServer(LoopbackServer):
             ).decode()
             meta["remainingItemCount"] = len(snapshot) - pos
         head = json.dumps(
-            {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta},
+            {
+                "kind": f"{kind}List",
+                "apiVersion": _GROUP_VERSIONS.get(resource, "v1"),
+                "metadata": meta,
+            },
             separators=(",", ":"),
         ).encode()
         return head[:-1] + b',"items":[' + b",".join(items) + b"]}"
@@ -526,21 +608,34 @@ def _event_line(ev: _Event, sel: FieldSelector) -> bytes | None:
     return b'{"type":"' + type_.encode() + b'","object":' + ev.raw + b"}\n"
 
 
-def _route(path: str) -> tuple[str | None, str | None]:
-    """(namespace, resource) of ``/PREFIX/RESOURCE`` or ``/PREFIX/namespaces/NS/RESOURCE``,
-    where PREFIX is ``api/v1`` or the ``apis/GROUP/VERSION`` that serves the resource."""
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
+def _route(path: str) -> tuple[str | None, str | None, str | None]:
+    """(resource, namespace, name) of an API path; resource None when it names none."""
     parts = path.strip("/").split("/")
-    size = 2 if parts[:1] == ["api"] else 3
-    prefix, rest = "/".join(parts[:size]), parts[size:]
-    if len(rest) == 1:
-        namespace, resource = None, rest[0]
-    elif len(rest) == 3 and rest[0] == "namespaces":
-        namespace, resource = rest[1], rest[2]
+    if parts[:2] == ["api", "v1"]:
+        group_version, rest = "v1", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group_version, rest = "/".join(parts[1:3]), parts[3:]
     else:
-        return None, None
-    if _GROUPS.get(resource) != prefix:
-        return None, None
-    return namespace, resource
+        return None, None, None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not 1 <= len(rest) <= 2 or _GROUP_VERSIONS.get(rest[0], "v1") != group_version:
+        return None, None, None
+    return rest[0], namespace, rest[1] if len(rest) == 2 else None
 
 
 class _HttpError(Exception):
@@ -554,6 +649,9 @@ class _Handler(JsonHandler):
 
     def setup(self) -> None:
         super().setup()
+        # As Go's net/http does: without it, headers and body go out in two segments and
+        # the client's delayed ACK holds each answer back some 40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.fake._cond:
             self.fake._connections.add(self.connection)
 
@@ -587,13 +685,19 @@ class _Handler(JsonHandler):
         fake = self.fake
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        namespace, resource = _route(url.path)
+        resource, namespace, name = _route(url.path)
         watch = query.get("watch") in ("true", "1")
-        verb = "other" if resource is None else "watch" if watch else "list"
+        verb = "other" if resource is None else "get" if name else "watch" if watch else "list"
         fake.requests.append(Request("GET", url.path, resource, verb, query))
         if fake.delay > 0:
             time.sleep(fake.delay)
         if self._refused(url.path, namespace, resource, verb) or resource is None:
+            return
+        if name is not None:
+            try:
+                self.send_json(200, fake.read_one(resource, namespace or "", name))
+            except _HttpError as exc:
+                self._error(exc.code, exc.reason, exc.message)
             return
         try:
             sel = FieldSelector(query.get("fieldSelector", ""))
@@ -632,6 +736,71 @@ class _Handler(JsonHandler):
         else:
             return False
         return True
+
+    def _write(self, method: str) -> None:
+        """POST, PUT, PATCH and DELETE of one object (see ``FakeApiServer.write_one``)."""
+        fake = self.fake
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        resource, namespace, name = _route(url.path)
+        verb = _WRITE_VERBS[method]
+        fake.requests.append(Request(method, url.path, resource, verb, query))
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if fake.delay > 0:
+            time.sleep(fake.delay)
+        if fake._down in ("close", "refuse"):
+            self._cut()
+            return
+        if fake._down == "503":
+            self._error(503, "ServiceUnavailable", "the fake API server is down")
+            return
+        if resource in fake.forbidden:
+            where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+            self._error(
+                403,
+                "Forbidden",
+                f'{resource} "{name or ""}" is forbidden: User '
+                f'"system:serviceaccount:gpu-policy:webhook" cannot {verb} resource '
+                f'"{resource}" {where}',
+            )
+            return
+        namespaced = resource in _RESOURCES and _RESOURCES[resource][1]
+        if (
+            resource not in _RESOURCES
+            or namespaced != (namespace is not None)
+            or (name is None) != (verb == "create")
+        ):
+            self._error(
+                404, "NotFound", f"the server could not find the requested resource {url.path}"
+            )
+            return
+        try:
+            status, obj = fake.write_one(
+                verb,
+                resource,
+                (namespace or "", name or ""),
+                body,
+                self.headers.get("Content-Type") or "application/json",
+            )
+        except _HttpError as exc:
+            self._error(exc.code, exc.reason, exc.message)
+        except ValueError as exc:
+            self._error(400, "BadRequest", f"the body is not JSON: {exc}")
+        else:
+            self.send_json(status, json.dumps(obj).encode())
+
+    def do_POST(self) -> None:
+        self._write("POST")
+
+    def do_PUT(self) -> None:
+        self._write("PUT")
+
+    def do_PATCH(self) -> None:
+        self._write("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._write("DELETE")
 
     def _stream_watch(
         self, resource: str, sel: FieldSelector, since: int | None, query: dict[str, str]

@@ -46,6 +46,7 @@ __all__ = [
     "make_ca",
     "make_client_cert",
     "make_serving_cert",
+    "missing_dns_names",
     "same_public_key",
     "serving_dns_names",
     "utcnow",
@@ -369,14 +370,21 @@ def _problem_with_pair(
         except (ValueError, TypeError, InvalidSignature):
             return f"{cert_path.name} was not issued by the CA in this directory"
     if dns_names:
-        try:
-            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        except x509.ExtensionNotFound:
+        missing = missing_dns_names(cert, dns_names)
+        if missing is None:
             return f"{cert_path.name} has no subjectAltName"
-        missing = set(dns_names) - set(san.get_values_for_type(x509.DNSName))
         if missing:
-            return f"{cert_path.name} lacks the names {', '.join(sorted(missing))}"
+            return f"{cert_path.name} lacks the names {', '.join(missing)}"
     return None
+
+
+def missing_dns_names(cert: x509.Certificate, dns_names: Iterable[str]) -> list[str] | None:
+    """Which of ``dns_names`` the certificate does not name (sorted); None: no subjectAltName."""
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return None
+    return sorted(set(dns_names) - set(san.get_values_for_type(x509.DNSName)))
 
 
 def write_certs(

@@ -25,6 +25,7 @@ from webhook.cli.main import UsageError
 from webhook.contract import (
     BIND_ENV,
     CA_CERT_FILE,
+    CERT_SECRET_ENV,
     DEFAULT_KUBE,
     DEV_BIND,
     DEV_CERT_DIR,
@@ -35,7 +36,7 @@ from webhook.contract import (
     TLS_DIR_ENV,
     WORKERS_ENV,
 )
-from webhook.server import GUNICORN_CONFIG, WSGI_APP, Settings
+from webhook.server import GUNICORN_CONFIG, WSGI_APP, CertManagerSettings, Settings
 
 EXAMPLE_REQUEST = "examples/admissionreview-gpu-pod.json"
 DENIED_REQUEST = "examples/admissionreview-gpu-pod-denied.json"
@@ -73,6 +74,7 @@ def server_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, s
         # The bundled example, unless --policy names another file; no cluster to watch.
         env.pop(POLICY_FILE_ENV, None)
         env.pop(NODES_ENV, None)
+        env.pop(CERT_SECRET_ENV, None)  # the certificates of --cert-dir, not a cluster's
         env[KUBE_ENV] = DEFAULT_KUBE
         env[BIND_ENV] = DEV_BIND
         env[TLS_DIR_ENV] = DEV_CERT_DIR
@@ -124,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     env = server_env(args, os.environ)
     try:
         settings = Settings.from_env(env)
+        certs = CertManagerSettings.from_env(env)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     # A bad policy raises PolicyError here: the CLI prints it as one line and exits 2.
@@ -135,7 +138,20 @@ def run(args: argparse.Namespace) -> int:
             load_client(settings.kube).close()  # type: ignore[no-untyped-call]
         except Exception as exc:  # ConfigException, OSError, ...: the same one-line answer
             raise UsageError(f"{KUBE_ENV}={settings.kube}: {exc}") from None
-    missing = [f.name for f in (settings.cert_file, settings.key_file) if not f.is_file()]
+    # Self-managed certificates: gunicorn's master makes the files before it binds
+    # (webhook.server.selfmanaged), with the service account when no cluster is watched.
+    if certs is not None and certs.kube != settings.kube:
+        from webhook.kube import load_client
+
+        try:
+            load_client(certs.kube).close()  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise UsageError(
+                f"{CERT_SECRET_ENV}: cannot reach the cluster ({certs.kube}): {exc}"
+            ) from None
+    missing = [
+        f.name for f in (settings.cert_file, settings.key_file) if certs is None and not f.is_file()
+    ]
     if missing:
         hint = f"; make them with: gpu-policy certs --out {settings.tls_dir}" if args.dev else ""
         raise UsageError(f"{settings.tls_dir}: no {' or '.join(missing)}{hint}")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from webhook.server.settings import Settings
+from webhook.server.settings import CertManagerSettings, Settings
 
 if TYPE_CHECKING:
     from webhook.server.app import create_app
 
-__all__ = ["GUNICORN_CONFIG", "WSGI_APP", "Settings", "create_app"]
+__all__ = ["GUNICORN_CONFIG", "WSGI_APP", "CertManagerSettings", "Settings", "create_app"]
 
 # What gunicorn is started with: ``gunicorn -c GUNICORN_CONFIG WSGI_APP``.
 GUNICORN_CONFIG = "python:webhook.server.gunicorn_conf"

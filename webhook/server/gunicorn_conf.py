@@ -19,31 +19,66 @@ after ``-c`` override them. What matters and why:
   change the certificate of a live connection), which is harmless while both are signed by
   the CA the API server trusts. The gevent and tornado workers build their context once per
   worker and would not reload: do not switch to them.
+* **Self-managed certificates** (``GPU_POLICY_CERT_SECRET``): the master makes the files in
+  ``on_starting`` and keeps them in step from a thread (``webhook.server.selfmanaged`` says why
+  there); the reloading above serves what it writes.
+* **Metrics of this server only.** Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes a
+  directory of its own and removes it at exit: two servers on one host never share one.
 * **graceful shutdown.** On SIGTERM workers stop accepting and finish the requests in flight
   (up to ``graceful_timeout``), so a rolling update fails no admission request.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import ssl
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from webhook.certs.issue import TLSError
+from webhook.certs.manager import CertManager
 from webhook.certs.serving import ReloadingSSLContext
 from webhook.contract import METRICS_DIR_ENV
-from webhook.server.settings import Settings
+from webhook.server.settings import CertManagerSettings, Settings
 
 CERT_CHECK_INTERVAL = 1.0  # seconds between two os.stat checks of the TLS files
 
+
+def private_metrics_dir() -> Path:
+    """A new metrics directory for this server alone, removed when the master exits.
+
+    One fixed default directory would be shared by every server on the host, and each new
+    server wipes it at start (below): a second server would silently reset the first one's
+    counters. The workers are forks of the master and inherit the exit handler, so only the
+    process that made the directory removes it. A new master after a USR2 re-exec gets its own:
+    gunicorn gives it the environment from before this module set the variable.
+    """
+    path = Path(tempfile.mkdtemp(prefix="gpu-policy-metrics-"))
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(path, ignore_errors=True)
+
+    atexit.register(remove)
+    return path
+
+
 settings = Settings.from_env()
+cert_settings = CertManagerSettings.from_env()
 
 # prometheus_client decides at import time, from this variable, to keep its metrics in files
-# shared by the workers. Set it before any worker imports it, and make sure it exists.
-os.environ[METRICS_DIR_ENV] = str(settings.metrics_dir)
-settings.metrics_dir.mkdir(parents=True, exist_ok=True)
+# shared by the workers. Set it before any worker imports it, and make sure it exists. The
+# chart and the image give a directory of their own; without the variable, the server makes a
+# private one.
+metrics_dir = settings.metrics_dir or private_metrics_dir()
+os.environ[METRICS_DIR_ENV] = str(metrics_dir)
+metrics_dir.mkdir(parents=True, exist_ok=True)
 
 # --- gunicorn settings (module-level names gunicorn reads) ----------------------------------
 
@@ -108,9 +143,16 @@ def serving_context() -> ReloadingSSLContext:
 
 _PROMETHEUS_FILE = re.compile(r"^[a-z_]+_\d+\.db$")
 
+_cert_manager: CertManager | None = None
+
 
 def on_starting(server: Any) -> None:
-    """Master, before binding: load the certificate and clear stale metric files."""
+    """Master, before binding: certificates (made first when self-managed), stale metrics."""
+    global _cert_manager  # noqa: PLW0603 - one certificate manager per master
+    if cert_settings is not None:
+        from webhook.server.selfmanaged import start_in_master
+
+        _cert_manager = start_in_master(cert_settings, server.log)
     try:
         reloader = serving_context()
     except TLSError as e:
@@ -130,9 +172,21 @@ def on_starting(server: Any) -> None:
     # Files of a previous run (the emptyDir survives container restarts) would add dead
     # processes' counters to ours. prometheus_client asks for the directory to be wiped
     # before start; only its own file names are removed.
-    for path in settings.metrics_dir.iterdir():
+    for path in metrics_dir.iterdir():
         if _PROMETHEUS_FILE.match(path.name) and path.is_file():
             path.unlink(missing_ok=True)
+
+
+def when_ready(server: Any) -> None:
+    """Master, bound and about to start the workers: the certificate rounds begin."""
+    if _cert_manager is not None:
+        _cert_manager.start()
+
+
+def on_exit(server: Any) -> None:
+    """Master, stopping: let a certificate round in progress finish."""
+    if _cert_manager is not None:
+        _cert_manager.stop()
 
 
 def ssl_context(

@@ -9,7 +9,6 @@ it for the policy, the cluster and the log level. The names and defaults come fr
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +16,11 @@ from pathlib import Path
 from webhook.admission import MAX_BODY_BYTES
 from webhook.contract import (
     BIND_ENV,
+    CERT_INTERVAL_ENV,
+    CERT_SECRET_ENV,
     CLIENT_CA_ENV,
     DEFAULT_BIND,
+    DEFAULT_CERT_INTERVAL,
     DEFAULT_KUBE,
     DEFAULT_LOG_LEVEL,
     DEFAULT_THREADS,
@@ -27,20 +29,19 @@ from webhook.contract import (
     KUBE_ENV,
     LOG_LEVEL_ENV,
     METRICS_DIR_ENV,
-    METRICS_DIR_NAME,
+    MUTATING_WEBHOOK_ENV,
     NODES_ENV,
     POLICY_FILE_ENV,
+    SERVICE_ENV,
     THREADS_ENV,
     TLS_CERT_FILE,
     TLS_DIR_ENV,
     TLS_KEY_FILE,
+    VALIDATING_WEBHOOK_ENV,
     WORKERS_ENV,
 )
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-# The image sets PROMETHEUS_MULTIPROC_DIR to /tmp/gpu-policy-metrics; outside it, the same
-# name in the temporary directory of the machine.
-DEFAULT_METRICS_DIR = Path(tempfile.gettempdir(), METRICS_DIR_NAME)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ class Settings:
     files are checked for changes. ``bind`` to ``metrics_dir`` are gunicorn's: the listen
     address, the processes and threads, the TLS files (``tls.crt`` and ``tls.key`` in
     ``tls_dir``), the CA client certificates must be signed by, and the directory the
-    workers share their metrics in.
+    workers share their metrics in (None: the gunicorn config makes one private to this
+    server; the image and the chart set one).
     """
 
     policy_file: Path | None = None
@@ -67,7 +69,7 @@ class Settings:
     threads: int = DEFAULT_THREADS
     tls_dir: Path = field(default_factory=lambda: Path(DEFAULT_TLS_DIR))
     client_ca: Path | None = None
-    metrics_dir: Path = DEFAULT_METRICS_DIR
+    metrics_dir: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -104,7 +106,7 @@ class Settings:
             threads=positive_int(THREADS_ENV, DEFAULT_THREADS),
             tls_dir=path(TLS_DIR_ENV) or Path(DEFAULT_TLS_DIR),
             client_ca=path(CLIENT_CA_ENV),
-            metrics_dir=path(METRICS_DIR_ENV) or DEFAULT_METRICS_DIR,
+            metrics_dir=path(METRICS_DIR_ENV),
         )
 
     @property
@@ -121,3 +123,65 @@ class Settings:
     def key_file(self) -> Path:
         """The serving key (tls.key of the mounted Secret)."""
         return self.tls_dir / TLS_KEY_FILE
+
+
+def _ref(env: Mapping[str, str], name: str) -> tuple[str, str]:
+    raw = env.get(name, "").strip()
+    namespace, _, object_name = raw.partition("/")
+    if not namespace or not object_name or "/" in object_name:
+        raise ValueError(f"{name}={raw!r}: use namespace/name")
+    return namespace, object_name
+
+
+@dataclass(frozen=True)
+class CertManagerSettings:
+    """The environment of the self-managed certificate mode (docs/contracts.md).
+
+    Apart from ``Settings`` because only the gunicorn master's certificate manager and the
+    workers' ``/readyz`` read it, and because it is absent (None) unless the mode is on.
+    """
+
+    secret: tuple[str, str]
+    service: tuple[str, str]
+    mutating: str | None
+    validating: str | None
+    tls_dir: Path
+    interval: float
+    kube: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CertManagerSettings | None:
+        """The settings, or None when ``GPU_POLICY_CERT_SECRET`` is unset (mode off).
+
+        ``env`` defaults to ``os.environ``. ValueError names the variable that is wrong and
+        what it should look like.
+        """
+        env = os.environ if env is None else env
+        if not env.get(CERT_SECRET_ENV, "").strip():
+            return None
+        mutating = env.get(MUTATING_WEBHOOK_ENV, "").strip() or None
+        validating = env.get(VALIDATING_WEBHOOK_ENV, "").strip() or None
+        if mutating is None and validating is None:
+            raise ValueError(
+                f"{CERT_SECRET_ENV} is set but neither {MUTATING_WEBHOOK_ENV} nor "
+                f"{VALIDATING_WEBHOOK_ENV} names a webhook configuration to publish the CA in"
+            )
+        raw = env.get(CERT_INTERVAL_ENV, "").strip() or str(DEFAULT_CERT_INTERVAL)
+        try:
+            interval = float(raw)
+        except ValueError:
+            raise ValueError(f"{CERT_INTERVAL_ENV}={raw!r}: not a number of seconds") from None
+        if not 0 < interval <= 3600:
+            raise ValueError(f"{CERT_INTERVAL_ENV}={raw!r}: use 1 to 3600 seconds")
+        kube = env.get(KUBE_ENV, "").strip() or DEFAULT_KUBE
+        return cls(
+            secret=_ref(env, CERT_SECRET_ENV),
+            service=_ref(env, SERVICE_ENV),
+            mutating=mutating,
+            validating=validating,
+            tls_dir=Path(env.get(TLS_DIR_ENV, "").strip() or DEFAULT_TLS_DIR),
+            interval=interval,
+            # The manager talks to the cluster even when the server watches none: through the
+            # kubeconfig GPU_POLICY_KUBE names, else the pod's service account.
+            kube="in-cluster" if kube == DEFAULT_KUBE else kube,
+        )

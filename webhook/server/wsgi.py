@@ -17,20 +17,39 @@ from __future__ import annotations
 
 import logging
 
+from cryptography import x509
+
+from webhook.certs.manager import PublishedCACheck
+from webhook.contract import CA_CERT_FILE
 from webhook.policy import PolicyError
 from webhook.server.app import create_app
 from webhook.server.cluster import ClusterError
 from webhook.server.gunicorn_conf import serving_context
 from webhook.server.logs import configure_logging
-from webhook.server.settings import Settings
+from webhook.server.settings import CertManagerSettings, Settings
 
 # gunicorn's exit status for a worker that cannot boot: the master stops rather than respawn.
 WORKER_BOOT_ERROR = 3
 
+
+def _served_certificate() -> x509.Certificate:
+    """The certificate this worker serves now (after a change check of the files)."""
+    reloader = serving_context()
+    reloader.maybe_reload()
+    return reloader.certificate
+
+
 settings = Settings.from_env()
 configure_logging(settings.log_level)
 try:
-    app = create_app(settings, ready_checks=[serving_context().ready])
+    ready_checks = [serving_context().ready]
+    cert_settings = CertManagerSettings.from_env()
+    if cert_settings is not None:
+        # Self-managed certificates: not ready until the API server would trust what is served.
+        ready_checks.append(
+            PublishedCACheck(cert_settings.tls_dir / CA_CERT_FILE, served=_served_certificate)
+        )
+    app = create_app(settings, ready_checks=ready_checks)
 except PolicyError as exc:
     logging.getLogger(__name__).critical("cannot load the policy: %s", exc)
     raise SystemExit(WORKER_BOOT_ERROR) from None

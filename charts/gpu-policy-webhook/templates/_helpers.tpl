@@ -64,6 +64,16 @@ app.kubernetes.io/component: admission-webhook
 {{- end }}
 {{- end }}
 
+{{/* "true" when the server manages its certificates itself (certificates.mode=selfManaged). */}}
+{{- define "gpu-policy-webhook.selfManaged" -}}
+{{- if eq .Values.certificates.mode "selfManaged" }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the server talks to the API server: to watch it, or for its certificates. */}}
+{{- define "gpu-policy-webhook.usesApiServer" -}}
+{{- if or .Values.server.watchCluster (include "gpu-policy-webhook.selfManaged" .) }}true{{ end }}
+{{- end }}
+
 {{/* The name of the serving Certificate in certManager mode (for cert-manager.io/inject-ca-from). */}}
 {{- define "gpu-policy-webhook.servingCertificateName" -}}
 {{- printf "%s-serving" (include "gpu-policy-webhook.fullname" .) }}

@@ -1,0 +1,98 @@
+"""The self-managed certificate mode in the server: where the manager runs, and its first round.
+
+The manager (``webhook.certs.manager``) runs in the **gunicorn master**, as one thread:
+
+* one manager per pod, whatever the number of workers: one set of API calls and one writer of
+  the files per pod, and the files are per pod anyway (the workers all serve them);
+* the master lives as long as the pod and never serves a request, so a slow API call never
+  delays a review, and a worker restarted by gunicorn does not restart the manager;
+* the first round runs in ``on_starting``, before gunicorn binds or forks: gunicorn refuses to
+  start without the certificate files, so they must exist by then. Later rounds run in the
+  thread every ``GPU_POLICY_CERT_INTERVAL`` seconds (see ``CertManager.start`` for how forks
+  and the thread keep out of each other's way).
+
+Not in ``gpu-policy serve`` itself: it replaces itself with gunicorn (so that gunicorn gets the
+kubelet's signals), and a thread would not survive that. Not in the workers: each would repeat
+the same calls, and a manager that only lives as long as a worker would rerun its first round
+on every worker restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from webhook.certs.manager import CertManager
+from webhook.contract import TLS_CERT_FILE, TLS_KEY_FILE
+from webhook.server.settings import CertManagerSettings
+
+__all__ = ["start_in_master"]
+
+#: Loggers of the manager; in the master they write through gunicorn's error log.
+LOGGERS = ("webhook.certs", "webhook.kube.certs")
+
+
+def _log_through(gunicorn_logger: Any) -> None:
+    """Send the manager's log lines to gunicorn's error log (the master has no other set-up)."""
+    error_log = gunicorn_logger.error_log
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers = list(error_log.handlers)
+        logger.setLevel(error_log.level)
+        logger.propagate = False
+
+
+def start_in_master(settings: CertManagerSettings, gunicorn_logger: Any) -> CertManager:
+    """Build the manager and run its first round; the thread is started by ``start()``.
+
+    Raises RuntimeError (gunicorn prints it as one line and exits) when the first round fails
+    and no certificate files are there to serve meanwhile.
+    """
+    from webhook.kube import load_client
+    from webhook.kube.certs import KubeCertStore
+
+    _log_through(gunicorn_logger)
+    namespace, name = settings.secret
+    try:
+        api_client = load_client(settings.kube)
+    except Exception as exc:  # ConfigException, OSError: the same one-line answer
+        raise RuntimeError(
+            f"certificates: cannot reach the cluster ({settings.kube}): {exc}"
+        ) from exc
+    store = KubeCertStore(
+        api_client,
+        secret=settings.secret,
+        mutating=settings.mutating,
+        validating=settings.validating,
+    )
+    manager = CertManager(
+        store,
+        service=settings.service,
+        tls_dir=settings.tls_dir,
+        interval=settings.interval,
+        name=store.label,
+    )
+    try:
+        first = manager.run_once()
+    except Exception as exc:
+        files = [settings.tls_dir / TLS_CERT_FILE, settings.tls_dir / TLS_KEY_FILE]
+        if all(f.is_file() for f in files):
+            gunicorn_logger.warning(
+                "certificates: %s; serving the files already in %s until a round succeeds",
+                exc,
+                settings.tls_dir,
+            )
+            return manager
+        raise RuntimeError(
+            f"certificates: {exc}. The service account needs get, create and update on "
+            f"Secret {namespace}/{name} and get and patch on the webhook configurations "
+            "(the chart's RBAC in certificates.mode=selfManaged)"
+        ) from exc
+    gunicorn_logger.info(
+        "certificates: managed in %s, rounds every %g s; %d CA(s) trusted by every webhook "
+        "configuration",
+        store.label,
+        settings.interval,
+        first.trusted,
+    )
+    return manager
