@@ -142,7 +142,7 @@ def test_entrypoint_is_a_declared_console_script() -> None:
         "webhook.cli.main has no main()"
     )
     # The same command as a kubectl plugin (kubectl gpu-policy ...).
-    assert project["scripts"]["kubectl-gpu_policy"] == project["scripts"]["gpu-policy"]
+    assert project["scripts"]["kubectl-gpu_policy"] == "webhook.cli.main:kubectl_main"
 
 
 def test_runtime_settings() -> None:

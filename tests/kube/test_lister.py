@@ -126,3 +126,42 @@ def test_the_command_on_a_live_cluster(fake: FakeApiServer, cluster: Path) -> No
     assert refused.returncode == 2
     assert refused.stderr.startswith("gpu-policy audit: listing Pods: HTTP 403 Forbidden")
     assert len(refused.stderr.splitlines()) == 1
+
+
+def test_as_a_kubectl_plugin_it_reads_the_current_kubeconfig(
+    fake: FakeApiServer, cluster: Path, tmp_path: Path
+) -> None:
+    # `kubectl gpu-policy audit` with no --kubeconfig and no dumps reads the cluster of
+    # $KUBECONFIG, as kubectl does; `gpu-policy audit` alone still asks for a source.
+    plugin = Path(sys.executable).parent / "kubectl-gpu_policy"
+    if not plugin.exists():
+        pytest.skip("needs the installed package (pip install -e .)")
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "KUBECONFIG": str(cluster),
+        "HOME": str(tmp_path),
+    }
+    common = ["audit", "--policy", str(CLUSTER / "policy.yaml"), "--now", NOW, "-o", "json"]
+    done = subprocess.run(
+        [str(plugin), *common],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["pods"]["waiting"] == 2
+    plain = Path(sys.executable).parent / "gpu-policy"
+    refused = subprocess.run(
+        [str(plain), *common],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "give --kubeconfig" in refused.stderr

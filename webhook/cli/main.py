@@ -83,10 +83,39 @@ def _error(exc: Exception, command: str = "") -> int:
     return EXIT_USAGE
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gpu-policy`` console script (and ``kubectl gpu-policy``)."""
+# The commands that read a cluster when given no dump: as a kubectl plugin they read the one
+# kubectl would (the current context of $KUBECONFIG or ~/.kube/config), as kubectl users expect.
+CLUSTER_COMMANDS = ("inventory", "plan", "audit")
+
+
+def default_kubeconfig(environ: Mapping[str, str] | None = None) -> str:
+    """The kubeconfig kubectl reads: the first file of ``$KUBECONFIG``, else ~/.kube/config."""
+    environ = os.environ if environ is None else environ
+    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
+        if path:
+            return path
+    return os.path.join(os.path.expanduser("~"), ".kube", "config")
+
+
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``kubectl-gpu_policy``: ``kubectl gpu-policy ...`` (krew's naming).
+
+    As ``gpu-policy``, except that ``inventory``, ``plan`` and ``audit`` read the current
+    kubeconfig context when given neither ``--kubeconfig`` nor node or object dumps.
+    """
+    return main(argv, kubectl=True)
+
+
+def main(argv: Sequence[str] | None = None, *, kubectl: bool = False) -> int:
+    """Entry point of the ``gpu-policy`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if (
+        kubectl
+        and args.command in CLUSTER_COMMANDS
+        and not (args.kubeconfig or args.nodes or getattr(args, "objects", None))
+    ):
+        args.kubeconfig = default_kubeconfig()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
