@@ -15,7 +15,7 @@ from webhook.policy.decision import RuleResult
 from webhook.policy.model import Policy
 from webhook.policy.products import model_key
 from webhook.policy.records import per_review_record
-from webhook.policy.resources import PREFIX, is_mig_profile
+from webhook.policy.resources import PREFIX, is_mig_profile, nvidia_spelling
 from webhook.policy.text import as_text, shown
 from webhook.policy.workloads import Workload, dig
 
@@ -96,7 +96,7 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
 
 def _profile(annotation: object) -> str:
     """The MIG profile annotation in NVIDIA's spelling: ``mig-1g.10gb.me`` -> ``1g.10gb+me``."""
-    return as_text(annotation).removeprefix("mig-").replace(".me", "+me")
+    return nvidia_spelling(as_text(annotation).removeprefix("mig-"))
 
 
 def _annotation_failures(sharing: object, mig: object) -> tuple[RuleResult, ...]:
