@@ -117,42 +117,7 @@ class Collector:
 
     def groups(self) -> list[Group]:
         """Every GPU workload and bare GPU pod once, with its pods, sorted by object."""
-        by_uid: dict[str, Mapping[str, Any]] = {}
-        by_key: dict[_Key, Mapping[str, Any]] = {}
-        for workload in self.workloads:
-            ref = ref_of(workload)
-            if ref.uid:
-                by_uid[ref.uid] = workload
-            by_key[(ref.kind, ref.namespace or "", ref.name)] = workload
-
-        def listed(owner: Mapping[str, Any], namespace: str) -> Mapping[str, Any] | None:
-            uid = owner.get("uid")
-            if uid and uid in by_uid:
-                return by_uid[uid]
-            return by_key.get((str(owner.get("kind")), namespace, str(owner.get("name"))))
-
-        def resolve(obj: Mapping[str, Any]) -> tuple[Ref, Mapping[str, Any]]:
-            """The top of the owner chain as far as it is known, and the topmost listed object."""
-            current, judged = obj, obj
-            namespace = (obj.get("metadata") or {}).get("namespace") or ""
-            for _ in range(8):  # owner chains are two deep; a cycle in bad input stops here
-                owner = _owner(current)
-                # A static pod's mirror is owned by its Node: it is a bare pod.
-                if owner is None or owner.get("kind") == "Node":
-                    return ref_of(current), judged
-                found = listed(owner, namespace)
-                if found is None:
-                    kind = str(owner.get("kind"))
-                    return Ref(
-                        kind=kind,
-                        namespace=namespace or None,
-                        name=str(owner.get("name")),
-                        uid=str(owner.get("uid") or ""),
-                        api_version=str(owner.get("apiVersion") or API_VERSIONS.get(kind, "v1")),
-                    ), judged
-                current = judged = found
-            return ref_of(current), judged
-
+        resolve = _OwnerChains(self.workloads).resolve
         groups: dict[_Key, Group] = {}
 
         def group_for(ref: Ref) -> Group:
@@ -181,6 +146,48 @@ class Collector:
             groups.values(),
             key=lambda g: (g.subject.namespace or "", g.subject.kind, g.subject.name),
         )
+
+
+class _OwnerChains:
+    """The listed workloads by uid and by name, to walk a pod's owner references upwards."""
+
+    def __init__(self, workloads: Iterable[Mapping[str, Any]]) -> None:
+        self.by_uid: dict[str, Mapping[str, Any]] = {}
+        self.by_key: dict[_Key, Mapping[str, Any]] = {}
+        for workload in workloads:
+            ref = ref_of(workload)
+            if ref.uid:
+                self.by_uid[ref.uid] = workload
+            self.by_key[(ref.kind, ref.namespace or "", ref.name)] = workload
+
+    def listed(self, owner: Mapping[str, Any], namespace: str) -> Mapping[str, Any] | None:
+        """The listed object an owner reference names, by uid first, else by kind and name."""
+        uid = owner.get("uid")
+        if uid and uid in self.by_uid:
+            return self.by_uid[uid]
+        return self.by_key.get((str(owner.get("kind")), namespace, str(owner.get("name"))))
+
+    def resolve(self, obj: Mapping[str, Any]) -> tuple[Ref, Mapping[str, Any]]:
+        """The top of the owner chain as far as it is known, and the topmost listed object."""
+        current, judged = obj, obj
+        namespace = (obj.get("metadata") or {}).get("namespace") or ""
+        for _ in range(8):  # owner chains are two deep; a cycle in bad input stops here
+            owner = _owner(current)
+            # A static pod's mirror is owned by its Node: it is a bare pod.
+            if owner is None or owner.get("kind") == "Node":
+                return ref_of(current), judged
+            found = self.listed(owner, namespace)
+            if found is None:
+                kind = str(owner.get("kind"))
+                return Ref(
+                    kind=kind,
+                    namespace=namespace or None,
+                    name=str(owner.get("name")),
+                    uid=str(owner.get("uid") or ""),
+                    api_version=str(owner.get("apiVersion") or API_VERSIONS.get(kind, "v1")),
+                ), judged
+            current = judged = found
+        return ref_of(current), judged
 
 
 def _pod_order(pod: Mapping[str, Any]) -> tuple[str, str]:
