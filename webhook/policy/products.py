@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from webhook.policy.resources import ResourceForm, resource_spelling
+from webhook.policy.resources import ResourceForm, nvidia_spelling, resource_spelling
 
 SHARED_SUFFIX = "-SHARED"
 # Both spellings of the suffixed profiles: GFD writes ``.`` (``-MIG-1g.5gb.me``), older
@@ -86,6 +86,15 @@ def base_model(product: str) -> str:
     """The GPU model a product label names, without ``-MIG-<profile>`` and ``-SHARED``."""
     product = product.removesuffix(SHARED_SUFFIX)
     return _MIG_PART.sub("", product)
+
+
+def product_mig_profile(product: str) -> str | None:
+    """The MIG profile a product label names, in NVIDIA's spelling; None for a whole GPU.
+
+    ``NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me-SHARED`` -> ``1g.5gb+me`` (GFD writes the dot).
+    """
+    match = _MIG_PART.search(product.removesuffix(SHARED_SUFFIX))
+    return None if match is None else nvidia_spelling(match[1])
 
 
 def model_key(product: str) -> str:
