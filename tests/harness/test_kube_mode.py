@@ -140,8 +140,10 @@ def test_the_dry_run_create_function(kubeconfig: Path) -> None:
         pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
         denied = create(pod)
         assert (denied.allowed, denied.code, denied.error) == (False, 403, None)
+        # The mutating webhook denies it: in a real cluster the API server's own validation
+        # would refuse it before the validating webhook is called.
         assert denied.message.startswith(
-            'admission webhook "validate.gpu-policy.io" denied the request: [gpu-quantity]'
+            'admission webhook "mutate.gpu-policy.io" denied the request: [gpu-quantity]'
         )
         other = create({"apiVersion": "v1", "kind": "Gadget", "metadata": {"name": "g"}})
         assert other.error == "the cluster serves no Gadget in v1"
