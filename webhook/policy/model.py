@@ -40,7 +40,7 @@ from typing import Any, Literal
 import yaml
 
 from webhook.contract import DEVICE_PLUGIN_CONFIGMAP, GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
-from webhook.policy.errors import PolicyError
+from webhook.policy.errors import PolicyError, PolicyWarning
 from webhook.policy.plugin_config import (
     PluginConfig,
     parse_plugin_config,
@@ -122,6 +122,10 @@ class Policy:
     name: str = "policy"
     source: str = "<policy>"
     plugin_source: PluginSource | None = None
+
+    def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
+        """What the device plugin would silently ignore in the configs, each warning once."""
+        return tuple(dict.fromkeys(w for c in self.configs.values() for w in c.warnings))
 
     def config_for(self, key: str | None) -> PluginConfig | None:
         """The plugin config a node with config label ``key`` runs (the fallback when absent)."""
