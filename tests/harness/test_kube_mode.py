@@ -40,12 +40,12 @@ def test_the_example_suite_against_the_cluster(fake: DryRunApiServer, kubeconfig
     before = len(fake.requests)
     result = cli("test", "--kubeconfig", str(kubeconfig), str(SUITES / "seed003-l20-t4.suite.yaml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^26 passed, 0 failed, 1 skipped in ", result.stdout, re.M)
+    assert re.search(r"^27 passed, 0 failed, 1 skipped in ", result.stdout, re.M)
     assert re.search(
         r"pod-update-is-not-reviewed .* skipped: UPDATE cannot be tested", result.stdout
     )
     posts = [r for r in fake.requests[before:] if r.method == "POST"]
-    assert len(posts) == 26
+    assert len(posts) == 27
     assert all(r.query["dryRun"] == ["All"] for r in posts)
     # The case's namespace is where the object is created.
     exempt = [r for r in posts if r.path == "/api/v1/namespaces/kube-system/pods"]
