@@ -238,6 +238,50 @@ def test_warn_enforcement_allows_with_warnings(example_policy: Policy) -> None:
     assert outcome.failed == ()
 
 
+GPU = "nvidia.com/gpu"
+EPHEMERAL = {"name": "debug", "image": "busybox", "resources": {"limits": {GPU: 1}}}
+
+
+@pytest.mark.parametrize(
+    ("resources", "ephemeral", "rule"),
+    [
+        ({"limits": {GPU: "500m"}, "requests": {GPU: "500m"}}, False, "gpu-quantity"),
+        ({"limits": {GPU: 2}, "requests": {GPU: 1}}, False, "gpu-requests-equal-limits"),
+        ({"limits": {GPU: 1}}, True, "gpu-ephemeral-container"),
+    ],
+    ids=["half-a-gpu", "requests-below-limits", "gpu-on-ephemeral-container"],
+)
+@pytest.mark.parametrize("kind", ["Pod", *sorted(TEMPLATE_KINDS)])
+def test_mutate_denies_what_the_api_servers_validation_would_refuse(
+    resources: dict[str, Any], ephemeral: bool, rule: str, kind: str, engine: dict[str, Any]
+) -> None:
+    """The API server validates between the webhooks: /mutate gives our message first."""
+    spec = pod_spec()
+    spec["containers"][0]["resources"] = resources
+    if ephemeral:
+        spec["ephemeralContainers"] = [copy.deepcopy(EPHEMERAL)]
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+    doc = review(obj if kind == "Pod" else workload(kind, spec))
+    mutate = answer("mutate", doc, engine)
+    validate = answer("validate", doc, engine)
+    assert mutate.verdict == "denied"
+    assert rule in mutate.failed
+    response = mutate.response["response"]
+    assert f"[{rule}]" in response["status"]["message"]
+    assert response["status"] == validate.response["response"]["status"]
+    assert response["auditAnnotations"]["failed-rules"] == ",".join(mutate.failed)
+    assert "patch" not in response
+
+
+def test_mutate_does_not_deny_under_warn_enforcement(example_policy: Policy) -> None:
+    policy = dataclasses.replace(example_policy, enforcement="warn")
+    from webhook.policy import inventory_from_policy
+
+    engine = {"policy": policy, "inventory": inventory_from_policy(policy)}
+    doc = with_gpu(load("v1.36.2", "mutate", "pod-create"), "500m")
+    assert answer("mutate", doc, engine).allowed
+
+
 # --------------------------------------------------------------------------------------------
 # Pod templates and other objects
 # --------------------------------------------------------------------------------------------

@@ -122,9 +122,27 @@ def test_release_in_kube_system_is_listed_once(renderer: Renderer) -> None:
 
 
 def test_mutating_configuration(default_render) -> None:
+    """Pods on CREATE (patched, reinvoked); pod templates too, for the denials only."""
     doc = default_render.one("MutatingWebhookConfiguration", FULLNAME)
+    pods, *templates = doc["webhooks"]
+    assert pods["reinvocationPolicy"] == "IfNeeded"
+    assert _rules(pods) == {("", "v1", "pods", ("CREATE",))}
+    rules = set()
+    for hook in templates:
+        assert "reinvocationPolicy" not in hook  # never patched: nothing to reinvoke for
+        assert hook["clientConfig"]["service"]["path"] == contract.MUTATE_PATH
+        rules |= _rules(hook)
+    assert rules == {(g, v, r, ("CREATE", "UPDATE")) for g, v, r in VALIDATED if r != "pods"}
+
+
+def test_mutating_pods_only(renderer: Renderer) -> None:
+    rendered = renderer.run(
+        ["template", "x", str(CHART), "--set", "webhook.mutating.workloads=false"]
+    ).stdout
+    (doc,) = [
+        d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "MutatingWebhookConfiguration"
+    ]
     (hook,) = doc["webhooks"]
-    assert hook["reinvocationPolicy"] == "IfNeeded"
     assert _rules(hook) == {("", "v1", "pods", ("CREATE",))}
 
 

@@ -89,3 +89,26 @@ def test_usage_and_file_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     bad_policy = gpu_policy("review", "--policy", str(bad), "-", stdin=POD)
     assert bad_policy.returncode == 2 and str(bad) in bad_policy.stderr
     assert gpu_policy("review").returncode == 2
+
+
+IGNORED_STRATEGY = """\
+version: v1
+sharing:
+  timeSlicing:
+    strategy: balanced
+    resources: [{name: nvidia.com/gpu, replicas: 4}]
+"""
+
+
+def test_plugin_warnings_go_to_stderr_one_line_each(tmp_path: Path) -> None:
+    """A config key the plugin ignores loads, and the user is told so without spoiling stdout."""
+    config = tmp_path / "plugin.yaml"
+    config.write_text(IGNORED_STRATEGY)
+    for command in ("review", "inventory"):
+        args = ("-", "-o", "json") if command == "review" else ("-o", "json")
+        result = gpu_policy(command, "--policy", str(config), *args, stdin=POD)
+        assert result.returncode in (0, 1), result.stderr
+        json.loads(result.stdout)  # the report stays machine-readable
+        (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+        assert line.startswith(f"warning: {config}: ")
+        assert "strategy" in line

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from webhook.files import load_policy
 from webhook.harness.admission_review import ResponseError, failed_rules, parse_response
 from webhook.harness.compare import Observed, check
 from webhook.harness.report import junit_xml
-from webhook.harness.suite import Case, Expect, Golden, Problem
+from webhook.harness.run import run_case
+from webhook.harness.runners import KubeRunner
+from webhook.harness.suite import Case, Expect, Golden, Problem, Suite
+from webhook.policy import inventory_from_policy
+
+CLUSTERS = Path(__file__).resolve().parents[2] / "examples" / "clusters"
 
 UID = "0b6d2a4c-0000-4000-8000-000000000001"
 
@@ -147,3 +155,90 @@ def test_junit_reports_broken_suite_files_as_errors() -> None:
     assert error is not None
     assert error.get("message") == "the suite file cannot be used: a.suite.yaml:4: bad"
     assert error.text == "a.suite.yaml:4: bad\na.suite.yaml:9: worse"
+
+
+@dataclass(frozen=True)
+class ClusterAnswer:
+    """What a dry-run create returned (the shape of webhook.kube.dryrun.DryRunResult)."""
+
+    allowed: bool
+    code: int
+    message: str
+    warnings: tuple[str, ...] = ()
+    object: dict[str, Any] | None = None
+    error: str | None = None
+
+
+INVALID_HALF = (
+    'Pod "p" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: '
+    'Invalid value: "500m": must be an integer'
+)
+INVALID_UNEQUAL = (
+    'Pod "p" is invalid: spec.containers[0].resources.requests[nvidia.com/gpu]: '
+    'Invalid value: "1": must be equal to nvidia.com/gpu limit of 2'
+)
+INVALID_EPHEMERAL = (
+    'Pod "p" is invalid: spec.ephemeralContainers[0].resources: '
+    "Forbidden: cannot be set for an Ephemeral Container"
+)
+INVALID_OTHER = 'Pod "p" is invalid: spec.containers[0].image: Required value'
+
+
+@pytest.mark.parametrize(
+    ("expect", "code", "message", "status", "what"),
+    [
+        (Expect(allowed=False, failed=("gpu-quantity",)), 422, INVALID_HALF, "pass", None),
+        (
+            Expect(allowed=False, failed=("gpu-requests-equal-limits",), warnings=()),
+            422,
+            INVALID_UNEQUAL,
+            "pass",
+            None,
+        ),
+        (
+            Expect(allowed=False, failed=("gpu-ephemeral-container",)),
+            422,
+            INVALID_EPHEMERAL,
+            "pass",
+            None,
+        ),
+        (Expect(allowed=True), 422, INVALID_HALF, "fail", "expected allowed, got denied"),
+        # Another validation error, or a webhook's 403: the rule ids are judged as usual.
+        (
+            Expect(allowed=False, failed=("gpu-quantity",)),
+            422,
+            INVALID_OTHER,
+            "fail",
+            "failed rules: expected [gpu-quantity], got []",
+        ),
+        (
+            Expect(allowed=False, failed=("gpu-quantity",)),
+            403,
+            "admission webhook denied the request: must be an integer",
+            "fail",
+            "failed rules: expected [gpu-quantity], got []",
+        ),
+    ],
+    ids=[
+        "half-a-gpu",
+        "requests-below-limits",
+        "ephemeral",
+        "expected-allowed",
+        "other-422",
+        "403",
+    ],
+)
+def test_a_refusal_by_the_api_servers_validation_is_judged_on_allowed(
+    expect: Expect, code: int, message: str, status: str, what: str | None, tmp_path: Path
+) -> None:
+    """In a real cluster the API server's validation answers first: only the verdict counts."""
+    policy = load_policy(CLUSTERS / "seed003-l20-t4" / "policy.yaml")
+    suite = Suite(tmp_path / "s.suite.yaml", "s", policy, inventory_from_policy(policy))
+    c = case(expect, tmp_path)
+    runner = KubeRunner(lambda obj, namespace: ClusterAnswer(False, code, message))
+    result = run_case(suite, c, runner)
+    assert result.status == status
+    assert [d.what.split(" (")[0] for d in result.differences] == ([what] if what else [])
+    assert result.observed is not None
+    noted = "(refused by the API server's validation)" in result.observed.summary()
+    assert noted is (code == 422 and message != INVALID_OTHER)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from webhook.policy.products import base_model, product_value
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.resources import ResourceForm, mig_form, parse_resource
 
@@ -27,6 +28,28 @@ def test_parse_and_format_round_trip(
     assert form == ResourceForm(profile, renamed)
     assert form.name == name
     assert form.original == original
+
+
+@pytest.mark.parametrize(
+    ("profile", "replicas", "product"),
+    [
+        ("1g.5gb", 1, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"),
+        ("1g.5gb+me", 1, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me"),
+        ("1g.5gb+me", 4, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me-SHARED"),
+        ("1g.10gb-me", 2, "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb-me-SHARED"),
+        ("1g.10gb+me.all", 1, "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb.me.all"),
+        ("1g.10gb+gfx", 1, "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb.gfx"),
+    ],
+    ids=str,
+)
+def test_product_values_spell_profiles_as_gfd(profile: str, replicas: int, product: str) -> None:
+    """GFD writes ``.me`` (a ``+`` is no label value); the model reads back from either."""
+    value = product_value(
+        "NVIDIA A100-SXM4-40GB", ResourceForm(profile, False), replicas=replicas, renamed=False
+    )
+    assert value == product
+    assert base_model(value) == "NVIDIA-A100-SXM4-40GB"
+    assert base_model(value.replace(".me", "+me").replace(".gfx", "+gfx")) == base_model(value)
 
 
 @pytest.mark.parametrize(

@@ -118,3 +118,30 @@ def test_pending_forever_names_what_is_offered() -> None:
     decision = review(obj, policy=strict, inventory=inv)
     assert decision.failed == ("gpu-resource-offered",)
     assert "Ask for nvidia.com/gpu.shared instead" in decision.denial
+
+
+@pytest.mark.parametrize(
+    ("annotations", "allowed"),
+    [
+        ({"gpu-policy.io/mig-profile": "1g.5gb.me"}, True),
+        ({"gpu-policy.io/mig-profile": "1g.5gb+me"}, True),
+        ({"gpu-policy.io/mig-profile": "1g.5gb"}, False),
+        ({"gpu-policy.io/product": "NVIDIA-A100-SXM4-40GB"}, True),
+        ({"gpu-policy.io/sharing": "shared"}, True),
+    ],
+    ids=str,
+)
+def test_mig_single_me_product_is_recognised(annotations: dict[str, str], allowed: bool) -> None:
+    """Under ``single`` GFD writes ``-MIG-1g.5gb.me``: the unit is a 1g.5gb+me instance."""
+    policy = load_policy(CLUSTERS / "seed003-l20-t4" / "policy.yaml")
+    inv = load_inventory(policy, NODES / "mig-single-me-profile-shared.yaml")
+    (offer,) = [o for _, o in inv.pairs]
+    assert (offer.form.name, offer.profile, offer.replicas, offer.slots) == (
+        "nvidia.com/gpu",
+        "1g.5gb+me",
+        2,
+        16,
+    )
+    assert offer.model == "NVIDIA-A100-SXM4-40GB"
+    decision = review(pod(gpu(1), annotations=annotations), policy=policy, inventory=inv)
+    assert decision.allowed is allowed, decision.denial

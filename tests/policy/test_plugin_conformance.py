@@ -806,10 +806,6 @@ def test_product_values_are_label_values(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fixed in the engine phase: product_value writes -MIG-1g.5gb+me, GFD writes .me",
-)
 @settings(max_examples=200, deadline=None)
 @given(
     model=model_names(),

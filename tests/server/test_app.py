@@ -465,3 +465,36 @@ def test_settings_from_env() -> None:
 def test_settings_reject_a_bad_log_level() -> None:
     with pytest.raises(ValueError, match="GPU_POLICY_LOG_LEVEL='loud'"):
         Settings.from_env({"GPU_POLICY_LOG_LEVEL": "loud"})
+
+
+IGNORED_STRATEGY = """\
+version: v1
+sharing:
+  timeSlicing:
+    strategy: balanced
+    resources: [{name: nvidia.com/gpu, replicas: 4}]
+"""
+
+
+def test_plugin_warnings_are_logged_at_load_and_reload(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the device plugin would silently ignore is logged, one line each, on every load."""
+    policy_file = tmp_path / "plugin.yaml"
+    policy_file.write_text(IGNORED_STRATEGY.replace("strategy: balanced\n    ", ""))
+
+    def logged() -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "webhook.server.state" and r.levelno == logging.WARNING
+        ]
+
+    with caplog.at_level(logging.WARNING, logger="webhook.server.state"):
+        app = create_app(Settings(policy_file=policy_file, reload_interval=3600))
+        assert logged() == []  # a clean config says nothing
+        policy_file.write_text(IGNORED_STRATEGY)
+        assert app.extensions["gpu_policy"].state.maybe_reload(force=True) is True
+    (line,) = logged()
+    assert line.startswith(f"device-plugin config: {policy_file}: sharing.timeSlicing.strategy:")
+    assert "\n" not in line

@@ -7,6 +7,8 @@ kubeconfig, as ``gpu-policy serve`` would run with ``GPU_POLICY_KUBE=<kubeconfig
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -189,3 +191,36 @@ def test_cluster_health_is_in_the_metrics(
     assert _metric(app, "gpu_policy_cluster_api_reachable") == 0.0
     assert (_metric(app, "gpu_policy_cluster_watch_events_total") or 0) > 0
     fake.come_back()
+
+
+def test_a_live_configmap_edit_logs_what_the_plugin_ignores_once(
+    fake: FakeApiServer, make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An accepted ConfigMap edit with an ignored key: one warning line, not one per snapshot."""
+    configmap = load_cluster(fake)
+    with caplog.at_level(logging.WARNING, logger="webhook.server.state"):
+        app = make_app()
+        assert wait(lambda: ready(app)[0] == 200), ready(app)
+        edited = dict(configmap)
+        edited["data"] = {
+            **configmap["data"],
+            # The key removed in v0.12, beside renameByDefault at the same indentation.
+            "t4": re.sub(
+                r"\n( *)renameByDefault: false",
+                r"\n\1renameByDefault: false\n\1strategy: x",
+                configmap["data"]["t4"],
+            ),
+        }
+        fake.replace(edited)
+
+        def logged() -> list[str]:
+            return [r.getMessage() for r in caplog.records if "strategy" in r.getMessage()]
+
+        assert wait(lambda: len(logged()) == 1), caplog.text
+        fake.add(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "a"}}
+        )
+        time.sleep(0.3)  # later cluster snapshots with the same configs log nothing new
+    (line,) = logged()
+    assert line.startswith("device-plugin config: ")
+    assert "sharing.timeSlicing.strategy" in line

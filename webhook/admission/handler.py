@@ -2,10 +2,14 @@
 
 Two endpoints, two jobs (the split Gatekeeper and Kyverno use):
 
-* ``mutate`` (MutatingWebhookConfiguration) only mutates. Pods, CREATE only (a pod's
-  resources are immutable afterwards). It always answers ``allowed: true``, with a base64 JSON
-  Patch (``patchType: JSONPatch``) when the engine changed something, and never denies: a pod
-  the policy rejects is sent on unchanged, and the validating webhook rejects it.
+* ``mutate`` (MutatingWebhookConfiguration) mutates Pods, CREATE only (a pod's resources are
+  immutable afterwards), with a base64 JSON Patch (``patchType: JSONPatch``) when the engine
+  changed something. It denies only what the API server's own validation would refuse before
+  any validating webhook is called (a ``500m`` GPU, requests != limits, a GPU on an ephemeral
+  container: ``API_SERVER_VALIDATED_RULES``) when the policy enforces, so that users read the
+  policy's message and its fix instead of the API server's terse one (docs/device-plugin.md,
+  "The API server"). The same holds for a pod template sent to it (it is never patched). Any
+  other pod the policy rejects is sent on unchanged, and the validating webhook rejects it.
 * ``validate`` (ValidatingWebhookConfiguration) judges, and never sends a patch (the API server
   refuses one from a validating webhook). The API server calls validating webhooks after every
   mutating one, so it sees the pod as mutated: the engine's verdict on that object is final.
@@ -49,7 +53,8 @@ from webhook.admission.request import (
     parse_review,
 )
 from webhook.policy import Decision, Inventory, Policy, review
-from webhook.policy.engine.scope import mutate_skip, validate_skip
+from webhook.policy.decision import API_SERVER_VALIDATED_RULES
+from webhook.policy.engine.scope import POD, mutate_skip, validate_skip
 from webhook.policy.records import per_review_record
 
 Endpoint = Literal["mutate", "validate"]
@@ -115,25 +120,44 @@ def respond(
 
 
 def mutate(request: AdmissionRequest, *, policy: Policy, inventory: Inventory) -> Outcome:
-    """The mutating endpoint: allowed, with a JSON Patch when the policy changes the pod."""
-    why = mutate_skip(request.group, request.kind, request.sub_resource, request.operation)
+    """The mutating endpoint: a JSON Patch when the policy changes the pod, and a denial for
+    what the API server's validation would refuse with its own message."""
+    pod = (request.group, request.kind) == POD
+    why = (
+        mutate_skip(request.group, request.kind, request.sub_resource, request.operation)
+        if pod
+        else validate_skip(
+            request.group,
+            request.kind,
+            request.sub_resource,
+            request.operation,
+            obj=request.object,
+            old=request.old_object,
+        )
+    )
     if why is not None:
         return _outcome("mutate", request, "allowed", response.allowed(request.uid), skipped=why)
     try:
         decision = _review(request, policy, inventory)
+        if not decision.allowed and API_SERVER_VALIDATED_RULES.intersection(decision.failed):
+            message = decision.denial or "denied by the GPU sharing policy"
+            annotations = response.audit_annotations(failed=decision.failed)
+            doc = response.denied(request.uid, message, annotations=annotations)
+            return _outcome(
+                "mutate", request, "denied", doc, failed=decision.failed, decision=decision
+            )
+        patch = decision.patch if pod else ()
         doc = response.patched(
             request.uid,
-            decision.patch,
-            annotations=response.audit_annotations(
-                mutations=decision.changes if decision.patch else ()
-            ),
+            patch,
+            annotations=response.audit_annotations(mutations=decision.changes if patch else ()),
         )
         return _outcome(
             "mutate",
             request,
             "allowed",
             doc,
-            patched=bool(decision.patch),
+            patched=bool(patch),
             decision=decision,
         )
     except Exception as exc:  # an engine bug must still get an answer

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from webhook.cli.main import EXIT_OK
+from webhook.cli.main import EXIT_OK, print_plugin_warnings
 from webhook.cli.render import cell, table, to_json
 from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Inventory, Policy, PolicyError
@@ -72,8 +72,11 @@ def run(args: argparse.Namespace) -> int:
     pods: list[Any] = []
     if args.kubeconfig:
         view, state = read_cluster(policy, args)
+        # The live ConfigMap's configs when the cluster has one the plugin accepts.
+        print_plugin_warnings(view.policy if view.configmap_error is None else policy)
         inventory, pods = view.inventory, list(state.gpu_pods)
     else:
+        print_plugin_warnings(policy)
         inventory = load_inventory(policy, args.nodes)
         if args.pods:
             pods = [d.value for d in kubernetes_objects(read_text(args.pods), source=args.pods)]

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from webhook import __version__
-from webhook.policy import PolicyError
+from webhook.policy import Policy, PolicyError
 
 PROG = "gpu-policy"
 DESCRIPTION = (
@@ -41,6 +41,13 @@ class UsageError(Exception):
         """Keep the message and the subcommand it belongs to."""
         super().__init__(message)
         self.command = command
+
+
+def print_plugin_warnings(policy: Policy, stream: TextIO | None = None) -> None:
+    """One ``warning:`` line on stderr per thing the device plugin would silently ignore."""
+    stream = sys.stderr if stream is None else stream
+    for warning in policy.plugin_warnings():
+        print(f"warning: {warning}", file=stream)
 
 
 def add_colour_argument(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,13 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.cli.main import EXIT_FAILED, EXIT_OK, add_colour_argument, use_colour
+from webhook.cli.main import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_colour_argument,
+    print_plugin_warnings,
+    use_colour,
+)
 from webhook.cli.render import paint, to_json, to_yaml
 from webhook.files import Document, kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Decision, review
@@ -57,6 +63,7 @@ def _objects(path: str) -> list[Document]:
 def run(args: argparse.Namespace) -> int:
     """Review every object of every file; exit 1 when one is denied."""
     policy = load_policy(args.policy)
+    print_plugin_warnings(policy)
     inventory = load_inventory(policy, args.nodes)
     pairs = []
     for path in args.files:

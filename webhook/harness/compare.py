@@ -29,6 +29,24 @@ Comparison = Literal["exact", "contains"]
 UNCHANGED_WORD = "unchanged"
 
 
+VALIDATION_NOTE = "refused by the API server's validation"
+# What the API server's own validation says about the pods the webhook's gpu-quantity,
+# gpu-requests-equal-limits and gpu-ephemeral-container rules refuse (kubernetes/kubernetes
+# pkg/apis/core/validation/validation.go; docs/device-plugin.md, "The API server"). It answers
+# 422 Invalid with these before any validating webhook is called.
+_VALIDATION_MESSAGE = re.compile(
+    r"must be an integer|must be equal to \S+ limit|"
+    r"Limit must be set for non overcommitable resources|"
+    r"cannot be set for an Ephemeral Container"
+)
+INVALID_CODE = 422
+
+
+def refused_by_validation(code: int, message: str) -> bool:
+    """True when a refusal is the API server's own validation of GPU resources, not a webhook's."""
+    return code == INVALID_CODE and _VALIDATION_MESSAGE.search(message) is not None
+
+
 @dataclass(frozen=True)
 class Observed:
     """A review's answer, whoever gave it.
@@ -47,6 +65,9 @@ class Observed:
     error: str | None = None
     comparison: Comparison = "exact"
     submitted: Mapping[str, Any] | None = None  # what was sent, when not exactly case.obj
+    # The API server's own validation refused the object before any validating webhook was
+    # called: no rule id, warning or golden object can be seen, only the verdict.
+    refused_by_validation: bool = False
 
     def summary(self) -> str:
         """A short form for the results table, e.g. ``denied [gpu-quantity]``."""
@@ -55,6 +76,8 @@ class Observed:
         parts = ["allowed" if self.allowed else "denied"]
         if self.failed:
             parts.append(f"[{', '.join(self.failed)}]")
+        if self.refused_by_validation:
+            parts.append(f"({VALIDATION_NOTE})")
         if self.warnings:
             parts.append(warning_count(len(self.warnings)))
         if self.allowed:
@@ -101,6 +124,9 @@ def check(case: Case, observed: Observed) -> list[Difference]:
         want = "allowed" if expect.allowed else "denied"
         detail = f"denial: {observed.message}" if observed.message else ""
         out.append(Difference(f"expected {want}, got {verdict}", detail))
+    if observed.refused_by_validation:
+        # Rule ids, warnings and the object are the webhook's; the API server answered alone.
+        return out
     if expect.failed is not None:
         out += _check_failed(expect.failed, observed)
     if expect.warnings is not None:

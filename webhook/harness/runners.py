@@ -31,7 +31,7 @@ from webhook.harness.admission_review import (
     failed_rules,
     parse_response,
 )
-from webhook.harness.compare import Observed
+from webhook.harness.compare import Observed, refused_by_validation
 from webhook.harness.suite import Case, Suite
 from webhook.policy import review
 
@@ -319,6 +319,7 @@ class KubeRunner:
                 message=answer.message,
                 comparison="contains",
                 submitted=obj,
+                refused_by_validation=refused_by_validation(answer.code, answer.message),
             )
         returned = dict(answer.object) if answer.object is not None else obj
         return Observed(

@@ -23,6 +23,14 @@ RULES: dict[str, str] = {
     "gpu-resource-offered": "some node offers what the pod asks for",
 }
 
+# The rules whose breach the API server's own validation also refuses, after the mutating
+# webhooks and before the validating ones, with a terse message of its own ("must be an
+# integer", "must be equal to ...", "cannot be set for an Ephemeral Container"): the mutating
+# endpoint denies these so that users read ours (docs/device-plugin.md, "The API server").
+API_SERVER_VALIDATED_RULES: frozenset[str] = frozenset(
+    {"gpu-ephemeral-container", "gpu-quantity", "gpu-requests-equal-limits"}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class RuleResult:

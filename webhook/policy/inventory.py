@@ -18,7 +18,13 @@ from typing import Any
 
 from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.plugin_config import PluginConfig
-from webhook.policy.products import base_model, model_key, product_label, product_value
+from webhook.policy.products import (
+    base_model,
+    model_key,
+    product_label,
+    product_mig_profile,
+    product_value,
+)
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
 
 
@@ -346,9 +352,9 @@ def _node_offer(
         )
         replicas = 1
     profile = form.profile
-    if profile is None and product is not None and "-MIG-" in product:
+    if profile is None and product is not None:
         # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.
-        profile = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
+        profile = product_mig_profile(product)
     offer = Offer(
         form=form,
         profile=profile,

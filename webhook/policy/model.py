@@ -10,8 +10,17 @@ spec:
   devicePlugin: {configMap | configMapFile | config | configFile, nodeLabel, defaultConfig,
                  configMapRef: {namespace, name}}
   pools: [{config, product, nodes, gpusPerNode, memoryMiB, migDevices}]
-  mutation: {rewriteResourceNames, injectNodeSelection, tolerations}
+  mutation: {rewriteResourceNames, injectNodeSelection: intent | always | when-needed | never,
+             tolerations}
 ```
+
+``injectNodeSelection`` says when the webhook adds the product node selection: ``intent`` (the
+default) whenever the pod states what it wants (a sharing, product or MIG profile annotation)
+or the webhook renamed its resource, and whenever the name alone would reach nodes that cannot
+serve it; ``when-needed`` only in that last case; ``always`` for every GPU pod; ``never``.
+``true`` and ``false`` are aliases of ``intent`` and ``never``. A pod that keeps what it asked
+for still lands right when the nodes change, and a cluster autoscaler scaling up for it can pick
+the right node group.
 
 A bare device-plugin config file or ConfigMap is also accepted as a policy, with defaults for
 everything else: one source of truth for plugin and webhook. This module opens no files: a
@@ -31,7 +40,7 @@ from typing import Any, Literal
 import yaml
 
 from webhook.contract import DEVICE_PLUGIN_CONFIGMAP, GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
-from webhook.policy.errors import PolicyError
+from webhook.policy.errors import PolicyError, PolicyWarning
 from webhook.policy.plugin_config import (
     PluginConfig,
     parse_plugin_config,
@@ -42,6 +51,8 @@ from webhook.policy.resources import is_mig_profile
 
 Enforcement = Literal["enforce", "warn", "audit"]
 SharingIntent = Literal["any", "shared", "exclusive"]
+NodeSelection = Literal["intent", "always", "when-needed", "never"]
+NODE_SELECTION_MODES: tuple[NodeSelection, ...] = ("intent", "always", "when-needed", "never")
 DEFAULT_NODE_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -104,13 +115,17 @@ class Policy:
     default_intent: SharingIntent = "any"
     exempt_namespaces: frozenset[str] = frozenset({"kube-system"})
     rewrite_resource_names: bool = True
-    inject_node_selection: bool = True
+    inject_node_selection: NodeSelection = "intent"
     tolerations: tuple[Mapping[str, Any], ...] = DEFAULT_TOLERATIONS
     pools: tuple[DeclaredPool, ...] = ()
     configmap_ref: ConfigMapRef | None = None
     name: str = "policy"
     source: str = "<policy>"
     plugin_source: PluginSource | None = None
+
+    def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
+        """What the device plugin would silently ignore in the configs, each warning once."""
+        return tuple(dict.fromkeys(w for c in self.configs.values() for w in c.warnings))
 
     def config_for(self, key: str | None) -> PluginConfig | None:
         """The plugin config a node with config label ``key`` runs (the fallback when absent)."""
@@ -154,6 +169,18 @@ def _get(  # noqa: PLR0917 - a lookup helper: the positional form reads best
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise PolicyError(source, field, f"must be {names}, not {value!r}")
     return value
+
+
+def _node_selection(value: object, source: str) -> NodeSelection:
+    # true / false were the only values before the modes: they keep meaning "inject" / "not".
+    if value is None or value is True:
+        return "intent"
+    if value is False:
+        return "never"
+    choice: NodeSelection = _choice(
+        value, NODE_SELECTION_MODES, source, "spec.mutation.injectNodeSelection"
+    )
+    return choice
 
 
 def _choice(value: object, choices: tuple[str, ...], source: str, field: str) -> Any:
@@ -386,9 +413,7 @@ def _sharing_policy(
             source,
             "spec.mutation.rewriteResourceNames",
         ),
-        inject_node_selection=_get(
-            mutation, "injectNodeSelection", bool, True, source, "spec.mutation.injectNodeSelection"
-        ),
+        inject_node_selection=_node_selection(mutation.get("injectNodeSelection"), source),
         tolerations=tolerations,
         pools=pools,
         configmap_ref=ref,

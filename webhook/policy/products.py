@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from webhook.policy.resources import ResourceForm
+from webhook.policy.resources import ResourceForm, nvidia_spelling, resource_spelling
 
 SHARED_SUFFIX = "-SHARED"
-_MIG_PART = re.compile(r"-MIG-(\d+g\.\d+gb(?:\+me)?)")
+# Both spellings of the suffixed profiles: GFD writes ``.`` (``-MIG-1g.5gb.me``), older
+# labels and hand-written ones use NVIDIA's ``+`` (docs/device-plugin.md, "MIG names").
+_MIG_PART = re.compile(r"-MIG-(\d+g\.\d+gb(?:-me|[.+]me\.all|[.+]me|[.+]gfx)?)")
 _DROP = re.compile(r"[^A-Za-z0-9\-_. ]")
 _SPACES = re.compile(r" +")
 
@@ -72,7 +74,9 @@ def product_value(model: str, form: ResourceForm, *, replicas: int, renamed: boo
     """
     value = sanitise_model(model)
     if form.profile is not None:
-        value += f"-MIG-{form.profile}"
+        # GFD writes the profile as the resource name does (``1g.5gb.me``): a ``+`` is not a
+        # valid label value.
+        value += f"-MIG-{resource_spelling(form.profile)}"
     if replicas > 1 and not renamed:
         value += SHARED_SUFFIX
     return value
@@ -82,6 +86,15 @@ def base_model(product: str) -> str:
     """The GPU model a product label names, without ``-MIG-<profile>`` and ``-SHARED``."""
     product = product.removesuffix(SHARED_SUFFIX)
     return _MIG_PART.sub("", product)
+
+
+def product_mig_profile(product: str) -> str | None:
+    """The MIG profile a product label names, in NVIDIA's spelling; None for a whole GPU.
+
+    ``NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me-SHARED`` -> ``1g.5gb+me`` (GFD writes the dot).
+    """
+    match = _MIG_PART.search(product.removesuffix(SHARED_SUFFIX))
+    return None if match is None else nvidia_spelling(match[1])
 
 
 def model_key(product: str) -> str:

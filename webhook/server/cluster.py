@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.contract import KUBE_ENV
 from webhook.policy import Inventory, Policy
+from webhook.policy.errors import PolicyWarning
 from webhook.server.metrics import ClusterMetrics
 from webhook.server.settings import Settings
-from webhook.server.state import PolicyState
+from webhook.server.state import PolicyState, log_plugin_warnings
 
 if TYPE_CHECKING:
     from webhook.kube import ClusterSource, ClusterState
@@ -53,6 +54,7 @@ class ClusterFeed:
         self.where = where
         self._previous: LiveView | None = None
         self._last_error: str | None = None
+        self._last_warnings: tuple[PolicyWarning, ...] = ()
         self._cluster: ClusterState | None = None
         self._metrics = ClusterMetrics()
         self._stopped = threading.Event()
@@ -128,6 +130,11 @@ class ClusterFeed:
             )
         self._last_error = live.configmap_error
         if live.configmap_error is None:
+            warnings = live.policy.plugin_warnings()
+            if warnings != self._last_warnings:
+                # A ConfigMap edit the plugin accepts: say once what it will ignore.
+                log_plugin_warnings(live.policy)
+            self._last_warnings = warnings
             self._previous = live
         return live.policy, live.inventory
 

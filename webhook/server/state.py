@@ -50,9 +50,16 @@ class Snapshot:
     base: Policy  # the policy file as loaded, before a cluster view applied
 
 
+def log_plugin_warnings(policy: Policy) -> None:
+    """Log what the device plugin would silently ignore in the configs, one line each."""
+    for warning in policy.plugin_warnings():
+        logger.warning("device-plugin config: %s", warning)
+
+
 def load_snapshot(settings: Settings, generation: int = 1) -> Snapshot:
     """Load the policy and the inventory the settings name; PolicyError when they are bad."""
     policy = load_policy(settings.policy_file)
+    log_plugin_warnings(policy)
     inventory = load_inventory(policy, settings.nodes_file)
     return Snapshot(policy, inventory, generation, time.time(), policy)
 

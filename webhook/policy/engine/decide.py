@@ -142,9 +142,14 @@ def _placed(
     choices = choose_names(asks, found, policy)
     if isinstance(choices, RuleResult):
         return [], {}, [*findings, choices]
-    if not policy.inject_node_selection or policy.enforcement == "audit":
+    mode = policy.inject_node_selection
+    if mode == "never" or policy.enforcement == "audit":
         return choices, {}, findings
-    wanted = selection(choices, inventory)
+    # Under "intent" the pod keeps what it said it wants, and a renamed resource keeps the
+    # kind of device the pod named, even when today's nodes make the selection redundant.
+    renamed = any(c.name != c.ask.form.name for c in choices)
+    keep = mode == "always" or (mode == "intent" and (intent.stated or renamed))
+    wanted = selection(choices, inventory, keep=keep)
     if isinstance(wanted, RuleResult):
         return choices, {}, [*findings, wanted]
     return choices, wanted, findings

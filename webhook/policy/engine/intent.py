@@ -13,9 +13,9 @@ from typing import Any
 from webhook.contract import MIG_ANNOTATION, PRODUCT_ANNOTATION, SHARING_ANNOTATION
 from webhook.policy.decision import RuleResult
 from webhook.policy.model import Policy
-from webhook.policy.products import model_key
+from webhook.policy.products import model_key, product_mig_profile
 from webhook.policy.records import per_review_record
-from webhook.policy.resources import PREFIX, is_mig_profile
+from webhook.policy.resources import PREFIX, is_mig_profile, nvidia_spelling
 from webhook.policy.text import as_text, shown
 from webhook.policy.workloads import Workload, dig
 
@@ -39,6 +39,8 @@ class Intent:
     config_key: str | None
     selectors: tuple[tuple[str, str], ...]
     affinity_terms: tuple[tuple[Expression, ...], ...]
+    # True when an annotation says what the pod wants (sharing, product or MIG profile).
+    stated: bool = False
 
     def describe_selection(self) -> str:
         """How messages name the pod's selection: ``nodeSelector k=v and config key x``."""
@@ -65,6 +67,7 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
     products: frozenset[str] = frozenset()
     if isinstance(raw_products, str) and raw_products.strip():
         products = frozenset(model_key(p.strip()) for p in raw_products.split(",") if p.strip())
+    mig_annotated = mig is not None
     if mig is not None:
         mig = _profile(mig)
     node_selector = workload.spec.get("nodeSelector")
@@ -77,10 +80,10 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
     if mig is None:
         # A pod pinned to a MIG product (migStrategy single) asks for that profile.
         for _, value in selectors:
-            if "-MIG-" in value:
-                mig = value.split("-MIG-", 1)[1].removesuffix("-SHARED")
+            mig = mig or product_mig_profile(value)
     config_key = node_selector.get(policy.node_label)
     terms = affinity_terms(workload.spec)
+    stated = sharing is not None or bool(products) or mig_annotated
     if sharing is None:
         # An explicit product selection already says shared or not (the -SHARED suffix).
         sharing = "any" if selectors or terms or products else policy.default_intent
@@ -91,12 +94,13 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
         config_key=as_text(config_key) if config_key is not None else None,
         selectors=selectors,
         affinity_terms=terms,
+        stated=stated,
     )
 
 
 def _profile(annotation: object) -> str:
     """The MIG profile annotation in NVIDIA's spelling: ``mig-1g.10gb.me`` -> ``1g.10gb+me``."""
-    return as_text(annotation).removeprefix("mig-").replace(".me", "+me")
+    return nvidia_spelling(as_text(annotation).removeprefix("mig-"))
 
 
 def _annotation_failures(sharing: object, mig: object) -> tuple[RuleResult, ...]:

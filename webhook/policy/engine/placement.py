@@ -238,17 +238,25 @@ def _needs_selection(choice: Choice, inventory: Inventory) -> bool:
     return len(choice.candidates) < len(inventory.advertising(choice.name))
 
 
-def selection(choices: Sequence[Choice], inventory: Inventory) -> dict[str, set[str]] | RuleResult:
+def selection(
+    choices: Sequence[Choice], inventory: Inventory, *, keep: bool = False
+) -> dict[str, set[str]] | RuleResult:
     """Node labels (key -> values) that keep every container on nodes that can serve it.
 
-    A warning instead when some offer's nodes carry no label that could select them.
+    Only when the names alone would reach other nodes, or always with ``keep`` (the pod's
+    stated intent is written down even when today's nodes make it redundant). A warning
+    instead when a needed selection cannot be written: some offer's nodes carry no label that
+    could select them.
     """
-    if not any(_needs_selection(c, inventory) for c in choices):
+    needed = any(_needs_selection(c, inventory) for c in choices)
+    if not needed and not keep:
         return {}
     wanted: dict[str, set[str]] = {}
     for choice in choices:
         for _, offer in choice.candidates:
             if offer.selector is None:
+                if not needed:
+                    return {}  # nothing to steer away from: no label is no harm
                 label = choice.ask.label
                 return RuleResult(
                     "gpu-node-selection",
