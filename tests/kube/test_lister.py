@@ -142,26 +142,21 @@ def test_as_a_kubectl_plugin_it_reads_the_current_kubeconfig(
         "HOME": str(tmp_path),
     }
     common = ["audit", "--policy", str(CLUSTER / "policy.yaml"), "--now", NOW, "-o", "json"]
-    done = subprocess.run(
-        [str(plugin), *common],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(Path(sys.executable).parent / script), *common],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+
+    done = run("kubectl-gpu_policy")
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["pods"]["waiting"] == 2
-    plain = Path(sys.executable).parent / "gpu-policy"
-    refused = subprocess.run(
-        [str(plain), *common],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    refused = run("gpu-policy")
     assert refused.returncode == 2
     assert "give --kubeconfig" in refused.stderr

@@ -119,6 +119,18 @@ def respond(
     raise ValueError(f"unknown endpoint {endpoint!r}")
 
 
+def _validate_skip(request: AdmissionRequest) -> str | None:
+    """Why ``/validate`` does not judge ``request`` (also ``/mutate``'s rule for non-pods)."""
+    return validate_skip(
+        request.group,
+        request.kind,
+        request.sub_resource,
+        request.operation,
+        obj=request.object,
+        old=request.old_object,
+    )
+
+
 def mutate(request: AdmissionRequest, *, policy: Policy, inventory: Inventory) -> Outcome:
     """The mutating endpoint: a JSON Patch when the policy changes the pod, and a denial for
     what the API server's validation would refuse with its own message."""
@@ -126,14 +138,7 @@ def mutate(request: AdmissionRequest, *, policy: Policy, inventory: Inventory) -
     why = (
         mutate_skip(request.group, request.kind, request.sub_resource, request.operation)
         if pod
-        else validate_skip(
-            request.group,
-            request.kind,
-            request.sub_resource,
-            request.operation,
-            obj=request.object,
-            old=request.old_object,
-        )
+        else _validate_skip(request)
     )
     if why is not None:
         return _outcome("mutate", request, "allowed", response.allowed(request.uid), skipped=why)
@@ -166,14 +171,7 @@ def mutate(request: AdmissionRequest, *, policy: Policy, inventory: Inventory) -
 
 def validate(request: AdmissionRequest, *, policy: Policy, inventory: Inventory) -> Outcome:
     """The validating endpoint: the engine's verdict, its warnings, never a patch."""
-    why = validate_skip(
-        request.group,
-        request.kind,
-        request.sub_resource,
-        request.operation,
-        obj=request.object,
-        old=request.old_object,
-    )
+    why = _validate_skip(request)
     if why is not None:
         return _outcome("validate", request, "allowed", response.allowed(request.uid), skipped=why)
     try:
