@@ -8,6 +8,8 @@ from pathlib import Path
 import jsonpatch
 import yaml
 
+from tests.support.objects import IGNORED_STRATEGY
+
 from .conftest import CLUSTERS, gpu_policy
 
 SEED003 = CLUSTERS / "seed003-l20-t4"
@@ -89,15 +91,6 @@ def test_usage_and_file_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     bad_policy = gpu_policy("review", "--policy", str(bad), "-", stdin=POD)
     assert bad_policy.returncode == 2 and str(bad) in bad_policy.stderr
     assert gpu_policy("review").returncode == 2
-
-
-IGNORED_STRATEGY = """\
-version: v1
-sharing:
-  timeSlicing:
-    strategy: balanced
-    resources: [{name: nvidia.com/gpu, replicas: 4}]
-"""
 
 
 def test_plugin_warnings_go_to_stderr_one_line_each(tmp_path: Path) -> None:

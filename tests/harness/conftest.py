@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -22,15 +23,7 @@ def cli(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.Complet
     """``gpu-policy ARGS`` as a user runs it (no colour unless asked)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "webhook.cli", *args],
-        cwd=cwd,
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*args, cwd=cwd, env=env, timeout=timeout)
 
 
 def suite_text(cluster: str, cases: str, *, name: str = "demo", extra: str = "") -> str:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.cli import run_cli
 from webhook.audit import Collector, audit, document
 from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
 from webhook.kube.lister import AUDIT_KINDS, ClusterError, read_for_audit
@@ -100,29 +101,22 @@ def test_a_cluster_that_is_down_is_one_line(fake: FakeApiServer, cluster: Path) 
         read_for_audit(str(cluster), Collector(), timeout=10)
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook.cli", "audit", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+def audit_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("audit", *args)
 
 
 def test_the_command_on_a_live_cluster(fake: FakeApiServer, cluster: Path) -> None:
     common = ["--kubeconfig", str(cluster), "--policy", str(CLUSTER / "policy.yaml")]
-    done = run_cli(*common, "--now", NOW, "--page-size", "2", "-o", "json")
+    done = audit_cli(*common, "--now", NOW, "--page-size", "2", "-o", "json")
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)
     assert doc["pods"] == {"gpu": 4, "bound": 2, "waiting": 2, "refused": 0}
     assert [f["rule"] for f in doc["findings"] if f["result"] == "fail"] == ["gpu-pod-scheduled"]
-    reports = run_cli(*common, "--now", NOW, "-o", "reports")
+    reports = audit_cli(*common, "--now", NOW, "-o", "reports")
     assert reports.returncode == 1
     assert len([d for d in yaml.safe_load_all(reports.stdout) if d]) == 3
     fake.forbidden.add("pods")
-    refused = run_cli(*common)
+    refused = audit_cli(*common)
     assert refused.returncode == 2
     assert refused.stderr.startswith("gpu-policy audit: listing Pods: HTTP 403 Forbidden")
     assert len(refused.stderr.splitlines()) == 1

@@ -6,12 +6,12 @@ import copy
 import json
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests.support.cli import run_cli
 from webhook.files import load_policy, nodes_from_text
 from webhook.policy import inventory_from_nodes, review
 from webhook.policy.plugin_config import parse_plugin_configmap
@@ -26,14 +26,7 @@ FILES = ("device-plugin-config.yaml", "label-nodes.sh", "policy.yaml")
 
 
 def plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook.cli", "plan", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+    return run_cli("plan", *args)
 
 
 def run_in_process(*args: str) -> tuple[int, str]:

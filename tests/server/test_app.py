@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 from prometheus_client import REGISTRY
 from reviewdata import load, pod_spec, review, with_gpu, workload
 
+from tests.support.objects import IGNORED_STRATEGY
 from webhook.admission import handler as handler_module
 from webhook.contract import EXAMPLE_POLICY
 from webhook.server import Settings, create_app, metrics
@@ -465,15 +466,6 @@ def test_settings_from_env() -> None:
 def test_settings_reject_a_bad_log_level() -> None:
     with pytest.raises(ValueError, match="GPU_POLICY_LOG_LEVEL='loud'"):
         Settings.from_env({"GPU_POLICY_LOG_LEVEL": "loud"})
-
-
-IGNORED_STRATEGY = """\
-version: v1
-sharing:
-  timeSlicing:
-    strategy: balanced
-    resources: [{name: nvidia.com/gpu, replicas: 4}]
-"""
 
 
 def test_plugin_warnings_are_logged_at_load_and_reload(

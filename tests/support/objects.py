@@ -285,3 +285,14 @@ def cluster(n: int) -> list[dict[str, Any]]:
         else:
             nodes.append(gpu_node(name, "t4", gpus=1, replicas=4, rename=True, config_key="t4"))
     return nodes
+
+
+# A device-plugin config with the old timeSlicing.strategy key: the plugin loads it and ignores
+# the key (docs/device-plugin.md), so the project loads it with a warning.
+IGNORED_STRATEGY = """\
+version: v1
+sharing:
+  timeSlicing:
+    strategy: balanced
+    resources: [{name: nvidia.com/gpu, replicas: 4}]
+"""
