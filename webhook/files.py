@@ -233,13 +233,17 @@ def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Pol
     return parse_policy(doc, source=source, read=read, text=text)
 
 
-def load_policy(path: str | Path | None) -> Policy:
-    """The policy in ``path``, or the bundled example policy when ``path`` is None."""
+def load_policy(path: str | Path | None, *, text: str | None = None) -> Policy:
+    """The policy in ``path``, or the bundled example policy when ``path`` is None.
+
+    ``text``: what ``path`` held when it was read earlier (the file is then not read again).
+    """
     if path is None:
         text = resources.files("webhook.data").joinpath(EXAMPLE_POLICY).read_text("utf-8")
         return policy_from_text(text, source=f"<bundled {EXAMPLE_POLICY}>")
     path = Path(path)
-    return policy_from_text(read_text(path), source=str(path), base=path.parent)
+    text = read_text(path) if text is None else text
+    return policy_from_text(text, source=str(path), base=path.parent)
 
 
 def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
@@ -252,9 +256,15 @@ def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
     return nodes
 
 
-def load_inventory(policy: Policy, nodes_path: str | Path | None) -> Inventory:
-    """The inventory from a node dump when given, else the one the policy implies."""
+def load_inventory(
+    policy: Policy, nodes_path: str | Path | None, *, text: str | None = None
+) -> Inventory:
+    """The inventory from a node dump when given, else the one the policy implies.
+
+    ``text``: what ``nodes_path`` held when it was read earlier (the file is then not read).
+    """
     if nodes_path is None:
         return inventory_from_policy(policy)
-    nodes = nodes_from_text(read_text(nodes_path), source=str(nodes_path))
+    text = read_text(nodes_path) if text is None else text
+    nodes = nodes_from_text(text, source=str(nodes_path))
     return inventory_from_nodes(nodes, policy, source=f"nodes in {nodes_path}")

@@ -278,6 +278,60 @@ def test_policy_replaced_by_garbage_under_load(tmp: Path) -> None:
         stop_server(server)
 
 
+def test_worker_restarted_while_policy_is_bad_serves_the_last_good_one(tmp: Path) -> None:
+    """A worker that gunicorn replaces while the policy is bad must not stop the server.
+
+    Policy A (enforce) at start, then B (warn) is loaded, then the file turns to garbage and
+    both workers are killed one after the other: the replacements serve B, the newest good
+    policy (not A, the one of the server's start), and follow the file when it is good again.
+    """
+    policy = tmp / "policy.yaml"
+    shutil.copy(EXAMPLE_POLICY, policy)
+    server = start_server(tmp, GPU_POLICY_FILE=str(policy))
+    template = with_gpu(load("v1.36.2", "validate", "pod-create"), 2)
+
+    def ask() -> dict[str, Any]:
+        conn = server.connect()
+        doc = copy.deepcopy(template)
+        doc["request"]["uid"] = str(uuid.uuid4())
+        status, ctype, data = post(conn, "/validate", json.dumps(doc).encode())
+        conn.close()
+        return without_uid(check_answer(doc, status, ctype, data) or {})
+
+    def reloads(result: str) -> float:
+        return server.metric("gpu_policy_policy_reloads_total", result=result)
+
+    try:
+        assert ask()["allowed"] is False  # A: enforce
+        replace_file(
+            policy, EXAMPLE_POLICY.read_text().replace("enforcement: enforce", "enforcement: warn")
+        )
+        wait(lambda: ask()["allowed"] is True, what="policy B served")
+        time.sleep(3)  # the master checks the files once a second
+        failures = reloads("failure")
+        replace_file(policy, "{{{ not yaml")
+        wait(lambda: bool(ask()) and reloads("failure") > failures, what="a failed reload")
+        # Both workers die: only their replacements, started while the file is bad, answer.
+
+        for victim in server.workers():
+            os.kill(victim, signal.SIGKILL)
+            wait(
+                lambda v=victim: len(server.workers()) == 2 and v not in server.workers(),
+                what="a replacement worker",
+            )
+        assert server.proc.poll() is None, server.log()[-2000:]
+        answers = [ask() for _ in range(20)]
+        assert all(a["allowed"] is True for a in answers), answers  # B, never A
+        assert "serving the last good policy" in server.log()
+        assert "Worker failed to boot" not in server.log()
+
+        replace_file(policy, EXAMPLE_POLICY.read_text())  # good again: A
+        wait(lambda: all(ask()["allowed"] is False for _ in range(6)), what="the good file")
+        assert "Traceback" not in server.log()
+    finally:
+        stop_server(server)
+
+
 # --------------------------------------------------------------------------------------------
 # The Kubernetes API down, slow, and dropping watches
 # --------------------------------------------------------------------------------------------

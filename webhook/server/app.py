@@ -42,7 +42,7 @@ from webhook.contract import (
 from webhook.server import metrics
 from webhook.server.logs import ReviewLog
 from webhook.server.settings import Settings
-from webhook.server.state import PolicyState
+from webhook.server.state import FileTexts, PolicyState
 
 if TYPE_CHECKING:
     from webhook.server.cluster import ClusterFeed
@@ -164,7 +164,10 @@ def _drain(environ: dict[str, Any]) -> None:
 
 
 def create_app(
-    settings: Settings | None = None, *, ready_checks: Sequence[ReadyCheck] = (tls_not_served,)
+    settings: Settings | None = None,
+    *,
+    ready_checks: Sequence[ReadyCheck] = (tls_not_served,),
+    last_good: FileTexts | None = None,
 ) -> Flask:
     """The webhook's Flask app, serving the policy the settings name.
 
@@ -173,10 +176,11 @@ def create_app(
     starts watching the cluster (``webhook.server.cluster``; ``ClusterError`` when the
     configuration cannot be loaded). ``/readyz`` runs ``ready_checks`` after the policy's:
     ``webhook.server.wsgi`` passes the served certificate's check; the default says TLS is
-    terminated elsewhere. The app's ``Webhook`` object is ``app.extensions["gpu_policy"]``.
+    terminated elsewhere. ``last_good``: the files' texts to serve when they do not load now
+    (``webhook.server.state``). The app's ``Webhook`` object is ``app.extensions["gpu_policy"]``.
     """
     settings = settings or Settings.from_env()
-    hook = start_webhook(settings, ready_checks)
+    hook = start_webhook(settings, ready_checks, last_good)
     app = Flask(__name__)
     app.session_interface = _NoSessions()
     # One byte over the limit: Werkzeug stops a body streamed without Content-Length at this
@@ -196,9 +200,11 @@ def create_app(
     return app
 
 
-def start_webhook(settings: Settings, ready_checks: Sequence[ReadyCheck]) -> Webhook:
+def start_webhook(
+    settings: Settings, ready_checks: Sequence[ReadyCheck], last_good: FileTexts | None = None
+) -> Webhook:
     """Load the policy (PolicyError when unusable) and, when asked, start watching the cluster."""
-    state = PolicyState(settings, on_reload=metrics.record_reload)
+    state = PolicyState(settings, on_reload=metrics.record_reload, last_good=last_good)
     hook = Webhook(settings, state, list(ready_checks))
     if settings.watches_cluster:
         from webhook.server.cluster import ClusterFeed

@@ -24,6 +24,10 @@ after ``-c`` override them. What matters and why:
   there); the reloading above serves what it writes.
 * **Metrics of this server only.** Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes a
   directory of its own and removes it at exit: two servers on one host never share one.
+* **A bad policy edit never stops the server.** The master keeps the texts of the policy
+  files as they were when they last loaded (``webhook.server.state.LastGoodFiles``, followed
+  from a thread); a worker that gunicorn starts while the files are bad serves those instead
+  of failing to boot, which would make gunicorn stop every worker.
 * **graceful shutdown.** On SIGTERM workers stop accepting and finish the requests in flight
   (up to ``graceful_timeout``), so a rolling update fails no admission request.
 """
@@ -36,6 +40,7 @@ import re
 import shutil
 import ssl
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,7 @@ from webhook.certs.manager import CertManager
 from webhook.certs.serving import ReloadingSSLContext
 from webhook.contract import METRICS_DIR_ENV
 from webhook.server.settings import CertManagerSettings, Settings
+from webhook.server.state import LastGoodFiles
 
 CERT_CHECK_INTERVAL = 1.0  # seconds between two os.stat checks of the TLS files
 
@@ -144,11 +150,15 @@ def serving_context() -> ReloadingSSLContext:
 _PROMETHEUS_FILE = re.compile(r"^[a-z_]+_\d+\.db$")
 
 _cert_manager: CertManager | None = None
+# Set in the master; a worker reads the texts it inherited when it was forked.
+last_good_files: LastGoodFiles | None = None
+_stop_following = threading.Event()
 
 
 def on_starting(server: Any) -> None:
     """Master, before binding: certificates (made first when self-managed), stale metrics."""
-    global _cert_manager  # noqa: PLW0603 - one certificate manager per master
+    global _cert_manager, last_good_files  # noqa: PLW0603 - one of each per master
+    last_good_files = LastGoodFiles(settings)
     if cert_settings is not None:
         from webhook.server.selfmanaged import start_in_master
 
@@ -178,13 +188,16 @@ def on_starting(server: Any) -> None:
 
 
 def when_ready(server: Any) -> None:
-    """Master, bound and about to start the workers: the certificate rounds begin."""
+    """Master, bound and about to start the workers: file following, certificate rounds."""
+    if last_good_files is not None:
+        last_good_files.follow(_stop_following)
     if _cert_manager is not None:
         _cert_manager.start()
 
 
 def on_exit(server: Any) -> None:
     """Master, stopping: let a certificate round in progress finish."""
+    _stop_following.set()
     if _cert_manager is not None:
         _cert_manager.stop()
 

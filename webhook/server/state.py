@@ -18,6 +18,14 @@ Two sources feed a snapshot:
   called again for every new cluster snapshot and every policy reload.
 
 Each gunicorn worker reloads on its own, so a change is counted once per worker.
+
+A worker that starts while the files do not load (gunicorn replaces a worker that was killed,
+timed out or ran out of memory) serves the last good files instead of failing to boot: one
+worker failing to boot makes gunicorn stop the whole server, so a bad ConfigMap edit followed
+by one worker restart would otherwise take the webhook down. The master keeps those texts
+(:class:`LastGoodFiles`, run by ``webhook.server.gunicorn_conf``) and the worker inherits them
+when it is forked. At the server's start there is nothing good yet, and a bad file still stops
+it with one line naming the file, the field and the reason.
 """
 
 from __future__ import annotations
@@ -27,8 +35,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from webhook.files import FileWatch, Stamps, load_inventory, load_policy
+from webhook.files import FileWatch, Stamps, load_inventory, load_policy, read_text
 from webhook.policy import Inventory, Policy, PolicyError
 from webhook.server.settings import Settings
 
@@ -56,12 +65,81 @@ def log_plugin_warnings(policy: Policy) -> None:
         logger.warning("device-plugin config: %s", warning)
 
 
+class FileTexts(NamedTuple):
+    """What the policy and node files held when read (None: the settings name no such file)."""
+
+    policy: str | None
+    nodes: str | None
+
+
+def read_files(settings: Settings) -> FileTexts:
+    """The texts of the files the settings name; PolicyError when one cannot be read."""
+    return FileTexts(
+        read_text(settings.policy_file) if settings.policy_file else None,
+        read_text(settings.nodes_file) if settings.nodes_file else None,
+    )
+
+
+def snapshot_from(settings: Settings, texts: FileTexts, generation: int = 1) -> Snapshot:
+    """The snapshot the file texts make; PolicyError when they are bad."""
+    policy = load_policy(settings.policy_file, text=texts.policy)
+    inventory = load_inventory(policy, settings.nodes_file, text=texts.nodes)
+    return Snapshot(policy, inventory, generation, time.time(), policy)
+
+
 def load_snapshot(settings: Settings, generation: int = 1) -> Snapshot:
     """Load the policy and the inventory the settings name; PolicyError when they are bad."""
-    policy = load_policy(settings.policy_file)
-    log_plugin_warnings(policy)
-    inventory = load_inventory(policy, settings.nodes_file)
-    return Snapshot(policy, inventory, generation, time.time(), policy)
+    snapshot = snapshot_from(settings, read_files(settings), generation)
+    log_plugin_warnings(snapshot.policy)
+    return snapshot
+
+
+class LastGoodFiles:
+    """The texts of the policy and node files as they were the last time they loaded.
+
+    Kept by gunicorn's master, which never serves: :meth:`follow` checks the files (an
+    ``os.stat`` each per interval) from a thread of the master, so that a worker forked later
+    inherits the newest good texts, not those of the server's start. ``texts`` is replaced by
+    one attribute store, so a fork never sees it half written.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        """Read the files now: ``texts`` is None when they do not load."""
+        self.settings = settings
+        self.texts: FileTexts | None = None
+        self._files = FileWatch(
+            (p for p in (settings.policy_file, settings.nodes_file) if p),
+            interval=settings.reload_interval,
+        )
+        loaded = self._load(self._files.loaded)
+        if loaded is not None:
+            self.texts = loaded
+
+    def _load(self, stamps: Stamps) -> FileTexts | None:
+        try:
+            texts = read_files(self.settings)
+            snapshot_from(self.settings, texts)
+        except PolicyError:
+            return None  # the workers log why, each once per state of the files
+        return texts
+
+    def _keep(self, texts: FileTexts) -> None:
+        self.texts = texts
+
+    def check(self) -> bool:
+        """Take the files' texts if they changed and load; True when they were taken."""
+        return self._files.reload(self._load, self._keep, force=True)
+
+    def follow(self, stop: threading.Event) -> threading.Thread:
+        """Check the files every interval from a daemon thread until ``stop`` is set."""
+
+        def run() -> None:
+            while not stop.wait(self.settings.reload_interval):
+                self.check()
+
+        thread = threading.Thread(target=run, name="last-good-files", daemon=True)
+        thread.start()
+        return thread
 
 
 class PolicyState:
@@ -78,16 +156,35 @@ class PolicyState:
         *,
         on_reload: Callable[[bool], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        last_good: FileTexts | None = None,
     ) -> None:
-        """Load the snapshot now; raise PolicyError if it cannot be served."""
+        """Load the snapshot now; raise PolicyError if it cannot be served.
+
+        ``last_good``: the texts the server served before this worker started; used when the
+        files do not load now (see the module's docstring).
+        """
         self.settings = settings
         self._on_reload = on_reload
         self._build_lock = threading.Lock()  # one snapshot is built at a time
         self._view: View | None = None
         watched = (p for p in (settings.policy_file, settings.nodes_file) if p)
         self._files = FileWatch(watched, interval=settings.reload_interval, clock=clock)
-        self._snapshot = load_snapshot(settings)
         self.last_error: str | None = None
+        try:
+            self._snapshot = load_snapshot(settings)
+        except PolicyError as exc:
+            if last_good is None:
+                raise
+            self._snapshot = snapshot_from(settings, last_good)
+            log_plugin_warnings(self._snapshot.policy)
+            self.last_error = str(exc)
+            self._notify(ok=False)
+            logger.error(
+                "policy files do not load, serving the last good policy %s the server "
+                "loaded before this worker started: %s",
+                self._snapshot.policy.source,
+                exc,
+            )
 
     @property
     def snapshot(self) -> Snapshot:

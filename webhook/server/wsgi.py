@@ -6,7 +6,9 @@ Each gunicorn worker imports this module (the app is not preloaded in the master
 worker loads the policy itself, reloads it and watches the cluster on its own (threads do not
 survive a fork). A policy that cannot be loaded, or a cluster configuration that cannot be
 used, stops the worker with one log line naming the file, the field and the reason; gunicorn
-then stops ("Worker failed to boot") instead of serving without a policy.
+then stops ("Worker failed to boot") instead of serving without a policy. That holds at the
+server's start only: a worker started later serves the last good files the master kept
+(``webhook.server.state.LastGoodFiles``).
 
 ``/readyz`` reports the certificate of ``webhook.server.gunicorn_conf``'s serving context:
 gunicorn imported that config in the master before forking this worker, so the import below
@@ -22,6 +24,7 @@ from cryptography import x509
 from webhook.certs.manager import PublishedCACheck
 from webhook.contract import CA_CERT_FILE
 from webhook.policy import PolicyError
+from webhook.server import gunicorn_conf
 from webhook.server.app import create_app
 from webhook.server.cluster import ClusterError
 from webhook.server.gunicorn_conf import serving_context
@@ -49,7 +52,12 @@ try:
         ready_checks.append(
             PublishedCACheck(cert_settings.tls_dir / CA_CERT_FILE, served=_served_certificate)
         )
-    app = create_app(settings, ready_checks=ready_checks)
+    last_good = gunicorn_conf.last_good_files
+    app = create_app(
+        settings,
+        ready_checks=ready_checks,
+        last_good=last_good.texts if last_good is not None else None,
+    )
 except PolicyError as exc:
     logging.getLogger(__name__).critical("cannot load the policy: %s", exc)
     raise SystemExit(WORKER_BOOT_ERROR) from None
