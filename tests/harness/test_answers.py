@@ -174,7 +174,7 @@ INVALID_HALF = (
     'Invalid value: "500m": must be an integer'
 )
 INVALID_UNEQUAL = (
-    'Pod "p" is invalid: spec.containers[0].resources.requests[nvidia.com/gpu]: '
+    'Pod "p" is invalid: spec.containers[0].resources.requests: '
     'Invalid value: "1": must be equal to nvidia.com/gpu limit of 2'
 )
 INVALID_EPHEMERAL = (

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
-from webhook.harness import LocalRunner, load_suites, run_suites
-from webhook.policy import RULES
+from webhook.harness import Case, LocalRunner, Suite, load_suites, run_suites
+from webhook.policy import NODE_SELECTION_MODES, RULES, review
 
 from .conftest import SUITES, cli
 
@@ -40,6 +41,9 @@ MUTATIONS = {
     "tolerations": r"^tolerations nvidia\.com/gpu:NoSchedule",
     "limit added": r": limits nvidia\.com/gpu = 1$",
     "MIG single steering": r"^nodeSelector nvidia\.com/gpu\.product=.*-MIG-1g\.10gb$",
+    # GFD's spelling of a +me profile: a dot, never the + (not valid in a label value).
+    "MIG single +me steering": r"^nodeSelector nvidia\.com/gpu\.product=.*-MIG-1g\.10gb\.me-SHARED$",
+    "rename of a +me resource": r"nvidia\.com/mig-1g\.10gb\.me -> nvidia\.com/gpu$",
 }
 
 
@@ -54,6 +58,38 @@ def test_every_mutation_is_pinned_by_a_golden_file(examples, mutation: str) -> N
         for change in runner.run(suite, case).changes
     ]
     assert any(re.search(MUTATIONS[mutation], c) for c in changes), changes
+
+
+def _selects(suite: Suite, case: Case, mode: str) -> bool:
+    """Whether the case's pod gets a product node selection under ``mode``."""
+    policy = replace(suite.policy, inject_node_selection=mode)
+    decision = review(case.obj, policy=policy, inventory=suite.inventory, operation=case.operation)
+    return any(c.startswith(("nodeSelector ", "node affinity ")) for c in decision.changes)
+
+
+@pytest.mark.parametrize("mode", NODE_SELECTION_MODES)
+def test_every_node_selection_mode_is_shown_by_golden_files(examples, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """Golden cases run under each mode on at least four clusters, and show what sets the mode
+    apart from intent: when-needed drops a selection intent keeps, always adds one intent does
+    not, never selects nothing."""
+    shown = [
+        (suite, case)
+        for suite in examples
+        for case in suite.cases
+        if case.expect.golden is not None
+        and not case.expect.golden.unchanged
+        and suite.policy_for(case).inject_node_selection == mode
+    ]
+    assert len({suite.name for suite, _ in shown}) >= 4, [c.id for _, c in shown]
+    selects = {case.id: _selects(suite, case, mode) for suite, case in shown}
+    by_intent = {case.id: _selects(suite, case, "intent") for suite, case in shown}
+    differs = {
+        "intent": any(selects.values()),
+        "when-needed": any(by_intent[c] and not selects[c] for c in selects),
+        "always": any(selects[c] and not by_intent[c] for c in selects),
+        "never": any(by_intent.values()) and not any(selects.values()),
+    }
+    assert differs[mode], (selects, by_intent)
 
 
 def test_no_orphan_golden_files(examples) -> None:  # type: ignore[no-untyped-def]

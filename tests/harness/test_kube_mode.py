@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.dryrun_apiserver import DryRunApiServer
 from webhook.files import load_inventory, load_policy
@@ -40,10 +41,12 @@ def test_the_example_suite_against_the_cluster(fake: DryRunApiServer, kubeconfig
     before = len(fake.requests)
     result = cli("test", "--kubeconfig", str(kubeconfig), str(SUITES / "seed003-l20-t4.suite.yaml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^27 passed, 0 failed, 1 skipped in ", result.stdout, re.M)
+    assert re.search(r"^27 passed, 0 failed, 4 skipped in ", result.stdout, re.M)
     assert re.search(
         r"pod-update-is-not-reviewed .* skipped: UPDATE cannot be tested", result.stdout
     )
+    # The cases that set their own injectNodeSelection: the cluster answers with its policy's.
+    assert len(re.findall(r"skipped: sets injectNodeSelection \(local only\)", result.stdout)) == 3
     posts = [r for r in fake.requests[before:] if r.method == "POST"]
     assert len(posts) == 27
     assert all(r.query["dryRun"] == ["All"] for r in posts)
@@ -91,6 +94,85 @@ def test_what_differs_from_the_cluster_is_reported(
         "(missing gpu-requests-equal-limits; unexpected gpu-quantity)" in out
     )
     assert "2 passed, 2 failed, 0 skipped" in out
+
+
+@pytest.fixture(scope="module")
+def validating_only() -> Iterator[DryRunApiServer]:
+    """A cluster where the webhook is registered as a validating webhook only."""
+    cluster = CLUSTERS / "seed003-l20-t4"
+    policy = load_policy(cluster / "policy.yaml")
+    inventory = load_inventory(policy, cluster / "nodes.yaml")
+    with DryRunApiServer(policy, inventory, mutating=False) as server:
+        yield server
+
+
+def test_a_refusal_by_the_api_servers_validation_is_judged_on_allowed(
+    validating_only: DryRunApiServer, write_suite: Callable[..., Path], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(validating_only.kubeconfig())
+    suite = write_suite(
+        f"""\
+        - name: half-a-gpu
+          object: {MANIFESTS / "pod-gpu-fractional-500m.yaml"}
+          expect: {{allowed: false, failed: [gpu-quantity], message: 'Ask for 1'}}
+        - name: request-1-limit-2
+          object: {MANIFESTS / "pod-gpu-request-1-limit-2.yaml"}
+          expect: {{allowed: false, failed: [gpu-requests-equal-limits]}}
+        - name: half-a-gpu-expected-allowed
+          object: {MANIFESTS / "pod-gpu-fractional-500m.yaml"}
+          expect: {{allowed: true}}
+        """
+    )
+    before = len(validating_only.requests)
+    result = cli("test", "--kubeconfig", str(kubeconfig), str(suite))
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    # The API server answered alone: the rule id and the message cannot be seen, the verdict
+    # is judged, and the report says who refused.
+    assert re.search(
+        r"half-a-gpu +denied \[gpu-quantity\] message +"
+        r"denied \(refused by the API server's validation\) +PASS",
+        out,
+    ), out
+    assert re.search(
+        r"request-1-limit-2 +denied \[gpu-requests-equal-limits\] +"
+        r"denied \(refused by the API server's validation\) +PASS",
+        out,
+    ), out
+    assert re.search(r"half-a-gpu-expected-allowed .* FAIL", out), out
+    assert "- expected allowed, got denied" in out
+    assert (
+        'Pod "half-a-gpu" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: '
+        'Invalid value: "500m": must be an integer, '
+        "spec.containers[0].resources.requests[nvidia.com/gpu]: "
+        'Invalid value: "500m": must be an integer]' in out
+    )
+    assert "2 passed, 1 failed, 0 skipped" in out
+    # Nothing reached a webhook: the API server refused each pod itself.
+    posts = [r for r in validating_only.requests[before:] if r.method == "POST"]
+    assert len(posts) == 3
+
+
+def test_the_api_servers_invalid_answer_reaches_the_client_whole(tmp_path: Path) -> None:
+    cluster = CLUSTERS / "seed003-l20-t4"
+    policy = load_policy(cluster / "policy.yaml")
+    with DryRunApiServer(
+        policy, load_inventory(policy, cluster / "nodes.yaml"), mutating=False
+    ) as server:
+        path = tmp_path / "kubeconfig"
+        path.write_text(server.kubeconfig())
+        create = DryRunCreator(connect(str(path)))
+        try:
+            pod = yaml.safe_load((MANIFESTS / "pod-gpu-request-1-limit-2.yaml").read_text())
+            answer = create(pod, None)
+        finally:
+            create.close()
+    assert (answer.allowed, answer.code, answer.error) == (False, 422, None)
+    assert answer.message == (
+        'Pod "req1-lim2" is invalid: spec.containers[0].resources.requests: '
+        'Invalid value: "1": must be equal to nvidia.com/gpu limit of 2'
+    )
 
 
 def test_refused_credentials_are_errors_not_verdicts(

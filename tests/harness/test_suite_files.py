@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from webhook.harness import SuiteError, SuiteLoader, find_suite_files, is_suite_file
+from webhook.harness import (
+    KubeRunner,
+    LocalRunner,
+    ServerRunner,
+    SuiteError,
+    SuiteLoader,
+    WebhookClient,
+    find_suite_files,
+    is_suite_file,
+)
 
 from .conftest import CLUSTERS, MANIFESTS
 
@@ -127,6 +137,11 @@ BAD = {
         case(f"- name: a\n  object: {MULTI}\n  expect: {{golden: g.yaml}}\n"),
         "8: case 'a': the object file holds 5 documents but a golden file holds one object",
     ),
+    "unknown-node-selection-mode": (
+        case(f"- name: a\n  object: {POD}\n  injectNodeSelection: sometimes\n  expect: allowed\n"),
+        "8: case 'a': injectNodeSelection 'sometimes' is not one of intent, always, when-needed, "
+        "never",
+    ),
     "duplicate-case": (
         case(
             f"- {{name: a, object: {POD}, expect: allowed}}\n"
@@ -229,6 +244,44 @@ def test_what_a_suite_holds(tmp_path: Path) -> None:
     )
     assert inline.expect.golden is not None and inline.expect.golden.unchanged
     assert inline.source == "t.suite.yaml:17 (inline)"
+
+
+MODES_POD = """\
+  inline:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p, namespace: nlp, annotations: {gpu-policy.io/sharing: shared}}
+    spec:
+      containers:
+        - {name: a, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+  expect: allowed
+"""
+
+
+def test_a_case_sets_its_own_node_selection_mode(tmp_path: Path) -> None:
+    """The same pod under the suite's policy (intent) and under never: only the engine is asked."""
+    path = tmp_path / "t.suite.yaml"
+    cases = "- name: suite-mode\n" + MODES_POD + "- name: never\n  injectNodeSelection: never\n"
+    nodes = f"nodes: {CLUSTERS / 'seed003-l20-t4' / 'nodes.yaml'}\ncases:\n"
+    path.write_text(case(cases + MODES_POD).replace("cases:\n", nodes, 1))
+    suite = SuiteLoader().load(path)
+    default, never = suite.cases
+    assert (default.inject_node_selection, never.inject_node_selection) == (None, "never")
+    assert suite.policy_for(default) is suite.policy
+    local = LocalRunner()
+    selected = local.run(suite, default).mutated
+    assert selected is not None and "affinity" in selected["spec"]
+    unselected = local.run(suite, never).mutated
+    assert unselected is not None and "affinity" not in unselected["spec"]
+    # A deployed webhook or a cluster answers with its own policy's mode: the case is skipped.
+    assert local.unsupported(never) is None
+    for runner in (ServerRunner(WebhookClient("https://127.0.0.1:1")), KubeRunner(_no_create)):
+        assert runner.unsupported(default) is None
+        assert runner.unsupported(never) == "sets injectNodeSelection (local only)"
+
+
+def _no_create(obj: object, namespace: str | None) -> Any:
+    raise AssertionError("a skipped case is never created")
 
 
 def test_suite_file_names() -> None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.support.apiserver import FakeApiServer
@@ -124,3 +125,113 @@ def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
         assert kept.policy.configs == good.policy.configs
     finally:
         source.stop()
+
+
+T4 = """\
+version: v1
+flags:
+  migStrategy: none
+sharing:
+  timeSlicing:
+    renameByDefault: false
+    failRequestsGreaterThanOne: true
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 3"""
+
+# An edit of the T4 key the device plugin refuses: the reason the server keeps the last good
+# configs for (docs/device-plugin.md, "Config file: what the plugin refuses, loads and ignores").
+REFUSED = {
+    "time-slicing-empty": (
+        "version: v1\nsharing:\n  timeSlicing: {}",
+        "sharing.timeSlicing.resources: no resources specified",
+    ),
+    "time-slicing-bare": (
+        "version: v1\nsharing:\n  timeSlicing:",
+        "sharing.timeSlicing.resources: no resources specified",
+    ),
+    "mps-empty": (
+        "version: v1\nsharing:\n  mps: {}",
+        "sharing.mps.resources: no resources specified",
+    ),
+    "rename-malformed": (
+        T4.replace("replicas: 3", "replicas: 3\n        rename: Shared+T4"),
+        "rename: incorrect format for resource name",
+    ),
+    "devices-malformed": (
+        T4.replace("replicas: 3", "replicas: 3\n        devices: some"),
+        "devices: devices set as 'some' but the only valid string input is 'all'",
+    ),
+    "mig-strategy-empty": (
+        T4.replace("migStrategy: none", 'migStrategy: ""'),
+        "flags.migStrategy: unknown MIG strategy: ''",
+    ),
+}
+
+# An edit the plugin loads: the server follows it. (strategy, replicas) of the T4's offer after.
+ACCEPTED = {
+    "replicas-written-as-a-float": (
+        T4.replace("replicas: 3", "replicas: 4.0"),
+        ("time-slicing", 4),
+    ),
+    "old-strategy-key": (
+        T4.replace("    resources:", "    strategy: roundrobin\n    resources:").replace(
+            "replicas: 3", "replicas: 5"
+        ),
+        ("time-slicing", 5),
+    ),
+    "a-name-no-device-has": (
+        T4.replace("replicas: 3", "replicas: 6\n      - name: nvidia.com/tpu\n        replicas: 2"),
+        ("time-slicing", 6),
+    ),
+    "time-slicing-beside-mps": (
+        T4 + "\n  mps:\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 2",
+        ("mps", 2),
+    ),
+    "listed-twice-the-larger-wins": (
+        T4.replace("replicas: 3", "replicas: 2\n      - name: nvidia.com/gpu\n        replicas: 7"),
+        ("time-slicing", 7),
+    ),
+}
+
+
+def _t4_offer(view: Any) -> tuple[str, int]:
+    """How the T4 key shares nvidia.com/gpu in the configs the view is using."""
+    config = view.policy.configs["t4"]
+    replicas = {r.form.name: r.replicas for r in config.resources}
+    return config.strategy, replicas["nvidia.com/gpu"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "outcome"),
+    [*REFUSED.values(), *ACCEPTED.values()],
+    ids=[*REFUSED, *ACCEPTED],
+)
+def test_live_configmap_edits_follow_the_plugin(
+    fake: FakeApiServer, api_client: Any, tmp_path: Path, edit: str, outcome: Any
+) -> None:
+    """A refused edit keeps the last good configs and says why; an accepted one is followed."""
+    configmap = _load_cluster(fake)
+    assert configmap["data"]["t4"] == T4
+    policy = load_policy(_policy(tmp_path))
+    source = ClusterSource(
+        api_client, configmap=("gpu-operator", "device-plugin-config"), timings=FAST
+    ).start()
+    try:
+        assert source.wait_synced(5)
+        good = live_view(policy, source.current)  # type: ignore[arg-type]
+        assert good.configmap_error is None
+        assert _t4_offer(good) == ("time-slicing", 3)
+        fake.replace({**configmap, "data": {**configmap["data"], "t4": edit}})
+        assert source.wait_for(lambda s: (s.configmap or {}).get("t4") == edit, 2)
+        after = live_view(policy, source.current, previous=good)  # type: ignore[arg-type]
+    finally:
+        source.stop()
+    if isinstance(outcome, str):
+        assert after.configmap_error is not None and outcome in after.configmap_error
+        assert "ConfigMap gpu-operator/device-plugin-config" in after.configmap_error
+        assert after.policy.configs == good.policy.configs
+        assert _t4_offer(after) == ("time-slicing", 3)
+    else:
+        assert after.configmap_error is None
+        assert _t4_offer(after) == outcome

@@ -52,7 +52,7 @@ def test_seed_001_mig_mixed_and_t4() -> None:
 def test_mig_single_units_know_their_profile() -> None:
     _, inv = cluster("h100-mig-single")
     units = {o.profile for _, o in inv.pairs}
-    assert units == {None, "1g.10gb"}
+    assert units == {None, "1g.10gb", "1g.10gb+me"}
 
 
 def test_renamed_pool_advertises_shared_name() -> None:

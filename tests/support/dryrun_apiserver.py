@@ -10,9 +10,14 @@ It answers what ``gpu-policy test --kubeconfig`` sends, the way the real API ser
 
   1. defaulting: a Pod container's ``requests`` default to its ``limits``;
   2. mutating admission (Pods on CREATE): an AdmissionReview to our handler's ``mutate``,
-     whose JSON Patch is applied;
-  3. validating admission: the same to ``validate``;
-  4. 201 with the object as it would be stored (uid, creationTimestamp, imagePullPolicy,
+     whose JSON Patch is applied; skipped when the fake is built with ``mutating=False``,
+     as in a cluster whose chart sets ``webhook.mutating.enabled: false``;
+  3. the API server's own validation of a Pod's extended resources (kubernetes/kubernetes
+     ``pkg/apis/core/validation/validation.go`` ``ValidateResourceRequirements``; see
+     docs/device-plugin.md, "The API server"): a 422 ``Invalid`` Status built as
+     ``apierrors.NewInvalid`` builds it, with one cause per field error;
+  4. validating admission: the same to ``validate``;
+  5. 201 with the object as it would be stored (uid, creationTimestamp, imagePullPolicy,
      the DefaultTolerationSeconds tolerations...), or 403 with the Status
      ``admission webhook "validate.gpu-policy.io" denied the request: <message>``.
 
@@ -30,8 +35,9 @@ import base64
 import copy
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -90,6 +96,79 @@ def _default_pod(obj: dict[str, Any]) -> None:
                 container["resources"] = resources
 
 
+def _quantity(raw: object) -> Fraction:
+    """A quantity as the manifests here write GPU counts: 1, "1", "2", "500m", 0.5."""
+    text = str(raw)
+    if text.endswith("m"):
+        return Fraction(int(text[:-1]), 1000)
+    return Fraction(text)
+
+
+def _extended(name: str) -> bool:
+    # v1helper.IsExtendedResourceName: a domain other than kubernetes.io, not requests.*.
+    return "/" in name and not name.split("/", 1)[0].endswith("kubernetes.io")
+
+
+def _resource_errors(path: str, resources: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, error body) for what ValidateResourceRequirements refuses in extended resources.
+
+    The order is the API server's: every limit, then every request (with its limit).
+    """
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    errors: list[tuple[str, str]] = []
+    for key, amounts in (("limits", limits), ("requests", requests)):
+        for name, raw in amounts.items():
+            if _extended(name) and _quantity(raw).denominator != 1:
+                errors.append(
+                    (f"{path}.{key}[{name}]", f'Invalid value: "{raw}": must be an integer')
+                )
+            if key != "requests" or not _extended(name):
+                continue
+            if name not in limits:
+                errors.append(
+                    (
+                        f"{path}.limits",
+                        "Required value: Limit must be set for non overcommitable resources",
+                    )
+                )
+            elif _quantity(raw) != _quantity(limits[name]):
+                errors.append(
+                    (
+                        f"{path}.requests",
+                        f'Invalid value: "{raw}": must be equal to {name} limit of {limits[name]}',
+                    )
+                )
+    return errors
+
+
+def validation_errors(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The API server's own validation errors for a Pod's extended resources."""
+    errors: list[tuple[str, str]] = []
+    spec = obj.get("spec") or {}
+    for list_name in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(list_name) or []):
+            resources = container.get("resources") or {}
+            errors += _resource_errors(f"spec.{list_name}[{i}].resources", resources)
+    return errors
+
+
+def invalid(kind: str, name: str, errors: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The 422 Status of ``apierrors.NewInvalid``: one error is the message, several a list."""
+    texts = [f"{field}: {body}" for field, body in errors]
+    listed = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    body = status(422, "Invalid", f"{kind} {json.dumps(name)} is invalid: {listed}")
+    reasons = {"Invalid": "FieldValueInvalid", "Required": "FieldValueRequired"}
+    body["details"] = {
+        "name": name,
+        "kind": kind,
+        "causes": [
+            {"reason": reasons[b.split(" ", 1)[0]], "message": b, "field": f} for f, b in errors
+        ],
+    }
+    return body
+
+
 def _stored(obj: dict[str, Any]) -> dict[str, Any]:
     """What the API server adds to an object it would store."""
     meta = obj.setdefault("metadata", {})
@@ -116,10 +195,12 @@ def _stored(obj: dict[str, Any]) -> dict[str, Any]:
 class DryRunApiServer(LoopbackServer):
     """The fake; use as a context manager (``url`` is its base URL)."""
 
-    def __init__(self, policy: Policy, inventory: Inventory) -> None:
+    def __init__(self, policy: Policy, inventory: Inventory, *, mutating: bool = True) -> None:
+        """``mutating=False``: our webhook is registered as a validating webhook only."""
         super().__init__()
         self.policy = policy
         self.inventory = inventory
+        self.mutating = mutating
         self.requests: list[Request] = []
 
     def __enter__(self) -> DryRunApiServer:
@@ -144,13 +225,21 @@ class DryRunApiServer(LoopbackServer):
         warnings: list[str] = []
         if obj.get("kind") == "Pod":
             _default_pod(obj)
-            answer = self._webhook("mutate", obj, namespace)
-            warnings += answer.get("warnings") or []
-            if not answer["allowed"]:
-                return self._denied(MUTATING, answer, obj, warnings)
-            if answer.get("patch"):
-                patch = json.loads(base64.b64decode(answer["patch"]))
-                obj = jsonpatch.apply_patch(obj, patch)
+            if self.mutating:
+                answer = self._webhook("mutate", obj, namespace)
+                warnings += answer.get("warnings") or []
+                if not answer["allowed"]:
+                    return self._denied(MUTATING, answer, obj, warnings)
+                if answer.get("patch"):
+                    patch = json.loads(base64.b64decode(answer["patch"]))
+                    obj = jsonpatch.apply_patch(obj, patch)
+            errors = validation_errors(obj)
+            if errors:
+                return (
+                    422,
+                    invalid("Pod", (obj.get("metadata") or {}).get("name", ""), errors),
+                    warnings,
+                )
         answer = self._webhook("validate", obj, namespace)
         warnings += answer.get("warnings") or []
         if not answer["allowed"]:

@@ -180,8 +180,9 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# The widest the suite, case, expected and got columns grow; longer text is cut.
-_WIDEST = (28, 48, 46, 42, None)
+# The widest the suite, case, expected and got columns grow; longer text is cut. GOT fits
+# "denied (refused by the API server's validation)" whole: that note is the verdict's reason.
+_WIDEST = (28, 48, 46, 48, None)
 
 
 def results_table(results: Sequence[CaseResult], *, colour: bool = False) -> str:

@@ -69,7 +69,7 @@ class LocalRunner:
         try:
             decision = review(
                 case.obj,
-                policy=suite.policy,
+                policy=suite.policy_for(case),
                 inventory=suite.inventory,
                 operation=case.operation,
                 namespace=case.namespace,
@@ -193,8 +193,8 @@ class ServerRunner:
         self.client = client
 
     def unsupported(self, case: Case) -> str | None:
-        """Every case can be sent to a webhook."""
-        return None
+        """A case that sets its own injectNodeSelection: the webhook answers with its policy's."""
+        return _own_mode(case)
 
     def _ask(self, path: str, obj: Mapping[str, Any], case: Case) -> Answer:
         review_doc = build_review(obj, operation=case.operation, namespace=case.namespace)
@@ -232,6 +232,17 @@ class ServerRunner:
             changes=_changes(mutated),
             submitted=obj,
         )
+
+
+def _own_mode(case: Case) -> str | None:
+    """Why a case with its own injectNodeSelection is not asked of a webhook, or None.
+
+    A deployed webhook, or a cluster's, answers with its own policy's mode: only the local
+    engine can review a case under another one.
+    """
+    if case.inject_node_selection is None:
+        return None
+    return "sets injectNodeSelection (local only)"
 
 
 def _denied(answer: Answer, warnings: Sequence[str], path: str) -> Observed:
@@ -298,7 +309,7 @@ class KubeRunner:
         """Only CREATE can be asked of a cluster without touching what it stores."""
         if case.operation != "CREATE":
             return f"{case.operation} cannot be tested with a dry-run create"
-        return None
+        return _own_mode(case)
 
     def run(self, suite: Suite, case: Case) -> Observed:
         """Create the case's object with dryRun=All and read the cluster's answer."""

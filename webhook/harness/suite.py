@@ -14,6 +14,7 @@ A suite file is one YAML document::
         select: {kind: Pod, name: nlp-train-0}              # pick one document of a file
         operation: CREATE        # CREATE (default), UPDATE, DELETE or CONNECT
         namespace: nlp           # default: the object's own
+        injectNodeSelection: always   # this case only: intent, always, when-needed or never
         skip: false
         expect:
           allowed: false
@@ -21,6 +22,11 @@ A suite file is one YAML document::
           warnings: ['replicas of a shared GPU']   # regexes; each must match some warning
           message: 'ask for 1'                     # regex searched in the denial message
           golden: golden/two-shared.yaml           # the object after the webhook, or unchanged
+
+``injectNodeSelection`` reviews one case under another ``spec.mutation.injectNodeSelection``
+than the suite's policy says, so one suite can show what each mode does to the same pod. Only
+the engine can be asked that: a deployed webhook or a cluster answers with its own policy, so
+those runners skip such a case.
 
 Paths are relative to the suite file. :mod:`webhook.harness.suite_files` finds and reads
 suite files.
@@ -31,12 +37,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from webhook.contract import SUITE_KIND
-from webhook.policy import Inventory, Policy
+from webhook.policy import Inventory, NodeSelection, Policy
 
 SUITE_KINDS = (SUITE_KIND, "PolicyTest")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -133,6 +139,7 @@ class Case:
     operation: str = "CREATE"
     namespace: str | None = None
     skip: str | None = None
+    inject_node_selection: NodeSelection | None = None
 
     @property
     def id(self) -> str:
@@ -151,6 +158,12 @@ class Suite:
     cases: list[Case] = field(default_factory=list)
     description: str = ""
     skip: str | None = None
+
+    def policy_for(self, case: Case) -> Policy:
+        """The suite's policy, under the case's own injectNodeSelection when it sets one."""
+        if case.inject_node_selection is None:
+            return self.policy
+        return replace(self.policy, inject_node_selection=case.inject_node_selection)
 
 
 def warning_count(count: int) -> str:

@@ -38,7 +38,14 @@ from webhook.harness.suite import (
     is_suite_file,
 )
 from webhook.harness.yaml_nodes import NodeReader, line_of, shape
-from webhook.policy import RULES, Inventory, Policy, PolicyError
+from webhook.policy import (
+    NODE_SELECTION_MODES,
+    RULES,
+    Inventory,
+    NodeSelection,
+    Policy,
+    PolicyError,
+)
 
 _SUITE_FIELDS: tuple[str, ...] = (
     "apiVersion",
@@ -59,6 +66,7 @@ _CASE_FIELDS: tuple[str, ...] = (
     "select",
     "operation",
     "namespace",
+    "injectNodeSelection",
     "skip",
     "expect",
 )
@@ -240,6 +248,7 @@ class SuiteLoader:
         namespace = None
         if "namespace" in fields:
             namespace = r.string(fields["namespace"], f"{what}: namespace")
+        mode = _node_selection(r, fields.get("injectNodeSelection"), what)
         skip = r.skip(fields.get("skip"), what)
         expect = self._expect(r, fields.get("expect"), node, what)
         objects = self._objects(r, fields, node, what)
@@ -269,6 +278,7 @@ class SuiteLoader:
                 operation=operation,
                 namespace=namespace,
                 skip=skip,
+                inject_node_selection=mode,
             )
 
     def _objects(
@@ -402,6 +412,23 @@ def _suite_name(r: NodeReader, fields: Mapping[str, yaml.Node]) -> str:
         if "name" in meta:
             return r.string(meta["name"], "metadata.name") or name
     return name
+
+
+def _node_selection(r: NodeReader, node: yaml.Node | None, what: str) -> NodeSelection | None:
+    """``injectNodeSelection: <mode>`` of one case, or None when the suite's policy decides."""
+    if node is None:
+        return None
+    value = r.string(node, f"{what}: injectNodeSelection")
+    for mode in NODE_SELECTION_MODES:
+        if value == mode:
+            return mode
+    if value is not None:
+        r.problem(
+            node,
+            f"{what}: injectNodeSelection {value!r} is not one of "
+            f"{', '.join(NODE_SELECTION_MODES)}",
+        )
+    return None
 
 
 def _inline_object(

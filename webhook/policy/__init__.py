@@ -4,12 +4,14 @@ from webhook.policy.decision import RULES, Decision, RuleResult
 from webhook.policy.engine import review
 from webhook.policy.errors import PolicyError
 from webhook.policy.inventory import Inventory, inventory_from_nodes, inventory_from_policy
-from webhook.policy.model import Policy, parse_policy
+from webhook.policy.model import NODE_SELECTION_MODES, NodeSelection, Policy, parse_policy
 
 __all__ = [
+    "NODE_SELECTION_MODES",
     "RULES",
     "Decision",
     "Inventory",
+    "NodeSelection",
     "Policy",
     "PolicyError",
     "RuleResult",
