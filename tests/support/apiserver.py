@@ -884,7 +884,9 @@ class _Handler(JsonHandler):
     def _unauthorized(self) -> bool:
         """Answer 401 when :attr:`FakeApiServer.token` is set and not presented; True if so."""
         token = self.fake.token
-        if token is None or self.headers.get("Authorization") == f"Bearer {token}":
+        scheme, _, presented = (self.headers.get("Authorization") or "").partition(" ")
+        # The scheme is case-insensitive (RFC 9110); the python client sends "bearer".
+        if token is None or (scheme.lower() == "bearer" and presented == token):
             return False
         self._error(401, "Unauthorized", "Unauthorized")
         return True
