@@ -23,6 +23,7 @@ OPEN_OBJECTS = {
     "podSecurityContext",
     "securityContext",
     "resources",
+    "audit.resources",
     "affinity",
     "serviceMonitor.tlsConfig",
 }

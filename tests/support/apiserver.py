@@ -17,6 +17,13 @@ batch/v1 Jobs, CronJobs) that the real ``kubernetes`` Python client can drive it
   ``PATCH`` (JSON patch, ``test`` included: 422 when it fails; JSON merge patch) and
   ``DELETE``, for Secrets and the admissionregistration.k8s.io/v1 webhook configurations as
   for the rest (what the self-managed certificate mode uses);
+* the Policy WG report kinds (``wgpolicyk8s.io/v1alpha2`` PolicyReports, ClusterPolicyReports;
+  ``openreports.io/v1alpha1`` Reports, ClusterReports), as custom resources: lists with
+  ``labelSelector`` (``k=v``, ``k!=v``, ``k``, ``!k``), server-side apply (``PATCH`` with
+  ``application/apply-patch+yaml``: create, or the applier's configuration in place; another
+  field manager's object needs ``force=true``, as a conflict would), delete; a resource in
+  :attr:`FakeApiServer.absent` answers 404, as when its CRD is not installed, and
+  :attr:`FakeApiServer.validate` refuses what a CRD's schema would (422 Invalid);
 * ``fieldSelector`` supports ``metadata.name``, ``metadata.namespace``, ``spec.nodeName`` and
   ``status.phase`` with ``=``, ``==`` and ``!=``; like the real server, an object that stops
   (starts) matching during a watch is sent as DELETED (ADDED).
@@ -25,9 +32,11 @@ Test controls: :meth:`add`, :meth:`modify`, :meth:`delete` (each bumps one globa
 resourceVersion), :meth:`compact`, :meth:`drop_watches` (cut every open stream mid-chunk),
 :meth:`bookmark`, :meth:`go_down` (``"503"``, ``"close"`` or ``"refuse"``) and :meth:`come_back`;
 :attr:`delay` (seconds every request waits before it is answered: a slow API server);
+:attr:`forbidden` (403), :attr:`absent` (404), :attr:`token` (401 without it), :attr:`validate`;
 :attr:`requests` records every request so that a test can count lists and watches.
 
-Plain HTTP on 127.0.0.1, port chosen by the kernel (see ``fake_http``). Standard library only.
+Plain HTTP on 127.0.0.1, or HTTPS with ``ssl_context``; port chosen by the kernel (see
+``fake_http``).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import copy
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -67,6 +77,10 @@ _RESOURCES: dict[str, tuple[str, bool]] = {
     "secrets": ("Secret", True),
     "mutatingwebhookconfigurations": ("MutatingWebhookConfiguration", False),
     "validatingwebhookconfigurations": ("ValidatingWebhookConfiguration", False),
+    "policyreports": ("PolicyReport", True),
+    "clusterpolicyreports": ("ClusterPolicyReport", False),
+    "reports": ("Report", True),
+    "clusterreports": ("ClusterReport", False),
 }
 # resource -> group/version, for the resources outside the core group ("v1")
 _GROUP_VERSIONS = {
@@ -74,10 +88,13 @@ _GROUP_VERSIONS = {
     **{r: "batch/v1" for r in ("jobs", "cronjobs")},
     "mutatingwebhookconfigurations": "admissionregistration.k8s.io/v1",
     "validatingwebhookconfigurations": "admissionregistration.k8s.io/v1",
+    **{r: "wgpolicyk8s.io/v1alpha2" for r in ("policyreports", "clusterpolicyreports")},
+    **{r: "openreports.io/v1alpha1" for r in ("reports", "clusterreports")},
 }
 _KIND_TO_RESOURCE = {kind: res for res, (kind, _) in _RESOURCES.items()}
 _WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
+APPLY_PATCH = "application/apply-patch+yaml"
 
 Key = tuple[str, str]  # (namespace or "", name)
 
@@ -146,6 +163,40 @@ class FieldSelector:
         return True
 
 
+class LabelSelector:
+    """A parsed equality-based labelSelector: ``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``."""
+
+    def __init__(self, text: str) -> None:
+        """Parse ``text`` (empty: every object matches)."""
+        # (key, op, value): op "=" or "!=" compares, "exists" / "!exists" test presence.
+        self.terms: list[tuple[str, str, str]] = []
+        for term in filter(None, (t.strip() for t in text.split(","))):
+            if "!=" in term:
+                key, value = term.split("!=", 1)
+                self.terms.append((key, "!=", value))
+            elif "=" in term:
+                key, value = term.replace("==", "=", 1).split("=", 1)
+                self.terms.append((key, "=", value))
+            elif term.startswith("!"):
+                self.terms.append((term[1:], "!exists", ""))
+            else:
+                self.terms.append((term, "exists", ""))
+
+    def matches(self, obj: dict[str, Any]) -> bool:
+        """True when the labels of ``obj`` satisfy every term."""
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for key, op, value in self.terms:
+            if op == "exists" and key not in labels:
+                return False
+            if op == "!exists" and key in labels:
+                return False
+            if op == "=" and labels.get(key) != value:
+                return False
+            if op == "!=" and labels.get(key) == value:
+                return False
+        return True
+
+
 class FakeApiServer(LoopbackServer):
     """A loopback fake Kubernetes API server for Nodes, Pods and ConfigMaps.
 
@@ -154,8 +205,11 @@ class FakeApiServer(LoopbackServer):
     sends bookmarks only when :meth:`bookmark` is called.
     """
 
-    def __init__(self, *, bookmark_interval: float | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self, *, bookmark_interval: float | None = None, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        """``ssl_context``: serve HTTPS with it (what the in-cluster client config needs)."""
+        super().__init__(ssl_context)
         self.bookmark_interval = bookmark_interval
         self.requests: list[Request] = []
         self._cond = threading.Condition()
@@ -171,6 +225,12 @@ class FakeApiServer(LoopbackServer):
         self._down: str | None = None
         #: Resources answered with 403 Forbidden, as when RBAC does not grant them.
         self.forbidden: set[str] = set()
+        #: When set, a request without ``Authorization: Bearer <token>`` gets 401 Unauthorized.
+        self.token: str | None = None
+        #: Resources answered with 404 NotFound, as when their CRD is not installed.
+        self.absent: set[str] = set()
+        #: Checks an object a write would store (a CRD's schema): its messages make 422 Invalid.
+        self.validate: Callable[[dict[str, Any]], list[str]] | None = None
         #: Seconds every request waits, once recorded, before it is answered (0: none).
         self.delay = 0.0
         self._stopping = False
@@ -283,15 +343,19 @@ class FakeApiServer(LoopbackServer):
         key: Key,
         body: bytes,
         content_type: str = "application/json",
+        query: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """create/update/patch/delete one object as the API server would: (status, object).
 
         ``key`` is (namespace or "", name), the name empty for a create (it is in the body).
-        Raises ``_HttpError`` for what the API server refuses (exists, conflict, not found,
-        a patch that does not apply).
+        ``query`` holds ``fieldManager`` and ``force`` for server-side apply. Raises
+        ``_HttpError`` for what the API server refuses (exists, conflict, not found, a patch
+        that does not apply, what :attr:`validate` refuses).
         """
         namespace, name = key
         kind = _RESOURCES[resource][0]
+        if content_type.startswith(APPLY_PATCH) and verb == "patch":
+            return self._apply(resource, key, body, query or {})
         with self._cond:
             stored = self._objects[resource]
             if verb == "create":
@@ -304,6 +368,7 @@ class FakeApiServer(LoopbackServer):
                     raise _HttpError(409, "AlreadyExists", f'{resource} "{name}" already exists')
                 obj["kind"] = kind
                 meta.pop("resourceVersion", None)
+                self._check(obj)
                 return 201, self._commit(resource, (namespace, name), "ADDED", obj)
             if (namespace, name) not in stored:
                 raise _HttpError(404, "NotFound", f'{resource} "{name}" not found')
@@ -332,7 +397,69 @@ class FakeApiServer(LoopbackServer):
             else:
                 raise _HttpError(415, "UnsupportedMediaType", f"the fake cannot {content_type}")
             obj["kind"] = kind
+            self._check(obj)
             return 200, self._commit(resource, (namespace, name), "MODIFIED", obj)
+
+    def _check(self, obj: dict[str, Any]) -> None:
+        """422 Invalid with :attr:`validate`'s messages when it refuses ``obj``."""
+        problems = self.validate(obj) if self.validate is not None else []
+        if problems:
+            raise _HttpError(422, "Invalid", f"{obj.get('kind')} is invalid: {'; '.join(problems)}")
+
+    def _apply(
+        self, resource: str, key: Key, body: bytes, query: dict[str, str]
+    ) -> tuple[int, dict[str, Any]]:
+        """Server-side apply of one object: created, or its applier's configuration in place.
+
+        The fake tracks one field manager per object (``metadata.managedFields``): the same
+        manager's new configuration replaces its previous one, as apply removes the fields a
+        manager stops setting; another manager's object is a conflict unless ``force=true``,
+        and is then merged. The body is JSON (which is YAML), as the kubernetes client sends it.
+        """
+        manager = query.get("fieldManager")
+        if not manager:
+            raise _HttpError(400, "BadRequest", "PATCH, fieldManager is required for apply patch")
+        namespace, name = key
+        kind = _RESOURCES[resource][0]
+        try:
+            applied = json.loads(body)
+        except ValueError as exc:
+            raise _HttpError(400, "BadRequest", f"the body is not JSON: {exc}") from None
+        meta = applied.get("metadata") or {}
+        if meta.get("name") != name or applied.get("kind") != kind:
+            raise _HttpError(
+                400,
+                "BadRequest",
+                f"the object ({applied.get('kind')} {meta.get('name')!r}) does not match the "
+                f"URL ({kind} {name!r})",
+            )
+        if _RESOURCES[resource][1]:
+            meta["namespace"] = namespace
+        self._check(applied)
+        entry = {"manager": manager, "operation": "Apply", "apiVersion": applied.get("apiVersion")}
+        with self._cond:
+            current = self._objects[resource].get(key)
+            if current is None:
+                obj = copy.deepcopy(applied)
+                obj["metadata"]["managedFields"] = [entry]
+                return 201, self._commit(resource, key, "ADDED", obj)
+            owners = {m.get("manager") for m in current["metadata"].get("managedFields") or []}
+            if owners == {manager}:
+                obj = copy.deepcopy(applied)
+                # What the server sets stays: the applier never owns those fields.
+                for field_ in ("uid", "creationTimestamp", "generation"):
+                    if field_ in current["metadata"]:
+                        obj["metadata"][field_] = current["metadata"][field_]
+            elif query.get("force") == "true":
+                obj = _merge_patch(current, applied)
+            else:
+                raise _HttpError(
+                    409,
+                    "Conflict",
+                    f"Apply failed with conflicts: conflicts with {sorted(o or '' for o in owners)}",
+                )
+            obj["metadata"]["managedFields"] = [entry]
+            return 200, self._commit(resource, key, "MODIFIED", obj)
 
     def _locate(self, obj: dict[str, Any]) -> tuple[str, Key]:
         resource = _KIND_TO_RESOURCE[obj["kind"]]
@@ -468,12 +595,13 @@ class FakeApiServer(LoopbackServer):
                 if limit:
                     # Keep the snapshot so continue tokens read a consistent list.
                     self._snapshots.setdefault(snap_rv, {})[resource] = snapshot
+        labels = LabelSelector(query.get("labelSelector", ""))
         items: list[bytes] = []
         pos = start
         while pos < len(snapshot) and (not limit or len(items) < limit):
             _, obj, raw = snapshot[pos]
             pos += 1
-            if sel.matches(obj):
+            if sel.matches(obj) and labels.matches(obj):
                 items.append(raw)
         meta: dict[str, Any] = {"resourceVersion": str(snap_rv)}
         if limit and pos < len(snapshot):
@@ -621,6 +749,12 @@ def _merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+def _group(resource: str) -> str:
+    """The API group of a resource ("" for the core group), as RBAC names it."""
+    group_version = _GROUP_VERSIONS.get(resource, "v1")
+    return group_version.split("/")[0] if "/" in group_version else ""
+
+
 def _route(path: str) -> tuple[str | None, str | None, str | None]:
     """(resource, namespace, name) of an API path; resource None when it names none."""
     parts = path.strip("/").split("/")
@@ -676,6 +810,9 @@ class _Handler(JsonHandler):
         # while it reads a watch).
         try:
             ready, _, _ = select.select([self.connection], [], [], 0)
+            if isinstance(self.connection, ssl.SSLSocket):
+                # No peeking through TLS; its only traffic now is close_notify or the FIN.
+                return bool(ready)
             return bool(ready) and self.connection.recv(1, socket.MSG_PEEK) == b""
         except OSError:
             return True
@@ -724,17 +861,34 @@ class _Handler(JsonHandler):
             self._cut()
         elif down == "503":
             self._error(503, "ServiceUnavailable", "the fake API server is down")
+        elif self._unauthorized():
+            pass
         elif resource in fake.forbidden:
             self._error(
                 403,
                 "Forbidden",
                 f'{resource} is forbidden: User "system:serviceaccount:gpu-policy:webhook" '
-                f'cannot {verb} resource "{resource}" in API group "" at the cluster scope',
+                f'cannot {verb} resource "{resource}" in API group "{_group(resource)}" at the '
+                "cluster scope",
             )
-        elif resource not in _RESOURCES or (namespace is not None and not _RESOURCES[resource][1]):
+        elif (
+            resource not in _RESOURCES
+            or resource in fake.absent
+            or (namespace is not None and not _RESOURCES[resource][1])
+        ):
             self._error(404, "NotFound", f"the server could not find the requested resource {path}")
         else:
             return False
+        return True
+
+    def _unauthorized(self) -> bool:
+        """Answer 401 when :attr:`FakeApiServer.token` is set and not presented; True if so."""
+        token = self.fake.token
+        scheme, _, presented = (self.headers.get("Authorization") or "").partition(" ")
+        # The scheme is case-insensitive (RFC 9110); the python client sends "bearer".
+        if token is None or (scheme.lower() == "bearer" and presented == token):
+            return False
+        self._error(401, "Unauthorized", "Unauthorized")
         return True
 
     def _write(self, method: str) -> None:
@@ -755,6 +909,8 @@ class _Handler(JsonHandler):
         if fake._down == "503":
             self._error(503, "ServiceUnavailable", "the fake API server is down")
             return
+        if self._unauthorized():
+            return
         if resource in fake.forbidden:
             where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
             self._error(
@@ -762,12 +918,13 @@ class _Handler(JsonHandler):
                 "Forbidden",
                 f'{resource} "{name or ""}" is forbidden: User '
                 f'"system:serviceaccount:gpu-policy:webhook" cannot {verb} resource '
-                f'"{resource}" {where}',
+                f'"{resource}" in API group "{_group(resource)}" {where}',
             )
             return
         namespaced = resource in _RESOURCES and _RESOURCES[resource][1]
         if (
             resource not in _RESOURCES
+            or resource in fake.absent
             or namespaced != (namespace is not None)
             or (name is None) != (verb == "create")
         ):
@@ -782,6 +939,7 @@ class _Handler(JsonHandler):
                 (namespace or "", name or ""),
                 body,
                 self.headers.get("Content-Type") or "application/json",
+                query,
             )
         except _HttpError as exc:
             self._error(exc.code, exc.reason, exc.message)

@@ -1,13 +1,15 @@
 """What the loopback fake API servers share: the HTTP server, JSON answers, Status, kubeconfig.
 
 :class:`LoopbackServer` runs a ``ThreadingHTTPServer`` on 127.0.0.1 (port chosen by the
-kernel, kept across restarts) in a daemon thread; its request handler class, a subclass of
+kernel, kept across restarts) in a daemon thread, plain HTTP or, given an ``ssl.SSLContext``,
+HTTPS; its request handler class, a subclass of
 :class:`JsonHandler`, reaches the fake as ``self.fake``. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,6 +58,14 @@ class JsonHandler(BaseHTTPRequestHandler):
     fake: Any  # the LoopbackServer, set on the subclass made in LoopbackServer.listen
     protocol_version = "HTTP/1.1"
 
+    def handle(self) -> None:
+        """Serve the connection; a TLS handshake the client breaks off ends it quietly."""
+        try:
+            super().handle()
+        except ssl.SSLError:
+            # A client that does not trust the certificate: what a test may want to see.
+            self.close_connection = True
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: a test run would otherwise print a line per request."""
 
@@ -75,21 +85,29 @@ class LoopbackServer:
 
     handler: ClassVar[type[JsonHandler]]
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: serve HTTPS with it instead of plain HTTP."""
+        self.ssl_context = ssl_context
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        """The base URL (plain HTTP): what a kubeconfig's ``server`` or a client's host is."""
-        return f"http://127.0.0.1:{self.port}"
+        """The base URL: what a kubeconfig's ``server`` or a client's host is."""
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def listen(self) -> None:
         """Listen (port 0 the first time, the same port again after :meth:`close`)."""
         handler = type("Handler", (self.handler,), {"fake": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self._httpd.daemon_threads = True
+        if self.ssl_context is not None:
+            # The handshake runs in the handler's thread (on its first read), not in accept.
+            self._httpd.socket = self.ssl_context.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,

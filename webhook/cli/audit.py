@@ -1,9 +1,12 @@
 """``gpu-policy audit``: what is already wrong or stuck in the cluster, and why, in GPU terms.
 
-Reads a live cluster (``--kubeconfig``, ``--context``: listed page by page) or dumps
-(``--nodes`` plus ``--objects``, the output of ``kubectl get pods,deployments,statefulsets,
-daemonsets,replicasets,jobs,cronjobs -A -o yaml``), judges every GPU workload with the
-webhook's engine and explains every GPU pod that waits (``webhook.audit``). Read-only.
+Reads a live cluster (``--kubeconfig``, ``--context``; in a pod with neither, the pod's
+service account: listed page by page) or dumps (``--nodes`` plus ``--objects``, the output of
+``kubectl get pods,deployments,statefulsets,daemonsets,replicasets,jobs,cronjobs -A -o
+yaml``), judges every GPU workload with the webhook's engine and explains every GPU pod that
+waits (``webhook.audit``). On a live cluster the policy's ``configMapRef`` is read as the
+server reads it: the device-plugin ConfigMap replaces the policy file's configs. It never
+changes a workload; ``--apply`` writes the reports (``webhook.kube.reports``).
 
 Exit status: 0 nothing at fail level, 1 findings at fail level, 2 a usage, file or cluster
 error (one line on stderr).
@@ -12,21 +15,27 @@ error (one line on stderr).
 from __future__ import annotations
 
 import argparse
+import sys
+from collections import Counter
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.audit import APIS, AuditResult, Collector, audit, document, reports, text
 from webhook.audit.owners import parse_time
-from webhook.cli.main import UsageError, add_colour_argument, use_colour
+from webhook.cli.main import UsageError, add_colour_argument, in_pod, use_colour
 from webhook.cli.render import paint, to_json, to_yaml
 from webhook.cli.review import COLOURS
 from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
 from webhook.policy import Policy
 
+if TYPE_CHECKING:
+    from webhook.kube.reports import Applied
+
 DESCRIPTION = (
     "Judge the GPU workloads that already run with the webhook's policy, and say why GPU pods "
-    "wait (held slots, missing resources, selectors, taints). Read-only. Exit 0: nothing at "
-    "fail level; 1: findings at fail level; 2: usage, file or cluster error."
+    "wait (held slots, missing resources, selectors, taints). Never changes a workload; "
+    "--apply writes the reports. Exit 0: nothing at fail level; 1: findings at fail level; "
+    "2: usage, file or cluster error."
 )
 OUTPUTS = ("text", "json", "yaml", "reports")
 
@@ -38,7 +47,9 @@ def add_parser(sub: Any) -> None:
         help="what is already wrong or stuck in the cluster, and why",
         description=DESCRIPTION,
     )
-    source = p.add_argument_group("where the cluster comes from (one of)")
+    source = p.add_argument_group(
+        "where the cluster comes from (one of; in a pod, neither: its service account)"
+    )
     source.add_argument("--kubeconfig", metavar="FILE", help="read the live cluster")
     source.add_argument("--context", help="kubeconfig context (default: the current one)")
     source.add_argument("--nodes", metavar="FILE", help="a node dump (kubectl get nodes -o yaml)")
@@ -60,7 +71,14 @@ def add_parser(sub: Any) -> None:
         "--report-api",
         choices=tuple(APIS),
         default="wgpolicyk8s",
-        help="report kinds for -o reports: PolicyReport (wgpolicyk8s) or Report (openreports)",
+        help="report kinds for -o reports and --apply: PolicyReport (wgpolicyk8s) or Report "
+        "(openreports)",
+    )
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="write the reports to the live cluster (server-side apply, field manager "
+        "gpu-policy) and delete the ones an earlier run wrote that this run does not",
     )
     p.add_argument("--all", action="store_true", help="list passing findings too")
     p.add_argument("--page-size", type=int, default=500, help="objects per list request")
@@ -82,22 +100,58 @@ def _now(value: str | None) -> datetime:
     return parsed
 
 
-def _check(args: argparse.Namespace) -> None:
-    """The options fit together, or a UsageError says which do not."""
-    if args.kubeconfig and (args.nodes or args.objects):
+def _live(args: argparse.Namespace) -> bool:
+    """Whether the options say a live cluster (a kubeconfig, or in a pod no source at all).
+
+    Raises UsageError when they fit together in no way.
+    """
+    dumps = bool(args.nodes or args.objects)
+    if args.kubeconfig and dumps:
         raise UsageError("give --kubeconfig or --nodes/--objects, not both", command="audit")
     if args.context and not args.kubeconfig:
         raise UsageError("--context needs --kubeconfig", command="audit")
-    if not args.kubeconfig and not (args.nodes and args.objects):
+    if args.page_size < 1:
+        raise UsageError("--page-size must be at least 1", command="audit")
+    if args.kubeconfig or (not dumps and in_pod()):
+        return True
+    if not (args.nodes and args.objects):
         raise UsageError(
             "give --kubeconfig FILE, or --nodes FILE with --objects FILE...", command="audit"
         )
-    if args.page_size < 1:
-        raise UsageError("--page-size must be at least 1", command="audit")
+    if args.apply:
+        raise UsageError(
+            "--apply writes the reports to a live cluster: give --kubeconfig, not dumps "
+            "(-o reports prints them)",
+            command="audit",
+        )
+    return False
+
+
+def _dump_policy_note(policy: Policy) -> str | None:
+    """What a dump audit does with a policy whose device-plugin config lives in the cluster."""
+    ref = policy.configmap_ref
+    if ref is None:
+        return None
+    where = f"{ref.namespace}/{ref.name}"
+    uses = (
+        "the policy file's own device-plugin configs"
+        if policy.configs
+        else "no device-plugin config (only the nodes' labels and allocatable say how GPUs "
+        "are shared)"
+    )
+    return (
+        f"the policy's devicePlugin.configMapRef ({where}) is read from a live cluster only; "
+        f"this dump audit uses {uses}. To judge with it, save it (kubectl get configmap -n "
+        f"{ref.namespace} {ref.name} -o yaml > cm.yaml) and name it in the policy as "
+        "devicePlugin.configMapFile: cm.yaml"
+    )
 
 
 def from_dumps(policy: Policy, args: argparse.Namespace, now: datetime) -> AuditResult:
     """Audit the node dump and the object dumps."""
+    note = _dump_policy_note(policy)
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     nodes = nodes_from_text(read_text(args.nodes), source=args.nodes)
     collector = Collector()
     for path in args.objects:
@@ -105,23 +159,64 @@ def from_dumps(policy: Policy, args: argparse.Namespace, now: datetime) -> Audit
     return audit(collector, nodes, policy=policy, now=now)
 
 
-def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> AuditResult:
-    """Audit the live cluster, read page by page."""
+def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> int:
+    """Audit the live cluster, read page by page; print it, and apply the reports if asked."""
     # kubernetes is imported only for this mode.
-    from webhook.kube.lister import ClusterError, read_for_audit
+    from webhook.kube.lister import ClusterError, connect_audit, read_configmap, read_for_audit
+    from webhook.kube.reports import apply_reports
+    from webhook.kube.snapshot import with_configmap
 
     collector = Collector()
     try:
-        nodes = read_for_audit(
-            args.kubeconfig,
-            collector,
-            context=args.context,
-            page_size=args.page_size,
-            timeout=args.timeout,
-        )
+        api = connect_audit(args.kubeconfig, args.context)
+        try:
+            ref = policy.configmap_ref
+            if ref is not None:
+                where = (ref.namespace, ref.name)
+                found = read_configmap(api, *where, timeout=args.timeout)
+                if found is None:
+                    # As the server: no ConfigMap, the policy file's configs (if any) apply.
+                    print(
+                        f"warning: the policy's devicePlugin.configMapRef {'/'.join(where)} "
+                        "is not in the cluster: judging with the policy file's configs",
+                        file=sys.stderr,
+                    )
+                policy, refused = with_configmap(policy, found, where)
+                if refused:
+                    # As the server and `inventory`: a ConfigMap that does not parse is not used.
+                    print(f"warning: device-plugin ConfigMap refused: {refused}", file=sys.stderr)
+            nodes = read_for_audit(api, collector, page_size=args.page_size, timeout=args.timeout)
+            result = audit(collector, nodes, policy=policy, now=now)
+            print(render(result, args), end="", flush=True)
+            if args.apply:
+                written = reports(result, api=args.report_api)
+                applied = apply_reports(
+                    api,
+                    written,
+                    api=args.report_api,
+                    page_size=args.page_size,
+                    timeout=args.timeout,
+                )
+                print(applied_line(applied), file=sys.stderr)
+        finally:
+            api.close()  # type: ignore[no-untyped-call]  # untyped upstream
     except ClusterError as exc:
         raise UsageError(str(exc), command="audit") from None
-    return audit(collector, nodes, policy=policy, now=now)
+    return result.exit_status()
+
+
+def _counted(labels: tuple[str, ...]) -> str:
+    """``1 ClusterPolicyReport, 2 PolicyReports`` for ``Kind ns/name`` labels."""
+    kinds = Counter(label.split(" ", 1)[0] for label in labels)
+    return ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(kinds.items()))
+
+
+def applied_line(applied: Applied) -> str:
+    """One line on what ``--apply`` wrote and deleted."""
+    line = f"reports applied: {_counted(applied.applied)} (field manager gpu-policy)"
+    if applied.deleted:
+        line += f"; deleted, from an earlier run: {', '.join(applied.deleted)}"
+    return line
 
 
 def render(result: AuditResult, args: argparse.Namespace) -> str:
@@ -143,9 +238,11 @@ def render(result: AuditResult, args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Audit the cluster or the dumps, print the result, exit 1 on findings at fail level."""
-    _check(args)
+    live = _live(args)
     now = _now(args.now)
     policy = load_policy(args.policy)
-    result = from_cluster(policy, args, now) if args.kubeconfig else from_dumps(policy, args, now)
+    if live:
+        return from_cluster(policy, args, now)
+    result = from_dumps(policy, args, now)
     print(render(result, args), end="")
     return result.exit_status()

@@ -95,6 +95,16 @@ def _error(exc: Exception, command: str = "") -> int:
 CLUSTER_COMMANDS = ("inventory", "plan", "audit")
 
 
+# Set by the kubelet in every container (the API server's Service): the process runs in a pod.
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+
+def in_pod(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this runs in a pod, where the service account's in-cluster config applies."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get(IN_CLUSTER_ENV))
+
+
 def default_kubeconfig(environ: Mapping[str, str] | None = None) -> str:
     """The kubeconfig kubectl reads: the first file of ``$KUBECONFIG``, else ~/.kube/config."""
     environ = os.environ if environ is None else environ
@@ -108,7 +118,8 @@ def kubectl_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubectl-gpu_policy``: ``kubectl gpu-policy ...`` (krew's naming).
 
     As ``gpu-policy``, except that ``inventory``, ``plan`` and ``audit`` read the current
-    kubeconfig context when given neither ``--kubeconfig`` nor node or object dumps.
+    kubeconfig context when given neither ``--kubeconfig`` nor node or object dumps. In a pod
+    with no kubeconfig file, ``audit`` uses the pod's service account, as kubectl does.
     """
     return main(argv, kubectl=True)
 
@@ -122,7 +133,10 @@ def main(argv: Sequence[str] | None = None, *, kubectl: bool = False) -> int:
         and args.command in CLUSTER_COMMANDS
         and not (args.kubeconfig or args.nodes or getattr(args, "objects", None))
     ):
-        args.kubeconfig = default_kubeconfig()
+        path = default_kubeconfig()
+        # kubectl (client-go) falls back to the in-cluster config when no kubeconfig exists.
+        if args.command != "audit" or os.path.isfile(path) or not in_pod():
+            args.kubeconfig = path
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -1,9 +1,13 @@
-"""Listing the cluster once, page by page, for the audit.
+"""Listing the cluster once, page by page, for the audit; and connecting to it.
 
-Each kind is listed with ``limit``/``continue``; every page's raw JSON is decoded with orjson
-(``_preload_content=False``, as the watchers do) and handed to the sink at once, so that no
-more than one page of full objects is held: the sink (``webhook.audit.Collector``) keeps only
-what GPU judgement needs. Nodes are trimmed to what the engine reads and returned.
+``connect_audit`` gives the client: a kubeconfig (and context), or with none the pod's
+service account (in-cluster, what the chart's CronJob runs with). ``read_configmap`` reads
+the device-plugin ConfigMap a policy's ``configMapRef`` names, with one get (RBAC can grant
+just that name). Each kind is listed with ``limit``/``continue``; every page's raw JSON is
+decoded with orjson (``_preload_content=False``, as the watchers do) and handed to the sink at
+once, so that no more than one page of full objects is held: the sink
+(``webhook.audit.Collector``) keeps only what GPU judgement needs. Nodes are trimmed to what
+the engine reads and returned.
 """
 
 from __future__ import annotations
@@ -12,14 +16,24 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import orjson
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from webhook.kube.client import load_client
 from webhook.kube.dryrun import connect
 from webhook.kube.trim import trim_node
 from webhook.kube.watcher import _describe
 
-__all__ = ["AUDIT_KINDS", "ClusterError", "Sink", "list_pages", "read_for_audit"]
+__all__ = [
+    "AUDIT_KINDS",
+    "ClusterError",
+    "Sink",
+    "connect_audit",
+    "list_pages",
+    "read_configmap",
+    "read_for_audit",
+    "status_message",
+]
 
 PAGE_SIZE = 500
 
@@ -80,8 +94,58 @@ def list_pages(
             return
 
 
+def connect_audit(
+    kubeconfig: str | None, context: str | None = None, **in_cluster: Any
+) -> client.ApiClient:
+    """A client for ``context`` of ``kubeconfig``, or (None) the pod's service account.
+
+    ``in_cluster`` goes to :func:`webhook.kube.client.load_client` (``token_file``,
+    ``ca_file``, ``environ``). Raises ClusterError with one line when neither can be used.
+    """
+    if kubeconfig is None:
+        try:
+            return load_client("in-cluster", **in_cluster)
+        except (config.ConfigException, OSError) as exc:
+            raise ClusterError(
+                f"in-cluster configuration (the pod's service account): {exc} Give "
+                "--kubeconfig, or run it in a pod that mounts its service account token"
+            ) from None
+    try:
+        return connect(kubeconfig, context)
+    except ValueError as exc:
+        raise ClusterError(str(exc)) from None
+
+
+def read_configmap(
+    api: client.ApiClient, namespace: str, name: str, *, timeout: float = 30.0
+) -> dict[str, Any] | None:
+    """The ConfigMap ``namespace/name`` as a document, or None when there is none.
+
+    Raises ClusterError (one line, with the fix) when it cannot be read.
+    """
+    try:
+        found = client.CoreV1Api(api).read_namespaced_config_map(
+            name, namespace, _request_timeout=timeout
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        fix = (
+            f"; grant get on configmaps {name!r} in namespace {namespace}"
+            if exc.status == 403
+            else ""
+        )
+        raise ClusterError(
+            f"reading ConfigMap {namespace}/{name}: {_describe(exc)}{status_message(exc)}{fix}"
+        ) from None
+    except Exception as exc:  # connection errors come as several urllib3 types
+        raise ClusterError(f"reading ConfigMap {namespace}/{name}: {_describe(exc)}") from None
+    doc: dict[str, Any] = api.sanitize_for_serialization(found)  # type: ignore[no-untyped-call]
+    return doc
+
+
 def read_for_audit(
-    kubeconfig: str,
+    cluster: str | client.ApiClient,
     sink: Sink,
     *,
     context: str | None = None,
@@ -90,13 +154,12 @@ def read_for_audit(
 ) -> list[dict[str, Any]]:
     """List every audited kind into ``sink``, page by page; return the (trimmed) nodes.
 
-    Raises ClusterError with one line (the kind, the HTTP status or the connection error)
-    when the kubeconfig cannot be used or a list fails.
+    ``cluster`` is a kubeconfig path (with ``context``; the client is closed at the end) or a
+    client from :func:`connect_audit` (the caller closes it). Raises ClusterError with one line
+    (the kind, the HTTP status or the connection error) when the kubeconfig cannot be used or
+    a list fails.
     """
-    try:
-        api = connect(kubeconfig, context)
-    except ValueError as exc:
-        raise ClusterError(str(exc)) from None
+    api = connect_audit(cluster, context) if isinstance(cluster, str) else cluster
     kind = "Node"
     try:
         nodes = [
@@ -110,16 +173,17 @@ def read_for_audit(
             for page in list_pages(call, page_size=page_size, timeout=timeout):
                 sink.add_all(page, kind=kind)
     except ApiException as exc:
-        detail = _status_message(exc)
+        detail = status_message(exc)
         raise ClusterError(f"listing {kind}s: {_describe(exc)}{detail}") from None
     except Exception as exc:  # connection errors come as several urllib3 types
         raise ClusterError(f"listing {kind}s: {_describe(exc)}") from None
     finally:
-        api.close()  # type: ignore[no-untyped-call]  # untyped upstream
+        if isinstance(cluster, str):
+            api.close()  # type: ignore[no-untyped-call]  # untyped upstream
     return nodes
 
 
-def _status_message(exc: ApiException) -> str:
+def status_message(exc: ApiException) -> str:
     """The API server's Status message (``... is forbidden: ...``), after a colon."""
     try:
         message = orjson.loads(exc.body or b"{}").get("message")

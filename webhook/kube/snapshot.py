@@ -7,7 +7,9 @@ not parse keeps the policy's configs and is reported, so that a bad edit never t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.kube.source import ClusterState
 from webhook.policy import Inventory, Policy, PolicyError, inventory_from_nodes
@@ -23,6 +25,24 @@ class LiveView:
     configmap_error: str | None = None
 
 
+def with_configmap(
+    policy: Policy, document: Mapping[str, Any] | None, ref: tuple[str, str] | None
+) -> tuple[Policy, str | None]:
+    """The policy with the configs of the device-plugin ConfigMap ``document`` (at ``ref``).
+
+    No document (none configured, or none in the cluster): the policy as it is. A ConfigMap
+    that does not parse: the policy as it is, and why, so that a bad edit never takes effect.
+    """
+    if document is None or ref is None:
+        return policy, None
+    ns, name = ref
+    try:
+        configs = parse_plugin_configmap(document, source=f"ConfigMap {ns}/{name}")
+    except PolicyError as exc:
+        return policy, str(exc)
+    return policy.with_configs(configs), None
+
+
 def live_view(
     policy: Policy,
     state: ClusterState,
@@ -35,17 +55,10 @@ def live_view(
     A ConfigMap that does not parse keeps the configs of ``previous`` (the last good view), or
     the policy file's when there is none, and says why in ``configmap_error``.
     """
-    error = None
-    document = state.configmap_document()
-    if document is not None and state.configmap_ref is not None:
-        ns, name = state.configmap_ref
-        try:
-            configs = parse_plugin_configmap(document, source=f"ConfigMap {ns}/{name}")
-            policy = policy.with_configs(configs)
-        except PolicyError as exc:
-            error = str(exc)
-            if previous is not None:
-                policy = policy.with_configs(previous.policy.configs)
+    base = policy
+    policy, error = with_configmap(base, state.configmap_document(), state.configmap_ref)
+    if error is not None and previous is not None:
+        policy = base.with_configs(previous.policy.configs)
     inventory = inventory_from_nodes(state.nodes, policy, source=source)
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
 

@@ -170,3 +170,39 @@ failurePolicy: {{ .Values.webhook.failurePolicy }}
 timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
 {{ include "gpu-policy-webhook.namespaceSelector" . }}
 {{- end }}
+
+{{/*
+The audit CronJob's name (also its ServiceAccount's and RBAC's): at most 52 characters, the
+limit of a CronJob's name (its Jobs add a suffix).
+*/}}
+{{- define "gpu-policy-webhook.auditName" -}}
+{{- printf "%s-audit" (include "gpu-policy-webhook.fullname" . | trunc 46 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+Labels of the audit's objects and pods. Not the server's selector labels: the Service, the
+PodDisruptionBudget and the NetworkPolicy must never select an audit pod.
+*/}}
+{{- define "gpu-policy-webhook.auditSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-audit" (include "gpu-policy-webhook.name" . | trunc 57 | trimSuffix "-") }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "gpu-policy-webhook.auditLabels" -}}
+helm.sh/chart: {{ include "gpu-policy-webhook.chart" . }}
+{{ include "gpu-policy-webhook.auditSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: audit
+{{- end }}
+
+{{/* The report API of audit.reportApi: the group and the two resources RBAC names. */}}
+{{- define "gpu-policy-webhook.auditReportRule" -}}
+{{- if eq .Values.audit.reportApi "openreports" -}}
+- apiGroups: ["openreports.io"]
+  resources: ["clusterreports", "reports"]
+{{- else -}}
+- apiGroups: ["wgpolicyk8s.io"]
+  resources: ["clusterpolicyreports", "policyreports"]
+{{- end }}
+{{- end }}
