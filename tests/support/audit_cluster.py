@@ -302,14 +302,15 @@ class Cluster:
     """The generated cluster: iterate ``nodes()`` and ``objects()``, then ask ``expected()``."""
 
     def __init__(self, nodes: int, pods: int, gpu_fraction: float = 0.1) -> None:
-        if nodes < 10 or pods < 0 or not 0 <= gpu_fraction <= 1:
-            raise ValueError("at least 10 nodes, pods >= 0, a GPU fraction between 0 and 1")
+        if nodes < 50 or pods < 0 or not 0 <= gpu_fraction <= 1:
+            # One node in five is a GPU node, and the GPU node kinds come in tens.
+            raise ValueError("at least 50 nodes, pods >= 0, a GPU fraction between 0 and 1")
         self.n_nodes, self.n_pods = nodes, pods
         self.n_gpu_pods = round(pods * gpu_fraction)
         self.n_gpu_nodes = -(-nodes // 5)
         self.n_cpu_nodes = nodes - self.n_gpu_nodes
         self._pools: dict[str, list[_Node]] = {p: [] for p in POOL_RESOURCE}
-        for i, node in enumerate(gpu_nodes(min(10, self.n_gpu_nodes))):
+        for i, node in enumerate(gpu_nodes(10)):
             pool = POOL_OF_SLOT[i]
             slots = int(node["status"]["allocatable"][POOL_RESOURCE[pool]])
             self._pools[pool] += [
