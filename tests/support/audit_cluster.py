@@ -40,7 +40,6 @@ __all__ = ["NOW", "POLICY", "SCENARIOS", "Cluster", "Scenario"]
 
 NOW = datetime(2025, 7, 14, 8, 18, 53, tzinfo=UTC)
 _EPOCH = datetime(2025, 5, 1, tzinfo=UTC)
-GPU_REPLICAS = 4  # pods per GPU workload
 CPU_REPLICAS = 10  # pods per CPU workload
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 EXCLUSIVE_PRODUCTS = ["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"]
