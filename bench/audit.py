@@ -186,6 +186,15 @@ def check(doc: dict[str, Any], expected: dict[str, Any]) -> tuple[dict[str, Any]
     return got, diffs
 
 
+def _extreme(rows: list[dict[str, Any]], variant: str, pick: Any) -> dict[str, Any]:
+    """Each figure of a variant's rounds, the lowest (``min``) or the highest (``max``)."""
+    mine = [r for r in rows if r["variant"] == variant]
+    return {
+        **mine[0],
+        **{k: pick(r[k] for r in mine) for k in ("wall_s", "cpu_s", "rss_peak_mib")},
+    }
+
+
 def _print_rows(rows: list[dict[str, Any]]) -> None:
     print(f"{'variant':16} {'wall s':>7} {'CPU s':>7} {'peak RSS MiB':>13} {'pages':>6}")
     for row in rows:
@@ -260,11 +269,14 @@ def main() -> None:
     _print_rows(rows)
     doc = json.loads(output)
     got, diffs = check(doc, facts["expected"])
-    base = min((r for r in rows if r["variant"] == "list"), key=lambda r: r["wall_s"])
-    full = min((r for r in rows if r["variant"] == "audit"), key=lambda r: r["wall_s"])
+    # Other work on the machine only ever adds time: compare the best of the rounds, and hold
+    # the worst against the targets.
+    base, full = _extreme(rows, "list", min), _extreme(rows, "audit", min)
+    worst = _extreme(rows, "audit", max)
     summary = doc["summary"]
     print(
-        f"\naudit over the baseline: {full['wall_s'] - base['wall_s']:+.2f} s wall, "
+        f"\naudit over the baseline (best of {args.rounds}): "
+        f"{full['wall_s'] - base['wall_s']:+.2f} s wall, "
         f"{full['cpu_s'] - base['cpu_s']:+.2f} s CPU, "
         f"{full['rss_peak_mib'] - base['rss_peak_mib']:+.1f} MiB peak RSS"
     )
@@ -280,10 +292,10 @@ def main() -> None:
         if not diffs
         else "the audit differs from what the generator placed:\n  " + "\n  ".join(diffs)
     )
-    rss_mb = full["rss_peak_mib"] * 2**20 / 1e6
+    rss_mb = worst["rss_peak_mib"] * 2**20 / 1e6
     print(
-        f"targets: wall {full['wall_s']:.1f} s (< {TARGET_WALL_S:.0f} s: "
-        f"{'met' if full['wall_s'] < TARGET_WALL_S else 'MISSED'}), peak RSS {rss_mb:.0f} MB "
+        f"targets (worst of {args.rounds}): wall {worst['wall_s']:.1f} s (< {TARGET_WALL_S:.0f} s: "
+        f"{'met' if worst['wall_s'] < TARGET_WALL_S else 'MISSED'}), peak RSS {rss_mb:.0f} MB "
         f"(< {TARGET_RSS_MB:.0f} MB: {'met' if rss_mb < TARGET_RSS_MB else 'MISSED'})"
     )
     if args.out:
@@ -300,6 +312,8 @@ def main() -> None:
             "load_before": load_before,
             "cluster": {k: v for k, v in facts.items() if k != "expected"},
             "rows": rows,
+            "best": {"list": base, "audit": full},
+            "worst": {"list": _extreme(rows, "list", max), "audit": worst},
             "summary": summary,
             "audit": got,
             "expected": facts["expected"],
