@@ -266,7 +266,11 @@ def main() -> None:
                     output = text if variant == "audit" else output
         finally:
             server.communicate("quit\n", timeout=60)
+    load_after = os.getloadavg()[0]
     _print_rows(rows)
+    print(
+        f"load average after {load_after:.2f} (the wall time grows with it; the CPU time does not)"
+    )
     doc = json.loads(output)
     got, diffs = check(doc, facts["expected"])
     # Other work on the machine only ever adds time: compare the best of the rounds, and hold
@@ -310,6 +314,7 @@ def main() -> None:
             "client_core": client_core,
             "server_core": server_core,
             "load_before": load_before,
+            "load_after": load_after,
             "cluster": {k: v for k, v in facts.items() if k != "expected"},
             "rows": rows,
             "best": {"list": base, "audit": full},
