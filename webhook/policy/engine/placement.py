@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from webhook.contract import SHARING_ANNOTATION
+from webhook.contract import MIG_ANNOTATION, SHARING_ANNOTATION
 from webhook.policy.decision import RuleResult
 from webhook.policy.engine.checks import Ask
 from webhook.policy.engine.intent import Intent
@@ -87,6 +87,25 @@ def _of_kind(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair]:
     return by_kind
 
 
+def _shared_mig_hint(ask: Ask, intent: Intent, inventory: Inventory) -> str:
+    """Where only MIG instances are shared, the annotation that asks for one of them.
+
+    A plain GPU request means a whole GPU unless a MIG profile is stated, so a pod that asks
+    for a shared GPU is not steered to a shared MIG instance by itself: a slice of a GPU has a
+    fraction of its memory, which the pod must choose.
+    """
+    if ask.form.profile or intent.mig_profile:
+        return ""
+    profiles = sorted({o.profile for _, o in inventory.pairs if o.profile and o.shared})
+    if not profiles:
+        return ""
+    offered = summary((p, o) for p, o in inventory.pairs if o.profile in profiles)
+    return (
+        f"; shared MIG instances are offered ({offered}): to take one, state its profile "
+        f"with annotation {MIG_ANNOTATION}={profiles[0]}"
+    )
+
+
 def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | RuleResult:
     """The (pool, offer) pairs that can serve ``ask``, or the failure that says why none can."""
     form = ask.form
@@ -121,7 +140,8 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
             "gpu-resource-offered",
             "fail",
             f"{ask.label} asks for {why} {what} ({source}), but no node offers them: the pod "
-            f"would stay Pending. Nodes offer {summary(by_kind)}",
+            f"would stay Pending. Nodes offer {summary(by_kind)}"
+            f"{_shared_mig_hint(ask, intent, inventory) if shared_only else ''}",
             ask.label,
         )
     selected = [
