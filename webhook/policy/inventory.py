@@ -98,19 +98,38 @@ class Inventory:
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
     )
+    _by_profile: Mapping[str | None, tuple[tuple[Pool, Offer], ...]] = field(
+        init=False, repr=False, compare=False
+    )
+    _plain_names: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Both indexes are built once per snapshot; every review reads them.
+        # The indexes are built once per snapshot; every review reads them instead of walking
+        # the pairs for each container that asks for a GPU.
         pairs = tuple((pool, offer) for pool in self.pools for offer in pool.offers)
         index: dict[str, list[tuple[Pool, Offer]]] = defaultdict(list)
+        profiles: dict[str | None, list[tuple[Pool, Offer]]] = defaultdict(list)
         for pool, offer in pairs:
             index[offer.form.name].append((pool, offer))
+            profiles[offer.profile].append((pool, offer))
         object.__setattr__(self, "pairs", pairs)
         object.__setattr__(self, "_by_name", {k: tuple(v) for k, v in index.items()})
+        object.__setattr__(self, "_by_profile", {k: tuple(v) for k, v in profiles.items()})
+        plain = tuple((p, o) for p, o in pairs if o.form.profile is None)
+        object.__setattr__(self, "_plain_names", plain)
 
     def advertising(self, name: str) -> tuple[tuple[Pool, Offer], ...]:
         """The (pool, offer) pairs that advertise the resource ``name``."""
         return self._by_name.get(name, ())
+
+    def of_profile(self, profile: str | None) -> tuple[tuple[Pool, Offer], ...]:
+        """The pairs whose devices are MIG instances of ``profile`` (None: whole GPUs)."""
+        return self._by_profile.get(profile, ())
+
+    @property
+    def plain_names(self) -> tuple[tuple[Pool, Offer], ...]:
+        """The pairs advertised under a name without a MIG profile in it (``nvidia.com/gpu``)."""
+        return self._plain_names
 
     @property
     def names(self) -> tuple[str, ...]:

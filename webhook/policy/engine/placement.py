@@ -75,15 +75,15 @@ def _selection_fix(intent: Intent, cands: Sequence[Pair]) -> str:
     return "select one of those products, or remove the selection"
 
 
-def _of_kind(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair]:
+def _of_kind(ask: Ask, intent: Intent, inventory: Inventory) -> Sequence[Pair]:
     """The offers of the device kind ``ask`` wants: its MIG profile, or whole GPUs."""
     wanted = ask.form.profile or intent.mig_profile
-    by_kind = [(pool, offer) for pool, offer in inventory.pairs if offer.profile == wanted]
+    by_kind = inventory.of_profile(wanted)
     if not by_kind and wanted is None:
         # Only MIG instances under migStrategy single advertise nvidia.com/gpu here: a pod that
         # names no profile may take one (it would be scheduled there anyway). Where full GPUs
         # exist too, a plain request is steered to them.
-        by_kind = [(p, o) for p, o in inventory.pairs if o.form.profile is None]
+        by_kind = inventory.plain_names
     return by_kind
 
 
