@@ -130,10 +130,73 @@ with the failurePolicy) rather than false.
 {{- printf "(has(%s.containers) && %s.containers.exists(c, %s)) || (has(%s.initContainers) && %s.initContainers.exists(c, %s))" $spec $spec $asks $spec $spec $asks }}
 {{- end }}
 
-{{/* A matchConditions list for the pod spec found at the path given as .path, guarded by .guard. */}}
+{{/*
+A matchConditions list for the pod spec found at the given path ("object.spec.template.spec"),
+guarded by has() on every step of that path below the object.
+*/}}
 {{- define "gpu-policy-webhook.matchConditions" -}}
+{{- $steps := splitList "." . }}
+{{- $prefix := first $steps }}
+{{- $guards := list }}
+{{- range rest $steps }}
+{{- $prefix = printf "%s.%s" $prefix . }}
+{{- $guards = append $guards (printf "has(%s)" $prefix) }}
+{{- end -}}
 - name: asks-for-nvidia-resource
-  expression: {{ printf "%s && (%s)" .guard (include "gpu-policy-webhook.asksForNvidia" .path) | quote }}
+  expression: {{ printf "%s && (%s)" (join " && " $guards) (include "gpu-policy-webhook.asksForNvidia" .) | quote }}
+{{- end }}
+
+{{/*
+The webhook entries for the objects with a pod template (workloads, CronJobs, PodTemplates),
+for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
+*/}}
+{{- define "gpu-policy-webhook.workloadWebhooks" -}}
+{{- $client := include "gpu-policy-webhook.clientConfig" . }}
+{{- $common := include "gpu-policy-webhook.commonWebhookFields" .root }}
+{{- $verb := trimPrefix "/" .path -}}
+- name: workloads.{{ $verb }}.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      resources: ["deployments", "replicasets", "statefulsets", "daemonsets"]
+      operations: ["CREATE", "UPDATE"]
+      scope: Namespaced
+    - apiGroups: ["batch"]
+      apiVersions: ["v1"]
+      resources: ["jobs"]
+      operations: ["CREATE", "UPDATE"]
+      scope: Namespaced
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      resources: ["replicationcontrollers"]
+      operations: ["CREATE", "UPDATE"]
+      scope: Namespaced
+  matchConditions:
+    {{- include "gpu-policy-webhook.matchConditions" "object.spec.template.spec" | nindent 4 }}
+  {{- $common | nindent 2 }}
+- name: cronjobs.{{ $verb }}.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: ["batch"]
+      apiVersions: ["v1"]
+      resources: ["cronjobs"]
+      operations: ["CREATE", "UPDATE"]
+      scope: Namespaced
+  matchConditions:
+    {{- include "gpu-policy-webhook.matchConditions" "object.spec.jobTemplate.spec.template.spec" | nindent 4 }}
+  {{- $common | nindent 2 }}
+- name: podtemplates.{{ $verb }}.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      resources: ["podtemplates"]
+      operations: ["CREATE", "UPDATE"]
+      scope: Namespaced
+  matchConditions:
+    {{- include "gpu-policy-webhook.matchConditions" "object.template.spec" | nindent 4 }}
+  {{- $common | nindent 2 }}
 {{- end }}
 
 {{/* Namespaces no webhook call is made for: kube-system, the release namespace, opt-outs. */}}
