@@ -27,12 +27,17 @@ app.kubernetes.io/name: {{ include "gpu-policy-webhook.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* Labels of every object: .selector (selector labels) and .component, for the release .root. */}}
+{{- define "gpu-policy-webhook.commonLabels" -}}
+helm.sh/chart: {{ include "gpu-policy-webhook.chart" .root }}
+{{ .selector }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
 {{- define "gpu-policy-webhook.labels" -}}
-helm.sh/chart: {{ include "gpu-policy-webhook.chart" . }}
-{{ include "gpu-policy-webhook.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/component: admission-webhook
+{{- include "gpu-policy-webhook.commonLabels" (dict "root" . "selector" (include "gpu-policy-webhook.selectorLabels" .) "component" "admission-webhook") }}
 {{- end }}
 
 {{- define "gpu-policy-webhook.serviceAccountName" -}}
@@ -252,11 +257,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{- define "gpu-policy-webhook.auditLabels" -}}
-helm.sh/chart: {{ include "gpu-policy-webhook.chart" . }}
-{{ include "gpu-policy-webhook.auditSelectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/component: audit
+{{- include "gpu-policy-webhook.commonLabels" (dict "root" . "selector" (include "gpu-policy-webhook.auditSelectorLabels" .) "component" "audit") }}
 {{- end }}
 
 {{/* The report API of audit.reportApi: the group and the two resources RBAC names. */}}
