@@ -49,12 +49,15 @@ import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import ssl  # noqa: E402
+import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from flask import Flask, Response, request  # noqa: E402
+
+from bench.figures import percentile, write_json  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.gunicorn import Server
@@ -242,6 +245,47 @@ def client(
     out.put(("done", idx, latencies, dict(errors), sockets, local_port, cpu))
 
 
+def check_answer(
+    name: str, path: str, port: int, ca_file: Path, body: bytes, *, patch: bool
+) -> None:
+    """POST one review to ``path`` and stop the benchmark unless the answer is right.
+
+    Right: HTTP 200, an AdmissionReview that allows the pod, with its uid; with ``patch``
+    also a JSONPatch (or the comparison would leave the mutation out).
+    """
+    uid = json.loads(body)["request"]["uid"]
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+    try:
+        conn.request("POST", path, body=body, headers=HEADERS)
+        resp = conn.getresponse()
+        raw = resp.read()
+    finally:
+        conn.close()
+    problems = []
+    try:
+        doc = json.loads(raw)
+        answer = doc["response"]
+    except (ValueError, KeyError, TypeError):
+        doc, answer = {}, {}
+        problems.append("not an AdmissionReview with a response")
+    if resp.status != 200:
+        problems.append(f"HTTP {resp.status}")
+    if (doc.get("apiVersion"), doc.get("kind")) != ("admission.k8s.io/v1", "AdmissionReview"):
+        problems.append("apiVersion/kind are not admission.k8s.io/v1 AdmissionReview")
+    if answer.get("uid") != uid:
+        problems.append(f"uid {answer.get('uid')!r} instead of {uid!r}")
+    if answer.get("allowed") is not True:
+        problems.append("the pod is not allowed")
+    if patch and answer.get("patchType") != "JSONPatch":
+        problems.append("no JSONPatch: the comparison would leave out the mutation")
+    if problems:
+        raise SystemExit(
+            f"{name} (POST {path}) answered wrongly: {'; '.join(problems)}."
+            f" The answer: {raw[:500]!r}"
+        )
+
+
 def start_server(
     name: str, tmp: Path, certs: CertPaths, args: Any, app: str | None = None
 ) -> Server:
@@ -331,9 +375,6 @@ def drive(
     n = len(latencies)
     client_cpu = sum(r[6] for r in results.values())
 
-    def pct(q: float) -> float:
-        return latencies[min(n - 1, int(q * n))] * 1000 if n else float("nan")
-
     server_cpu = sum(cpu1.values()) - sum(cpu0.values())
     worker_cpu = sorted((cpu1[p] - cpu0[p] for p in pids if p != server.proc.pid), reverse=True)
     result = {
@@ -342,9 +383,9 @@ def drive(
         "seconds": args.seconds,
         "requests": n,
         "req_per_s": n / args.seconds,
-        "p50_ms": pct(0.50),
-        "p90_ms": pct(0.90),
-        "p99_ms": pct(0.99),
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p90_ms": percentile(latencies, 0.90) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
         "max_ms": latencies[-1] * 1000 if n else float("nan"),
         "errors": sum(errors.values()),
         "error_kinds": dict(errors),
@@ -382,12 +423,6 @@ HEADER = (
 )
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def _arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=10.0, help="measured time per run")
@@ -420,13 +455,7 @@ def measure(
         paths = issue.write_certs(tmp / "tls", days=1)
         servers = {name: start_server(name, tmp, paths, args) for name in ("noop", "real")}
         try:
-            # The real server must answer with a patch, or the comparison is meaningless.
-            ctx = ssl.create_default_context(cafile=str(paths.ca_cert))
-            conn = http.client.HTTPSConnection("127.0.0.1", servers["real"].port, context=ctx)
-            conn.request("POST", "/mutate", body=body, headers=HEADERS)
-            answer = json.loads(conn.getresponse().read())["response"]
-            conn.close()
-            assert answer.get("patchType") == "JSONPatch", answer
+            check_answer("real", MUTATE_PATH, servers["real"].port, paths.ca_cert, body, patch=True)
             for i in range(args.rounds):
                 # Alternate the order so that a drift of the machine's load favours neither.
                 order = ("noop", "real") if i % 2 == 0 else ("real", "noop")
@@ -437,7 +466,8 @@ def measure(
                     }
                 )
             half_max = 0.5 * min(
-                _median([r[name]["req_per_s"] for r in rounds]) for name in ("noop", "real")
+                statistics.median([r[name]["req_per_s"] for r in rounds])
+                for name in ("noop", "real")
             )
             if not args.no_latency:
                 # The target's rate first (half of 1,500 reviews/s), then half of what this
@@ -466,8 +496,8 @@ def _print_saturated(rounds: list[dict[str, dict[str, Any]]]) -> None:
             f"{'':<5} real/noop: throughput {throughput[-1]:.2f}x, CPU per request {cpu[-1]:.2f}x"
         )
     print(
-        f"\nmedian real/noop: throughput {_median(throughput):.2f}x (target >= 0.8x),"
-        f" server CPU per request {_median(cpu):.2f}x (target <= 1.2x)"
+        f"\nmedian real/noop: throughput {statistics.median(throughput):.2f}x (target >= 0.8x),"
+        f" server CPU per request {statistics.median(cpu):.2f}x (target <= 1.2x)"
     )
 
 
@@ -508,8 +538,7 @@ def main() -> None:
         if row["errors"] or row["reconnects"]:
             print(f"{row['server']}: errors {row['error_kinds']}, reconnects {row['reconnects']}")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_json(args.out, rows)
         print(f"\nwritten to {args.out}")
 
 

@@ -57,12 +57,9 @@ if __name__ == "__main__":
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
-import http.client  # noqa: E402
 import importlib.metadata  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
-import ssl  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import textwrap  # noqa: E402
@@ -71,10 +68,12 @@ from collections.abc import Callable, Iterable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
+from bench.figures import percentile, write_json  # noqa: E402
 from bench.http import (  # noqa: E402
-    HEADERS,
     MUTATE_PATH,
+    NOOP_APP,
     allow_review,
+    check_answer,
     drive,
     review_body,
     start_server,
@@ -243,7 +242,7 @@ TARGETS = (
     Target("/mutate", "webhook", MUTATE_PATH),
     Target("/validate", "webhook", VALIDATE_PATH),
 )
-APPS = {"wsgi": "bench.latency:wsgi_app", "noop": "bench.http:noop_app", "webhook": WSGI_APP}
+APPS = {"wsgi": "bench.latency:wsgi_app", "noop": NOOP_APP, "webhook": WSGI_APP}
 
 
 @dataclass
@@ -279,14 +278,10 @@ class Pooled:
         """Percentiles of the pooled latencies (us), rate, CPU per request (us)."""
         ordered = sorted(self.latencies)
         n = len(ordered)
-
-        def pct(q: float) -> float:
-            return ordered[min(n - 1, int(q * n))] * 1e6 if n else float("nan")
-
         return {
             "requests": n,
-            "p50_us": pct(0.50),
-            "p99_us": pct(0.99),
+            "p50_us": percentile(ordered, 0.50) * 1e6,
+            "p99_us": percentile(ordered, 0.99) * 1e6,
             "req_per_s": n / self.seconds if self.seconds else float("nan"),
             "server_cpu_us_per_req": self.server_cpu_s / n * 1e6 if n else float("nan"),
             "client_cpu_us_per_req": self.client_cpu_s / n * 1e6 if n else float("nan"),
@@ -294,41 +289,6 @@ class Pooled:
             "reconnects": self.reconnects,
             "rounds": self.rounds,
         }
-
-
-def check_answer(target: Target, port: int, ca_file: Path, body: bytes) -> None:
-    """POST one review and stop the benchmark unless the answer is a right AdmissionReview."""
-    uid = json.loads(body)["request"]["uid"]
-    ctx = ssl.create_default_context(cafile=str(ca_file))
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
-    try:
-        conn.request("POST", target.path, body=body, headers=HEADERS)
-        resp = conn.getresponse()
-        raw = resp.read()
-    finally:
-        conn.close()
-    problems = []
-    try:
-        doc = json.loads(raw)
-        answer = doc["response"]
-    except (ValueError, KeyError, TypeError):
-        doc, answer = {}, {}
-        problems.append("not an AdmissionReview with a response")
-    if resp.status != 200:
-        problems.append(f"HTTP {resp.status}")
-    if (doc.get("apiVersion"), doc.get("kind")) != ("admission.k8s.io/v1", "AdmissionReview"):
-        problems.append("apiVersion/kind are not admission.k8s.io/v1 AdmissionReview")
-    if answer.get("uid") != uid:
-        problems.append(f"uid {answer.get('uid')!r} instead of {uid!r}")
-    if answer.get("allowed") is not True:
-        problems.append("the pod is not allowed")
-    if target.name == "/mutate" and answer.get("patchType") != "JSONPatch":
-        problems.append("no JSONPatch: the comparison would leave out the mutation")
-    if problems:
-        raise SystemExit(
-            f"{target.name} (POST {target.path}) answered wrongly: {'; '.join(problems)}."
-            f" The answer: {raw[:500]!r}"
-        )
 
 
 def measure(
@@ -422,7 +382,14 @@ def main() -> None:
             for name, app in APPS.items():
                 servers[name] = start_server(name, tmp, certs, GUNICORN, app=app)
             for target in TARGETS:
-                check_answer(target, servers[target.server].port, certs.ca_cert, body)
+                check_answer(
+                    target.name,
+                    target.path,
+                    servers[target.server].port,
+                    certs.ca_cert,
+                    body,
+                    patch=target.name == "/mutate",
+                )
             pooled = measure(servers, certs.ca_cert, body, args)
         finally:
             for server in servers.values():
@@ -464,7 +431,6 @@ def main() -> None:
                 print(f"{name}, {c} conn: {row['errors']} errors, {row['reconnects']} reconnects")
     print(f"\ntook {elapsed:.0f} s")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         report = {
             "body_bytes": len(body),
             "seconds": args.seconds,
@@ -480,7 +446,7 @@ def main() -> None:
                 for name, by_conn in rows.items()
             },
         }
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.out, report)
         print(f"written to {args.out}")
 
 

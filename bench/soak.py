@@ -44,6 +44,7 @@ import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
+from bench.figures import percentile  # noqa: E402
 from bench.http import HEADERS, review_body, start_server, stop_server  # noqa: E402
 
 if TYPE_CHECKING:
@@ -110,13 +111,6 @@ def client(
     out.put(("done", idx))
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def slope_per_min(xs: list[float], ys: list[float]) -> float:
     """Least-squares slope of ys over xs (seconds), per minute."""
     n = len(xs)
@@ -181,8 +175,8 @@ def _sample(
         "requests": len(window),
         "req_per_s": round(len(window) / args.interval, 1),
         "errors": errors,
-        "p50_ms": round(pct(window, 0.50) * 1000, 2),
-        "p99_ms": round(pct(window, 0.99) * 1000, 2),
+        "p50_ms": round(percentile(sorted(window), 0.50) * 1000, 2),
+        "p99_ms": round(percentile(sorted(window), 0.99) * 1000, 2),
         "rss_master_mib": round(rss_bytes(server.proc.pid) / MIB, 2),
     }
     for i, r in enumerate(rss_workers):
@@ -298,7 +292,7 @@ def _report(
     plot(rows, png_path, title)
     print(
         f"\n{answered} answered, {sum(errors.values())} errors {dict(errors) or ''}"
-        f"\np99 per {args.interval:g} s window: median {pct(p99s, 0.5):.2f} ms,"
+        f"\np99 per {args.interval:g} s window: median {percentile(sorted(p99s), 0.5):.2f} ms,"
         f" max {max(p99s):.2f} ms"
         f"\nRSS master+workers: {rows[0]['rss_total_mib']:.1f} MiB at {rows[0]['t_s']:g} s,"
         f" {rows[-1]['rss_total_mib']:.1f} MiB at {rows[-1]['t_s']:g} s;"

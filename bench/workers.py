@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
+from bench.figures import percentile, write_json  # noqa: E402 - after the path fix above
+
 if TYPE_CHECKING:
     from webhook.certs.issue import CertPaths
 
@@ -235,9 +237,6 @@ def run_class(worker_class: str, args: Any, certs: CertPaths, tmp: Path) -> dict
     errors = [e for r in results for e in r["errors"]]
     n = len(latencies)
 
-    def pct(q: float) -> float:
-        return latencies[min(n - 1, int(q * n))] * 1000 if n else float("nan")
-
     return {
         "worker_class": worker_class,
         "workers": args.workers,
@@ -246,8 +245,8 @@ def run_class(worker_class: str, args: Any, certs: CertPaths, tmp: Path) -> dict
         "seconds": args.seconds,
         "requests": n,
         "req_per_s": n / args.seconds,
-        "p50_ms": pct(0.50),
-        "p99_ms": pct(0.99),
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
         "errors": len(errors),
         "error_samples": sorted(set(errors))[:3],
         "handshakes": sum(r["handshakes"] for r in results),
@@ -307,8 +306,7 @@ def main() -> None:
         for sample in r["error_samples"]:
             print(f"    error: {sample}")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_json(args.out, rows)
         print(f"\nwritten to {args.out}")
 
 

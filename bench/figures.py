@@ -1,0 +1,22 @@
+"""What the benchmarks share: latency percentiles, and writing their figures as JSON.
+
+Standard library only: the benchmarks import it into processes whose memory they measure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile (0-1) of the sorted ``ordered``, nearest rank below; NaN when empty."""
+    n = len(ordered)
+    return ordered[min(n - 1, int(q * n))] if n else float("nan")
+
+
+def write_json(path: Path, doc: Any) -> None:
+    """Write ``doc`` to ``path`` as indented JSON, making its directory if need be."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
