@@ -45,9 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
+from bench.figures import write_json  # noqa: E402
+
 VARIANTS = ("list", "audit")
 TARGET_WALL_S, TARGET_RSS_MB = 30.0, 400.0
-NOW = "2025-07-14T08:18:53Z"  # tests.support.audit_cluster.NOW
 
 
 # --------------------------------------------------------------------------- child
@@ -66,8 +67,11 @@ class Discard:
         self.objects += sum(1 for _ in objects)
 
 
-def child(variant: str, kubeconfig: str, policy: str, page_size: int, out: str) -> int:
-    """Run one variant in this process; write its output to ``out``; the exit status."""
+def child(variant: str, kubeconfig: str, policy: str, page_size: int, out: str, now: str) -> int:
+    """Run one variant in this process; write its output to ``out``; the exit status.
+
+    ``now`` is the generated cluster's clock (the server process sends it).
+    """
     if variant == "list":
         from webhook.kube.lister import read_for_audit
 
@@ -77,7 +81,7 @@ def child(variant: str, kubeconfig: str, policy: str, page_size: int, out: str) 
         return 0
     from webhook.cli.main import main as gpu_policy
 
-    argv = ["audit", "--kubeconfig", kubeconfig, "--policy", policy, "--now", NOW]
+    argv = ["audit", "--kubeconfig", kubeconfig, "--policy", policy, "--now", now]
     argv += ["--page-size", str(page_size), "--timeout", "120", "-o", "json"]
     with open(out, "w") as stream, contextlib.redirect_stdout(stream):
         return gpu_policy(argv)
@@ -102,7 +106,7 @@ def serve(nodes: int, pods: int, gpu_fraction: float, directory: str, core: int 
         os.sched_setaffinity(0, {core})
     import yaml
 
-    from tests.support.audit_cluster import POLICY, Cluster
+    from tests.support.audit_cluster import NOW, POLICY, Cluster
     from tests.support.page_server import PageServer
 
     start = time.perf_counter()
@@ -115,6 +119,7 @@ def serve(nodes: int, pods: int, gpu_fraction: float, directory: str, core: int 
         "json_mib": round(server.stored_bytes() / 2**20, 1),
         "build_s": round(time.perf_counter() - start, 1),
         "expected": cluster.expected().as_dict(),
+        "now": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     (Path(directory) / "policy.yaml").write_text(yaml.safe_dump(POLICY))
     with server:
@@ -137,7 +142,12 @@ def _reply(server: subprocess.Popen[str], prefix: str) -> Any:
 
 
 def measure(
-    variant: str, server: subprocess.Popen[str], directory: Path, page_size: int, core: int
+    variant: str,
+    server: subprocess.Popen[str],
+    directory: Path,
+    page_size: int,
+    core: int,
+    now: str,
 ) -> tuple[dict[str, Any], str]:
     """Run one variant in a child pinned to ``core``; its figures, and its output."""
     assert server.stdin is not None
@@ -145,7 +155,7 @@ def measure(
     args = [sys.executable, __file__, "--child", variant, "--core", str(core)]
     args += ["--kubeconfig", str(directory / "kubeconfig")]
     args += ["--policy", str(directory / "policy.yaml")]
-    args += ["--page-size", str(page_size), "--child-out", str(out)]
+    args += ["--page-size", str(page_size), "--child-out", str(out), "--now", now]
     start = time.perf_counter()
     with open(err, "w") as stderr:
         proc = subprocess.Popen(args, cwd=ROOT, stdin=subprocess.DEVNULL, stderr=stderr)
@@ -218,6 +228,7 @@ def main() -> None:
     p.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     p.add_argument("--policy", help=argparse.SUPPRESS)
     p.add_argument("--child-out", help=argparse.SUPPRESS)
+    p.add_argument("--now", help=argparse.SUPPRESS)
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dir", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -227,7 +238,14 @@ def main() -> None:
     if args.child:
         os.sched_setaffinity(0, {args.core})
         raise SystemExit(
-            child(args.child, args.kubeconfig, args.policy, args.page_size, args.child_out)
+            child(
+                args.child,
+                args.kubeconfig,
+                args.policy,
+                args.page_size,
+                args.child_out,
+                args.now,
+            )
         )
 
     client_core, server_core = _cores()
@@ -261,7 +279,9 @@ def main() -> None:
             )
             for _ in range(args.rounds):
                 for variant in VARIANTS:
-                    row, text = measure(variant, server, Path(tmp), args.page_size, client_core)
+                    row, text = measure(
+                        variant, server, Path(tmp), args.page_size, client_core, facts["now"]
+                    )
                     rows.append(row)
                     output = text if variant == "audit" else output
         finally:
@@ -303,7 +323,6 @@ def main() -> None:
         f"(< {TARGET_RSS_MB:.0f} MB: {'met' if rss_mb < TARGET_RSS_MB else 'MISSED'})"
     )
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         report = {
             "nodes": args.nodes,
             "pods": args.pods,
@@ -315,7 +334,7 @@ def main() -> None:
             "server_core": server_core,
             "load_before": load_before,
             "load_after": load_after,
-            "cluster": {k: v for k, v in facts.items() if k != "expected"},
+            "cluster": {k: v for k, v in facts.items() if k not in ("expected", "now")},
             "rows": rows,
             "best": {"list": base, "audit": full},
             "worst": {"list": _extreme(rows, "list", max), "audit": worst},
@@ -324,7 +343,7 @@ def main() -> None:
             "expected": facts["expected"],
             "matches": not diffs,
         }
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.out, report)
         print(f"written to {args.out}")
     if diffs:
         raise SystemExit(1)
