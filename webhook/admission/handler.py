@@ -144,13 +144,12 @@ def mutate(request: AdmissionRequest, *, policy: Policy, inventory: Inventory) -
         return _outcome("mutate", request, "allowed", response.allowed(request.uid), skipped=why)
     try:
         decision = _review(request, policy, inventory)
-        if not decision.allowed and API_SERVER_VALIDATED_RULES.intersection(decision.failed):
+        failed = () if decision.allowed else decision.failed
+        if API_SERVER_VALIDATED_RULES.intersection(failed):
             message = decision.denial or "denied by the GPU sharing policy"
-            annotations = response.audit_annotations(failed=decision.failed)
+            annotations = response.audit_annotations(failed=failed)
             doc = response.denied(request.uid, message, annotations=annotations)
-            return _outcome(
-                "mutate", request, "denied", doc, failed=decision.failed, decision=decision
-            )
+            return _outcome("mutate", request, "denied", doc, failed=failed, decision=decision)
         patch = decision.patch if pod else ()
         doc = response.patched(
             request.uid,

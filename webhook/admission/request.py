@@ -68,7 +68,6 @@ class AdmissionRequest:
     them as read-only. ``object`` is None only for DELETE and CONNECT.
     """
 
-    api_version: str
     uid: str
     group: str
     version: str
@@ -290,7 +289,6 @@ def parse_review(
     old = _old_object(request)
     dry_run = _dry_run(request)
     return AdmissionRequest(
-        api_version=ADMISSION_API_VERSION,
         uid=uid,
         group=group,
         version=version,

@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 )
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.contract import CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE
+from webhook.contract import CA_CERT_FILE, CA_KEY_FILE, TLS_CERT_FILE, TLS_KEY_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ class CertPaths:
         tls.crt and tls.key are the names a kubernetes.io/tls Secret mounts.
         """
         d = Path(directory)
-        return cls(d, d / CA_CERT_FILE, d / "ca.key", d / TLS_CERT_FILE, d / TLS_KEY_FILE)
+        return cls(d, d / CA_CERT_FILE, d / CA_KEY_FILE, d / TLS_CERT_FILE, d / TLS_KEY_FILE)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:

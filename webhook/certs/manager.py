@@ -131,10 +131,6 @@ class Round:
     problems: tuple[str, ...]
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 def _write_if_changed(path: Path, data: bytes, mode: int) -> bool:
     try:
         if path.read_bytes() == data:
@@ -156,7 +152,7 @@ class CertManager:
         tls_dir: str | os.PathLike[str],
         interval: float = DEFAULT_CERT_INTERVAL,
         timing: rotation.Timing | None = None,
-        clock: Callable[[], dt.datetime] = _utcnow,
+        clock: Callable[[], dt.datetime] = issue.utcnow,
         max_staleness: float = MAX_STALENESS,
         name: str = "Secret",
     ) -> None:
@@ -314,7 +310,7 @@ class PublishedCACheck:
         self,
         ca_file: str | os.PathLike[str],
         served: Callable[[], x509.Certificate | None],
-        clock: Callable[[], dt.datetime] = _utcnow,
+        clock: Callable[[], dt.datetime] = issue.utcnow,
     ) -> None:
         """Check against ``ca_file``; ``served`` gives the certificate served now."""
         self.ca_file = Path(ca_file)

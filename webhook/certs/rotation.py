@@ -180,8 +180,7 @@ def _pair(
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm) as e:
         return None, f"{cert_key} or {key_key} unreadable ({e})"
-    fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if cert.public_key().public_bytes(*fmt) != key.public_key().public_bytes(*fmt):
+    if not issue.same_public_key(cert, key):
         return None, f"{key_key} does not match {cert_key}"
     return cert, None
 

@@ -110,7 +110,6 @@ class ReloadingSSLContext:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
         self.client_ca_file = Path(client_ca_file) if client_ca_file is not None else None
-        self.check_interval = check_interval
         self._files = FileWatch(self._watched(), interval=check_interval, clock=clock)
         self._last_error: str | None = None
         self._current = self._load(self._files.loaded)
@@ -192,11 +191,6 @@ class ReloadingSSLContext:
     def serial(self) -> int:
         """Serial number of the certificate currently served."""
         return self._current.certificate.serial_number
-
-    @property
-    def not_before(self) -> dt.datetime:
-        """Start of the served certificate's validity (UTC)."""
-        return self._current.certificate.not_valid_before_utc
 
     @property
     def not_after(self) -> dt.datetime:

@@ -213,9 +213,9 @@ def record_review(outcome: Outcome, seconds: float) -> None:
     if outcome.error is not None:
         counters.append(_engine_errors[endpoint])
     for rule in outcome.failed:
-        counters.append(RULE_RESULTS.labels(endpoint, _rule_label(rule), "fail"))
+        counters.append(_rule_result(endpoint, rule, "fail"))
     for rule in outcome.warned:
-        counters.append(RULE_RESULTS.labels(endpoint, _rule_label(rule), "warn"))
+        counters.append(_rule_result(endpoint, rule, "warn"))
     _pending.add(counters, _latency[endpoint], seconds)
 
 
@@ -227,6 +227,20 @@ def flush() -> None:
 def _rule_label(rule: str) -> str:
     # Rule ids are a fixed set; anything else would be an engine change not yet listed.
     return rule if rule in RULES else "other"
+
+
+# The children of RULE_RESULTS, each looked up once like the ones above, but on first use: a
+# child made in advance would put a zero series per rule into /metrics.
+_rule_results: dict[tuple[str, str, str], Counter] = {}
+
+
+def _rule_result(endpoint: str, rule: str, status: str) -> Counter:
+    key = (endpoint, _rule_label(rule), status)
+    child = _rule_results.get(key)
+    if child is None:
+        # Two threads may both look it up: .labels() gives them the same child.
+        child = _rule_results[key] = RULE_RESULTS.labels(*key)
+    return child
 
 
 def record_bad_request(reason: str) -> None:

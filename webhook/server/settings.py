@@ -110,6 +110,11 @@ class Settings:
         )
 
     @property
+    def policy_files(self) -> tuple[Path, ...]:
+        """The files the policy and the inventory are read from: those the settings name."""
+        return tuple(p for p in (self.policy_file, self.nodes_file) if p is not None)
+
+    @property
     def watches_cluster(self) -> bool:
         """True when ``GPU_POLICY_KUBE`` asks for the Nodes and ConfigMap to be watched."""
         return self.kube != DEFAULT_KUBE

@@ -50,12 +50,11 @@ View = Callable[[Policy], tuple[Policy, Inventory] | None]
 
 @dataclass(frozen=True)
 class Snapshot:
-    """An immutable (policy, inventory) pair, the file policy it came from, and when."""
+    """An immutable (policy, inventory) pair, and the file policy it came from."""
 
     policy: Policy
     inventory: Inventory
     generation: int
-    loaded_at: float  # time.time()
     base: Policy  # the policy file as loaded, before a cluster view applied
 
 
@@ -84,7 +83,7 @@ def snapshot_from(settings: Settings, texts: FileTexts, generation: int = 1) -> 
     """The snapshot the file texts make; PolicyError when they are bad."""
     policy = load_policy(settings.policy_file, text=texts.policy)
     inventory = load_inventory(policy, settings.nodes_file, text=texts.nodes)
-    return Snapshot(policy, inventory, generation, time.time(), policy)
+    return Snapshot(policy, inventory, generation, policy)
 
 
 def load_snapshot(settings: Settings, generation: int = 1) -> Snapshot:
@@ -106,14 +105,8 @@ class LastGoodFiles:
     def __init__(self, settings: Settings) -> None:
         """Read the files now: ``texts`` is None when they do not load."""
         self.settings = settings
-        self.texts: FileTexts | None = None
-        self._files = FileWatch(
-            (p for p in (settings.policy_file, settings.nodes_file) if p),
-            interval=settings.reload_interval,
-        )
-        loaded = self._load(self._files.loaded)
-        if loaded is not None:
-            self.texts = loaded
+        self._files = FileWatch(settings.policy_files, interval=settings.reload_interval)
+        self.texts: FileTexts | None = self._load(self._files.loaded)
 
     def _load(self, stamps: Stamps) -> FileTexts | None:
         try:
@@ -167,8 +160,9 @@ class PolicyState:
         self._on_reload = on_reload
         self._build_lock = threading.Lock()  # one snapshot is built at a time
         self._view: View | None = None
-        watched = (p for p in (settings.policy_file, settings.nodes_file) if p)
-        self._files = FileWatch(watched, interval=settings.reload_interval, clock=clock)
+        self._files = FileWatch(
+            settings.policy_files, interval=settings.reload_interval, clock=clock
+        )
         self.last_error: str | None = None
         try:
             self._snapshot = load_snapshot(settings)
@@ -216,7 +210,7 @@ class PolicyState:
         if view is None:
             return None
         policy, inventory = view
-        return Snapshot(policy, inventory, generation, time.time(), base)
+        return Snapshot(policy, inventory, generation, base)
 
     # -- the files -------------------------------------------------------------------------
 
