@@ -158,10 +158,15 @@ def test_every_failure_names_the_container(
                 assert r.container is not None and r.container in r.message
 
 
+@pytest.mark.parametrize(
+    "limits",
+    [{"cpu": "1"}, {"cpu": "1", "nvidia.com/hostdev": 1}],
+    ids=["cpu-only", "other-nvidia-resource-only"],
+)
 def test_pod_without_gpu_is_skipped_untouched(
-    example_policy: Policy, example_inventory: Inventory
+    limits: dict[str, Any], example_policy: Policy, example_inventory: Inventory
 ) -> None:
-    obj = pod(ctr(limits={"cpu": "1"}))
+    obj = pod(ctr(limits=limits))
     decision = review(obj, policy=example_policy, inventory=example_inventory)
     assert decision.allowed and decision.patch == () and decision.mutated is None
     assert [r.status for r in decision.results] == ["skip"]

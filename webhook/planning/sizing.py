@@ -417,8 +417,8 @@ def _known_mig_memory(inventory: Inventory) -> dict[tuple[str, str], int]:
     """(model key, MIG profile) -> MiB, from the nodes that label their MIG slices' memory."""
     known: dict[tuple[str, str], int] = {}
     for _, offer in inventory.pairs:
-        if offer.model is not None and offer.profile is not None and offer.memory_mib:
-            known.setdefault((model_key(offer.model), offer.profile), offer.memory_mib)
+        if offer.model_key is not None and offer.profile is not None and offer.memory_mib:
+            known.setdefault((offer.model_key, offer.profile), offer.memory_mib)
     return known
 
 

@@ -20,11 +20,11 @@ from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.plugin_config import PluginConfig
 from webhook.policy.products import (
     base_model,
-    model_key,
     product_label,
     product_mig_profile,
     product_value,
 )
+from webhook.policy.products import model_key as product_model_key
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
 
 
@@ -48,6 +48,13 @@ class Offer:
     slots: int | None
     memory_mib: int | None
     selector: tuple[str, str] | None
+    # The model as product annotations are compared with it (see products.model_key), derived
+    # once per snapshot: placement reads it for every candidate of a pod that names products.
+    model_key: str | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        key = None if self.product is None else product_model_key(self.product)
+        object.__setattr__(self, "model_key", key)
 
     @property
     def shared(self) -> bool:
@@ -58,11 +65,6 @@ class Offer:
     def model(self) -> str | None:
         """The GPU model, without ``-MIG-...`` and ``-SHARED``."""
         return None if self.product is None else base_model(self.product)
-
-    @property
-    def model_key(self) -> str | None:
-        """The model as product annotations are compared with it (see products.model_key)."""
-        return None if self.product is None else model_key(self.product)
 
     def describe(self) -> str:
         """``NVIDIA-L20-SHARED (8 slots)``: how messages name an offer."""

@@ -59,13 +59,18 @@ def _entries(container: Mapping[str, Any]) -> list[Entry]:
     limits = limits if isinstance(limits, dict) else {}
     names = [k for k in asked if isinstance(k, str) and k.startswith(PREFIX)]
     names += [k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in asked]
-    return [
+    entries = [
         Entry(n, parse_resource(n), asked.get(n, MISSING), limits.get(n, MISSING)) for n in names
     ]
+    # Other nvidia.com/ resources (NICs, vGPU, RDMA) are not ours to judge.
+    return [e for e in entries if e.form is not None or e.name.startswith(_GPU_PREFIXES)]
 
 
 def gpu_containers(spec: Mapping[str, Any]) -> list[Found]:
-    """(list name, index, container, entries) of the containers that ask for ``nvidia.com/``.
+    """(list name, index, container, GPU entries) of the containers that ask for a GPU.
+
+    A GPU entry is a device-plugin GPU name, or an ``nvidia.com/gpu...`` or ``nvidia.com/mig...``
+    name it does not advertise (judged by the resource-name rule).
 
     One walk over the containers: most pods reaching a webhook ask for no GPU at all, and
     those that do have one or two GPU containers among their sidecars.
@@ -94,14 +99,10 @@ def check_container(
     entries: list[Entry],
     inventory: Inventory,
 ) -> Ask | tuple[RuleResult, ...]:
-    """The container's :class:`Ask`, or the rules it fails (empty: it asks for no GPU of ours).
+    """The container's :class:`Ask`, or the rules it fails (``entries``: its GPU entries).
 
     Every result this returns is a failure: a container that asks well has no finding.
     """
-    # Other nvidia.com/ resources (NICs, vGPU, RDMA) are not ours to judge.
-    entries = [e for e in entries if e.form is not None or e.name.startswith(_GPU_PREFIXES)]
-    if not entries:
-        return ()
     label = container_label(list_name, container, index)
     if list_name == "ephemeralContainers":
         names = ", ".join(e.name for e in entries)

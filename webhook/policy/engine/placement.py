@@ -110,12 +110,12 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
     """The (pool, offer) pairs that can serve ``ask``, or the failure that says why none can."""
     form = ask.form
     by_kind = _of_kind(ask, intent, inventory)
-    what = _describe_kind(form, intent.mig_profile)
     if not by_kind:
         return RuleResult(
             "gpu-resource-offered",
             "fail",
-            f"{ask.label} asks for {form.name}, but no node offers {what}: the pod would stay "
+            f"{ask.label} asks for {form.name}, but no node offers "
+            f"{_describe_kind(form, intent.mig_profile)}: the pod would stay "
             f"Pending. The cluster offers {inventory.summary()}; ask for one of those",
             ask.label,
         )
@@ -136,6 +136,7 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
     if not cands:
         why = "shared" if shared_only else "exclusive (not shared)"
         source = "its name" if form.renamed else f"annotation {SHARING_ANNOTATION}"
+        what = _describe_kind(form, intent.mig_profile)
         return RuleResult(
             "gpu-resource-offered",
             "fail",
