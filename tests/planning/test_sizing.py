@@ -261,3 +261,16 @@ def test_full_mig_capable_gpu_time_sliced_names_a_profile() -> None:
 def test_no_mig_warning_for_gpus_without_mig() -> None:
     plan = plan_for("seed003-before", SEED003)
     assert "mig-profile-fits" not in codes(plan)
+
+
+@pytest.mark.parametrize(
+    "product",
+    ["NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me-SHARED", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me"],
+    ids=["label-value", "without-shared"],
+)
+def test_measurement_copied_from_a_me_product_label_sizes_the_me_pool(product: str) -> None:
+    # GFD writes the +me profile with a dot; the measurement must reach the 1g.10gb+me pool.
+    plan = plan_for("h100-mig-single", (Measurement(2000, product),))
+    subjects = {w.subject for w in plan.warnings}
+    assert "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me" not in subjects  # measured
+    assert "unused-measurement" not in codes(plan)

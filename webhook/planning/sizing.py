@@ -39,7 +39,13 @@ from webhook.planning.plugin_texts import config_text, kept_flags
 from webhook.policy.inventory import Inventory, Offer, Pool
 from webhook.policy.model import Policy
 from webhook.policy.plugin_config import PluginConfig
-from webhook.policy.products import base_model, mig_instances, mig_profiles_for, model_key
+from webhook.policy.products import (
+    base_model,
+    mig_instances,
+    mig_profiles_for,
+    model_key,
+    product_mig_profile,
+)
 from webhook.policy.resources import profile_size
 
 DEFAULT_HEADROOM = Fraction(1, 10)
@@ -223,9 +229,8 @@ def _measurement_for(
             continue
         if model_key(m.product) != model_key(model):
             continue
-        profile = (
-            m.product.removesuffix("-SHARED").split("-MIG-", 1)[1] if "-MIG-" in m.product else None
-        )
+        # GFD's spelling (``MIG-1g.10gb.me``) reads as the offer's (``1g.10gb+me``).
+        profile = product_mig_profile(m.product)
         if profile is None:
             general.append(m)
         elif profile == offer.profile:
