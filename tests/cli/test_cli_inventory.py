@@ -37,6 +37,7 @@ kind: List
 items:
 - {kind: Pod, metadata: {name: a}, spec: {nodeName: 10.0.2.11, containers: [{name: m, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Running}}
 - {kind: Pod, metadata: {name: b}, spec: {nodeName: 10.0.2.11, containers: [{name: m, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Running}}
+- {kind: Pod, metadata: {name: cpu-request-gpu-limit}, spec: {nodeName: 10.0.2.11, containers: [{name: m, resources: {requests: {cpu: 1}, limits: {cpu: 2, nvidia.com/gpu: 1}}}]}, status: {phase: Running}}
 - {kind: Pod, metadata: {name: done}, spec: {nodeName: 10.0.2.11, containers: [{name: m, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Succeeded}}
 - {kind: Pod, metadata: {name: pending}, spec: {containers: [{name: m, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Pending}}
 """
@@ -45,7 +46,8 @@ items:
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     l20 = next(p for p in out["pools"] if p["product"] == "NVIDIA-L20-SHARED")
-    assert (l20["slots"], l20["requested"], l20["free"]) == (8, 2, 6)
+    # The GPU limit of the pod that requests only CPU is its GPU request (API defaulting).
+    assert (l20["slots"], l20["requested"], l20["free"]) == (8, 3, 5)
     assert out["total_slots"] == 11
 
 

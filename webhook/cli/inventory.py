@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from webhook.audit.stuck import pod_requests
 from webhook.cli.main import EXIT_OK, print_plugin_warnings
 from webhook.cli.render import cell, table, to_json
 from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Inventory, Policy, PolicyError
-from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 
 if TYPE_CHECKING:  # kubernetes is imported only when a command reads a cluster
     from webhook.kube import ClusterState
@@ -105,43 +105,36 @@ class Row:
     memory_per_slot_mib: int | None
 
 
-def _requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
-    if "requests" in container:  # a trimmed pod from the live watch
-        return container.get("requests") or {}
-    resources = container.get("resources") or {}
-    return resources.get("requests") or resources.get("limits") or {}
-
-
-def _count(raw: Any) -> int:
-    try:
-        return parse_gpu_quantity(raw)
-    except QuantityError:
-        return 0
+def _pod_spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Pod's spec; for a trimmed pod of the live watch, a spec made of its GPU requests."""
+    if "spec" in pod:
+        return pod.get("spec") or {}
+    return {
+        "nodeName": pod.get("nodeName"),
+        **{
+            field: [{"resources": {"requests": c.get("requests") or {}}} for c in pod[field]]
+            for field in ("containers", "initContainers")
+            if pod.get(field)
+        },
+    }
 
 
 def pod_usage(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
     """Slots held per (node, resource): the pod's effective request, as the scheduler counts it.
 
-    Accepts Pod objects or the trimmed pods of the live watch. Pending pods hold nothing.
+    Accepts Pod objects or the trimmed pods of the live watch. Pending pods hold nothing. The
+    count is the audit's (``webhook.audit.stuck.pod_requests``): per resource, a request or
+    else its limit; init containers and native sidecars as the scheduler adds them up.
     """
     usage: dict[tuple[str, str], int] = defaultdict(int)
     for pod in pods:
-        spec = pod.get("spec") if "spec" in pod else pod
-        node = (spec or {}).get("nodeName")
+        spec = _pod_spec(pod)
+        node = spec.get("nodeName")
         phase = ((pod.get("status") or {}).get("phase")) if "status" in pod else pod.get("phase")
         if not node or phase in ("Succeeded", "Failed"):
             continue
-        totals: dict[str, int] = defaultdict(int)
-        for container in (spec or {}).get("containers") or ():
-            for name, raw in _requests(container).items():
-                totals[name] += _count(raw)
-        # Init containers run one at a time: the pod holds the larger of the two.
-        for container in (spec or {}).get("initContainers") or ():
-            for name, raw in _requests(container).items():
-                totals[name] = max(totals[name], _count(raw))
-        for name, n in totals.items():
-            if name.startswith("nvidia.com/"):
-                usage[(node, name)] += n
+        for name, n in pod_requests(spec).items():
+            usage[(node, name)] += n
     return dict(usage)
 
 
