@@ -165,21 +165,13 @@ def _collector_paused() -> Iterator[None]:
 
 
 def read_for_audit(
-    cluster: str | client.ApiClient,
-    sink: Sink,
-    *,
-    context: str | None = None,
-    page_size: int = PAGE_SIZE,
-    timeout: float = 30.0,
+    api: client.ApiClient, sink: Sink, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
 ) -> list[dict[str, Any]]:
     """List every audited kind into ``sink``, page by page; return the (trimmed) nodes.
 
-    ``cluster`` is a kubeconfig path (with ``context``; the client is closed at the end) or a
-    client from :func:`connect_audit` (the caller closes it). Raises ClusterError with one line
-    (the kind, the HTTP status or the connection error) when the kubeconfig cannot be used or
-    a list fails.
+    ``api`` comes from :func:`connect_audit` (the caller closes it). Raises ClusterError with
+    one line (the kind, the HTTP status or the connection error) when a list fails.
     """
-    api = connect_audit(cluster, context) if isinstance(cluster, str) else cluster
     kind = "Node"
     try:
         with _collector_paused():
@@ -198,9 +190,6 @@ def read_for_audit(
         raise ClusterError(f"listing {kind}s: {_describe(exc)}{detail}") from None
     except Exception as exc:  # connection errors come as several urllib3 types
         raise ClusterError(f"listing {kind}s: {_describe(exc)}") from None
-    finally:
-        if isinstance(cluster, str):
-            api.close()  # type: ignore[no-untyped-call]  # untyped upstream
     return nodes
 
 
