@@ -31,6 +31,7 @@ __all__ = [
     "ClusterError",
     "Sink",
     "connect_audit",
+    "failure",
     "list_pages",
     "read_configmap",
     "read_for_audit",
@@ -129,19 +130,14 @@ def read_configmap(
         found = client.CoreV1Api(api).read_namespaced_config_map(
             name, namespace, _request_timeout=timeout
         )
-    except ApiException as exc:
-        if exc.status == 404:
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        status = exc.status if isinstance(exc, ApiException) else None
+        if status == 404:
             return None
         fix = (
-            f"; grant get on configmaps {name!r} in namespace {namespace}"
-            if exc.status == 403
-            else ""
+            f"; grant get on configmaps {name!r} in namespace {namespace}" if status == 403 else ""
         )
-        raise ClusterError(
-            f"reading ConfigMap {namespace}/{name}: {_describe(exc)}{status_message(exc)}{fix}"
-        ) from None
-    except Exception as exc:  # connection errors come as several urllib3 types
-        raise ClusterError(f"reading ConfigMap {namespace}/{name}: {_describe(exc)}") from None
+        raise failure(f"reading ConfigMap {namespace}/{name}", exc, fix) from None
     doc: dict[str, Any] = api.sanitize_for_serialization(found)  # type: ignore[no-untyped-call]
     return doc
 
@@ -185,12 +181,16 @@ def read_for_audit(
             for kind, call in _calls(api).items():
                 for page in list_pages(call, page_size=page_size, timeout=timeout):
                     sink.add_all(page, kind=kind)
-    except ApiException as exc:
-        detail = status_message(exc)
-        raise ClusterError(f"listing {kind}s: {_describe(exc)}{detail}") from None
-    except Exception as exc:  # connection errors come as several urllib3 types
-        raise ClusterError(f"listing {kind}s: {_describe(exc)}") from None
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        raise failure(f"listing {kind}s", exc) from None
     return nodes
+
+
+def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:
+    """One line: what failed, how (the HTTP status and the API server's message, or the
+    connection error), then ``fix``."""
+    said = status_message(exc) if isinstance(exc, ApiException) else ""
+    return ClusterError(f"{doing}: {_describe(exc)}{said}{fix}")
 
 
 def status_message(exc: ApiException) -> str:
