@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from webhook.kube.client import load_client
 from webhook.kube.dryrun import connect
 from webhook.kube.trim import trim_node
-from webhook.kube.watcher import _describe
+from webhook.kube.watcher import _describe, status_message
 
 __all__ = [
     "AUDIT_KINDS",
@@ -35,7 +35,6 @@ __all__ = [
     "list_pages",
     "read_configmap",
     "read_for_audit",
-    "status_message",
 ]
 
 PAGE_SIZE = 500
@@ -191,12 +190,3 @@ def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:
     connection error), then ``fix``."""
     said = status_message(exc) if isinstance(exc, ApiException) else ""
     return ClusterError(f"{doing}: {_describe(exc)}{said}{fix}")
-
-
-def status_message(exc: ApiException) -> str:
-    """The API server's Status message (``... is forbidden: ...``), after a colon."""
-    try:
-        message = orjson.loads(exc.body or b"{}").get("message")
-    except (orjson.JSONDecodeError, AttributeError):
-        return ""
-    return f": {message}" if message else ""
