@@ -73,10 +73,11 @@ def child(variant: str, kubeconfig: str, policy: str, page_size: int, out: str, 
     ``now`` is the generated cluster's clock (the server process sends it).
     """
     if variant == "list":
-        from webhook.kube.lister import read_for_audit
+        from webhook.kube.lister import connect_audit, read_for_audit
 
         sink = Discard()
-        nodes = read_for_audit(kubeconfig, sink, page_size=page_size, timeout=120)
+        with connect_audit(kubeconfig) as api:
+            nodes = read_for_audit(api, sink, page_size=page_size, timeout=120)
         Path(out).write_text(json.dumps({"nodes": len(nodes), "objects": sink.objects}))
         return 0
     from webhook.cli.main import main as gpu_policy

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from tests.support import waiting
+from webhook.audit import Collector
 from webhook.kube import WatchTimings
+from webhook.kube.lister import Sink, connect_audit, read_for_audit
 
 #: Millisecond backoffs and debounce so recoveries do not slow the suite down.
 FAST = WatchTimings(
@@ -24,3 +28,22 @@ FAST = WatchTimings(
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
     """Poll ``predicate`` often: watcher counters move within milliseconds."""
     return waiting.wait_until(predicate, timeout, poll=0.002)
+
+
+def read_cluster(kubeconfig: Path, sink: Sink, **kwargs: Any) -> list[dict[str, Any]]:
+    """``read_for_audit`` through a client for ``kubeconfig``, closed afterwards."""
+    with connect_audit(str(kubeconfig)) as api:
+        return read_for_audit(api, sink, **kwargs)
+
+
+class Pages:
+    """A sink that keeps the (kind, size) of every page besides collecting it."""
+
+    def __init__(self) -> None:
+        self.collector = Collector()
+        self.sizes: list[tuple[str | None, int]] = []
+
+    def add_all(self, objects: Any, kind: str | None = None) -> None:
+        page = list(objects)
+        self.sizes.append((kind, len(page)))
+        self.collector.add_all(page, kind=kind)

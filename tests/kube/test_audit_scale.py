@@ -20,30 +20,18 @@ import pytest
 from tests.support.apiserver import FakeApiServer
 from tests.support.audit_cluster import NOW, POLICY, Cluster
 from tests.support.page_server import PageServer
-from webhook.audit import Collector, audit, document
-from webhook.kube.lister import read_for_audit
+from webhook.audit import audit, document
 from webhook.policy import parse_policy
 
+from .helpers import Pages, read_cluster
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Pages:
-    """A sink that keeps the (kind, size) of every page besides collecting it."""
-
-    def __init__(self) -> None:
-        self.collector = Collector()
-        self.sizes: list[tuple[str | None, int]] = []
-
-    def add_all(self, objects: Any, kind: str | None = None) -> None:
-        page = list(objects)
-        self.sizes.append((kind, len(page)))
-        self.collector.add_all(page, kind=kind)
 
 
 def live_audit(kubeconfig: Path, page_size: int) -> tuple[dict[str, Any], Pages]:
     """``gpu-policy audit --kubeconfig``'s path: the lister into a Collector, then audit()."""
     sink = Pages()
-    nodes = read_for_audit(str(kubeconfig), sink, page_size=page_size, timeout=10)
+    nodes = read_cluster(kubeconfig, sink, page_size=page_size, timeout=10)
     policy = parse_policy(POLICY, source="bench")
     return document(audit(sink.collector, nodes, policy=policy, now=NOW)), sink
 

@@ -16,7 +16,9 @@ from tests.support.apiserver import FakeApiServer
 from tests.support.cli import run_cli
 from webhook.audit import Collector, audit, document
 from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
-from webhook.kube.lister import AUDIT_KINDS, ClusterError, read_for_audit
+from webhook.kube.lister import AUDIT_KINDS, ClusterError
+
+from .helpers import Pages, read_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "examples" / "clusters" / "seed003-before"
@@ -50,25 +52,12 @@ def cluster(fake: FakeApiServer, tmp_path: Path) -> Path:
     return fake.write_kubeconfig(tmp_path)
 
 
-class Pages:
-    """A sink that records the size of every page it is handed."""
-
-    def __init__(self) -> None:
-        self.collector = Collector()
-        self.sizes: list[tuple[str, int]] = []
-
-    def add_all(self, objects: Any, kind: str | None = None) -> None:
-        page = list(objects)
-        self.sizes.append((str(kind), len(page)))
-        self.collector.add_all(page, kind=kind)
-
-
 @pytest.mark.parametrize("page_size", [1, 2, 500], ids=["page-1", "page-2", "page-500"])
 def test_the_live_audit_is_the_dump_audit(
     fake: FakeApiServer, cluster: Path, page_size: int
 ) -> None:
     sink = Pages()
-    nodes = read_for_audit(str(cluster), sink, page_size=page_size, timeout=10)
+    nodes = read_cluster(cluster, sink, page_size=page_size, timeout=10)
     policy = load_policy(CLUSTER / "policy.yaml")
     now = datetime(2025, 7, 14, 8, 18, 53, tzinfo=UTC)
     live = document(audit(sink.collector, nodes, policy=policy, now=now))
@@ -92,13 +81,13 @@ def test_the_live_audit_is_the_dump_audit(
 def test_a_forbidden_kind_is_one_line_naming_it(fake: FakeApiServer, cluster: Path) -> None:
     fake.forbidden.add("cronjobs")
     with pytest.raises(ClusterError, match=r"^listing CronJobs: HTTP 403 Forbidden: cronjobs is"):
-        read_for_audit(str(cluster), Collector(), timeout=10)
+        read_cluster(cluster, Collector(), timeout=10)
 
 
 def test_a_cluster_that_is_down_is_one_line(fake: FakeApiServer, cluster: Path) -> None:
     fake.go_down("503")
     with pytest.raises(ClusterError, match=r"^listing Nodes: "):
-        read_for_audit(str(cluster), Collector(), timeout=10)
+        read_cluster(cluster, Collector(), timeout=10)
 
 
 def audit_cli(*args: str) -> subprocess.CompletedProcess[str]:

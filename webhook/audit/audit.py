@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Finding, Ref, format_age, worst
 from webhook.audit.nodes import NodeView, node_views
-from webhook.audit.owners import Collector, Group, parse_time
+from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
@@ -89,10 +89,6 @@ class AuditResult:
 def exit_status(findings: Iterable[Finding]) -> int:
     """``gpu-policy audit``'s exit status: 1 when any finding is at fail level, else 0."""
     return EXIT_FAILED if any(f.result == "fail" for f in findings) else EXIT_CLEAN
-
-
-def _utc(now: datetime) -> datetime:
-    return now if now.tzinfo else now.replace(tzinfo=UTC)
 
 
 def _age(since: datetime | None, now: datetime) -> int | None:
@@ -502,7 +498,7 @@ def audit(
     labels, taints) the stuck-pod reasons need. ``inventory`` defaults to the one those
     nodes make with ``policy``, as the webhook builds it. ``now`` dates the waiting times.
     """
-    now = _utc(now)
+    now = as_utc(now)
     node_list = list(nodes)
     if inventory is None:
         inventory = inventory_from_nodes(node_list, policy, source="nodes")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
+from webhook.policy.workloads import dig
 
 __all__ = [
     "UNSCHEDULABLE_TAINT",
@@ -33,6 +34,7 @@ _GPU_NAMES = ("nvidia.com/gpu", "nvidia.com/mig")
 #: The taint a cordoned node behaves as having (the NodeUnschedulable filter's own check).
 UNSCHEDULABLE_TAINT = ("node.kubernetes.io/unschedulable", "", "NoSchedule")
 _intern = sys.intern
+_REQUIRED = ("nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -153,13 +155,12 @@ def _term_matches(term: Any, node: NodeView) -> bool:
 
 
 def required_terms(affinity: Any) -> list[Any] | None:
-    """The required node affinity's ``nodeSelectorTerms``, or None when there is none."""
-    if not isinstance(affinity, Mapping):
-        return None
-    node_affinity = affinity.get("nodeAffinity")
-    if not isinstance(node_affinity, Mapping):
-        return None
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    """The required node affinity's ``nodeSelectorTerms``, or None when there is none.
+
+    A required node affinity without a list of terms gives [] (it admits no node, as in
+    the scheduler), not None as ``webhook.policy.engine.intent.required_terms`` does.
+    """
+    required = dig(affinity, _REQUIRED)
     if not isinstance(required, Mapping):
         return None
     terms = required.get("nodeSelectorTerms")

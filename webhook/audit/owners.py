@@ -20,22 +20,26 @@ from typing import Any
 from webhook.audit.findings import Ref
 from webhook.audit.trim import API_VERSIONS, trim
 
-__all__ = ["Collector", "Group", "parse_time", "ref_of"]
+__all__ = ["Collector", "Group", "as_utc", "parse_time", "ref_of"]
 
 _Key = tuple[str, str, str]
+
+
+def as_utc(when: datetime) -> datetime:
+    """``when``, read as UTC when it carries no time zone."""
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def parse_time(value: Any) -> datetime | None:
     """An RFC 3339 timestamp as the API writes it (``2025-06-15T02:37:00Z``), or None."""
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return as_utc(value)
     if not isinstance(value, str) or not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value)
+        return as_utc(datetime.fromisoformat(value))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def ref_of(obj: Mapping[str, Any]) -> Ref:

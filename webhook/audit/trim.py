@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.audit.nodes import is_gpu_resource
-from webhook.policy.workloads import TEMPLATE_PATHS
+from webhook.policy.workloads import TEMPLATE_PATHS, dig
 
 __all__ = [
     "ADMISSION_ERROR",
@@ -230,9 +230,7 @@ def trim_workload(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     path = TEMPLATE_PATHS.get(kind)
     if not path:
         return None
-    node: Any = obj
-    for step in path:
-        node = node.get(step) if isinstance(node, Mapping) else None
+    node = dig(obj, path)
     if not isinstance(node, Mapping):
         return None
     spec = trim_pod_spec(node.get("spec"))

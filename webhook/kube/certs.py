@@ -28,6 +28,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.kube.watcher import status_message
+
 __all__ = ["KubeCertStore", "SecretObject", "WebhookBundles"]
 
 log = logging.getLogger(__name__)
@@ -70,11 +72,9 @@ def _body(response: Any) -> dict[str, Any]:
 
 
 def _message(exc: ApiException) -> str:
-    try:
-        said = json.loads(exc.body or "{}").get("message")
-    except (ValueError, AttributeError):
-        said = None
-    return f"{exc.status} {exc.reason}: {said or exc.body}"
+    """``403 Forbidden: <the API server's message>``, or the raw body when it has none."""
+    said = status_message(exc) or f": {exc.body}"
+    return f"{exc.status} {exc.reason}{said}"
 
 
 def _bundle(hook: Mapping[str, Any]) -> bytes:

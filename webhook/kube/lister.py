@@ -24,17 +24,17 @@ from kubernetes.client.exceptions import ApiException
 from webhook.kube.client import load_client
 from webhook.kube.dryrun import connect
 from webhook.kube.trim import trim_node
-from webhook.kube.watcher import _describe
+from webhook.kube.watcher import _describe, status_message
 
 __all__ = [
     "AUDIT_KINDS",
     "ClusterError",
     "Sink",
     "connect_audit",
+    "failure",
     "list_pages",
     "read_configmap",
     "read_for_audit",
-    "status_message",
 ]
 
 PAGE_SIZE = 500
@@ -129,19 +129,14 @@ def read_configmap(
         found = client.CoreV1Api(api).read_namespaced_config_map(
             name, namespace, _request_timeout=timeout
         )
-    except ApiException as exc:
-        if exc.status == 404:
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        status = exc.status if isinstance(exc, ApiException) else None
+        if status == 404:
             return None
         fix = (
-            f"; grant get on configmaps {name!r} in namespace {namespace}"
-            if exc.status == 403
-            else ""
+            f"; grant get on configmaps {name!r} in namespace {namespace}" if status == 403 else ""
         )
-        raise ClusterError(
-            f"reading ConfigMap {namespace}/{name}: {_describe(exc)}{status_message(exc)}{fix}"
-        ) from None
-    except Exception as exc:  # connection errors come as several urllib3 types
-        raise ClusterError(f"reading ConfigMap {namespace}/{name}: {_describe(exc)}") from None
+        raise failure(f"reading ConfigMap {namespace}/{name}", exc, fix) from None
     doc: dict[str, Any] = api.sanitize_for_serialization(found)  # type: ignore[no-untyped-call]
     return doc
 
@@ -165,21 +160,13 @@ def _collector_paused() -> Iterator[None]:
 
 
 def read_for_audit(
-    cluster: str | client.ApiClient,
-    sink: Sink,
-    *,
-    context: str | None = None,
-    page_size: int = PAGE_SIZE,
-    timeout: float = 30.0,
+    api: client.ApiClient, sink: Sink, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
 ) -> list[dict[str, Any]]:
     """List every audited kind into ``sink``, page by page; return the (trimmed) nodes.
 
-    ``cluster`` is a kubeconfig path (with ``context``; the client is closed at the end) or a
-    client from :func:`connect_audit` (the caller closes it). Raises ClusterError with one line
-    (the kind, the HTTP status or the connection error) when the kubeconfig cannot be used or
-    a list fails.
+    ``api`` comes from :func:`connect_audit` (the caller closes it). Raises ClusterError with
+    one line (the kind, the HTTP status or the connection error) when a list fails.
     """
-    api = connect_audit(cluster, context) if isinstance(cluster, str) else cluster
     kind = "Node"
     try:
         with _collector_paused():
@@ -193,21 +180,13 @@ def read_for_audit(
             for kind, call in _calls(api).items():
                 for page in list_pages(call, page_size=page_size, timeout=timeout):
                     sink.add_all(page, kind=kind)
-    except ApiException as exc:
-        detail = status_message(exc)
-        raise ClusterError(f"listing {kind}s: {_describe(exc)}{detail}") from None
-    except Exception as exc:  # connection errors come as several urllib3 types
-        raise ClusterError(f"listing {kind}s: {_describe(exc)}") from None
-    finally:
-        if isinstance(cluster, str):
-            api.close()  # type: ignore[no-untyped-call]  # untyped upstream
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        raise failure(f"listing {kind}s", exc) from None
     return nodes
 
 
-def status_message(exc: ApiException) -> str:
-    """The API server's Status message (``... is forbidden: ...``), after a colon."""
-    try:
-        message = orjson.loads(exc.body or b"{}").get("message")
-    except (orjson.JSONDecodeError, AttributeError):
-        return ""
-    return f": {message}" if message else ""
+def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:
+    """One line: what failed, how (the HTTP status and the API server's message, or the
+    connection error), then ``fix``."""
+    said = status_message(exc) if isinstance(exc, ApiException) else ""
+    return ClusterError(f"{doing}: {_describe(exc)}{said}{fix}")

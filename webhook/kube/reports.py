@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.audit import APIS, selector, stale
-from webhook.kube.lister import ClusterError, list_pages, status_message
+from webhook.kube.lister import ClusterError, failure, list_pages
 from webhook.kube.watcher import _describe
 
 __all__ = ["FIELD_MANAGER", "Applied", "ReportKind", "apply_reports", "report_kinds"]
@@ -80,22 +80,21 @@ def _label(kind: str, namespace: str | None, name: str) -> str:
 
 def _error(doing: str, kind: ReportKind, api: str, exc: Exception) -> ClusterError:
     """One line: what failed, the API server's answer, and the fix."""
-    what = f"{doing}: {_describe(exc)}"
-    if not isinstance(exc, ApiException):
-        return ClusterError(what)
-    if exc.status == 404:
+    status = exc.status if isinstance(exc, ApiException) else None
+    if status == 404:
         return ClusterError(
-            f"{what}: the cluster does not serve {kind.kind} ({kind.group}/{kind.version}): "
-            f"install the {kind.kind} CRD ({_CRD_SOURCES[api]}), or write the other format "
-            f"with --report-api {_OTHER_API[api]}"
+            f"{doing}: {_describe(exc)}: the cluster does not serve {kind.kind} "
+            f"({kind.group}/{kind.version}): install the {kind.kind} CRD "
+            f"({_CRD_SOURCES[api]}), or write the other format with --report-api "
+            f"{_OTHER_API[api]}"
         )
     fix = ""
-    if exc.status == 403:
+    if status == 403:
         fix = (
             f"; grant list, create, patch and delete on {kind.resource} (the chart's "
             "audit.enabled does)"
         )
-    return ClusterError(f"{what}{status_message(exc)}{fix}")
+    return failure(doing, exc, fix)
 
 
 def _existing(
@@ -123,7 +122,6 @@ def _apply(
     meta = report["metadata"]
     # The client sends a dict as JSON (which is YAML) under the apply-patch+yaml content type
     # (since kubernetes-client/python#1850, release 25).
-    body = report
     common: dict[str, Any] = {
         "field_manager": FIELD_MANAGER,
         "force": True,
@@ -132,11 +130,11 @@ def _apply(
     }
     if kind.namespaced:
         objects.patch_namespaced_custom_object(
-            kind.group, kind.version, meta["namespace"], kind.plural, meta["name"], body, **common
+            kind.group, kind.version, meta["namespace"], kind.plural, meta["name"], report, **common
         )
     else:
         objects.patch_cluster_custom_object(
-            kind.group, kind.version, kind.plural, meta["name"], body, **common
+            kind.group, kind.version, kind.plural, meta["name"], report, **common
         )
 
 

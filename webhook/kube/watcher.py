@@ -123,6 +123,15 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def status_message(exc: ApiException) -> str:
+    """The API server's Status message (``... is forbidden: ...``), after a colon."""
+    try:
+        message = orjson.loads(exc.body or b"{}").get("message")
+    except (orjson.JSONDecodeError, AttributeError):
+        return ""
+    return f": {message}" if message else ""
+
+
 def _unreachable(exc: BaseException) -> bool:
     """Whether a failure says the API server cannot be reached (vs. it said no)."""
     if isinstance(exc, ApiException):
