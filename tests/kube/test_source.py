@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from tests.support.apiserver import FakeApiServer
-from tests.support.objects import TIME_SLICING_CONFIG, configmap, cpu_node, gpu_node, pod
+from tests.support.objects import (
+    TIME_SLICING_CONFIG,
+    configmap,
+    cpu_node,
+    gpu_node,
+    pod,
+    time_slicing_config,
+)
 from webhook.kube import ClusterSource, ClusterState
 
 from .helpers import FAST, wait_until
@@ -290,7 +297,7 @@ def test_configmap_edit_produces_new_snapshot(fake: FakeApiServer, make_source: 
     assert fake.wait_for(lambda: fake.open_watches == 3)
     generation = source.current.generation  # type: ignore[union-attr]
 
-    new = TIME_SLICING_CONFIG.replace("replicas: 4", "replicas: 8")
+    new = time_slicing_config(8)
     fake.modify("ConfigMap", CM, lambda o: o["data"].update(any=new), namespace=NS)
     assert source.wait_for(lambda s: s.configmap is not None and s.configmap["any"] == new, 2)
     state = source.current

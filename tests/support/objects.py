@@ -254,7 +254,10 @@ def configmap(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]
     }
 
 
-TIME_SLICING_CONFIG = """\
+def time_slicing_config(replicas: int) -> str:
+    """A device-plugin config that time-slices every GPU ``replicas`` ways and refuses
+    requests above one."""
+    return f"""\
 version: v1
 flags:
   migStrategy: none
@@ -264,8 +267,11 @@ sharing:
     failRequestsGreaterThanOne: true
     resources:
       - name: nvidia.com/gpu
-        replicas: 4
+        replicas: {replicas}
 """
+
+
+TIME_SLICING_CONFIG = time_slicing_config(4)
 
 
 def cluster(n: int) -> list[dict[str, Any]]:
