@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.support import waiting
-from webhook.kube import WatchTimings
+from webhook.kube import ClusterSource, WatchTimings
 
 #: Millisecond backoffs and debounce so recoveries do not slow the suite down.
 FAST = WatchTimings(
@@ -19,6 +19,9 @@ FAST = WatchTimings(
     debounce=0.01,
     debounce_max=0.1,
 )
+
+#: The ``make_source`` fixture: ``make_source(**ClusterSource kwargs)``, started.
+MakeSource = Callable[..., ClusterSource]
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:

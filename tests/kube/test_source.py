@@ -18,12 +18,11 @@ from tests.support.objects import (
     pod,
     time_slicing_config,
 )
-from webhook.kube import ClusterSource, ClusterState
+from webhook.kube import ClusterState
 
-from .helpers import FAST, wait_until
+from .helpers import FAST, MakeSource, wait_until
 
 NS, CM = "gpu-operator", "device-plugin-config"
-MakeSource = Callable[..., ClusterSource]
 
 
 def names(state: ClusterState | None) -> list[str]:
