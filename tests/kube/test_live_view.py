@@ -9,41 +9,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.support.apiserver import FakeApiServer
-from tests.support.cli import ROOT, run_cli
-from tests.support.objects import pod, time_slicing_config
+from tests.support.cli import run_cli
+from tests.support.objects import (
+    configmap_ref_policy,
+    load_example_cluster,
+    pod,
+    time_slicing_config,
+)
 from webhook.files import load_policy
 from webhook.kube.snapshot import live_view
 from webhook.policy import review
 
 from .helpers import MakeSource
 
-SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
-
-
-def _load_cluster(fake: FakeApiServer) -> dict[str, Any]:
-    nodes = yaml.safe_load((SEED003 / "nodes.yaml").read_text())["items"]
-    fake.add_many(nodes)
-    configmap = yaml.safe_load((SEED003 / "device-plugin-config.yaml").read_text())
-    configmap["metadata"] = {"name": "device-plugin-config", "namespace": "gpu-operator"}
-    fake.add(configmap)
-    return configmap
-
 
 def _policy(tmp_path: Path) -> Path:
     path = tmp_path / "policy.yaml"
-    path.write_text(
-        "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n  devicePlugin:\n"
-        "    configMapRef: {namespace: gpu-operator, name: device-plugin-config}\n"
-        "    defaultConfig: any\n"
-    )
+    path.write_text(configmap_ref_policy())
     return path
 
 
 def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path: Path) -> None:
-    _load_cluster(fake)
+    load_example_cluster(fake)
     fake.add(pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
     result = run_cli(
         "inventory",
@@ -63,7 +52,7 @@ def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path:
 def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
     fake: FakeApiServer, make_source: MakeSource, tmp_path: Path
 ) -> None:
-    configmap = _load_cluster(fake)
+    configmap = load_example_cluster(fake)
     policy = load_policy(_policy(tmp_path))
     source = make_source()
     assert source.wait_synced(5)
@@ -183,7 +172,7 @@ def test_live_configmap_edits_follow_the_plugin(
     fake: FakeApiServer, make_source: MakeSource, tmp_path: Path, edit: str, outcome: Any
 ) -> None:
     """A refused edit keeps the last good configs and says why; an accepted one is followed."""
-    configmap = _load_cluster(fake)
+    configmap = load_example_cluster(fake)
     assert configmap["data"]["t4"] == T4
     policy = load_policy(_policy(tmp_path))
     source = make_source()

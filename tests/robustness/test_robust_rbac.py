@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from robust_server import CONFIGMAP, REPO, load_cluster
+from robust_server import REPO
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
 
 sys.path.insert(0, str(REPO / "tests" / "chart"))
 from chart_helpers import TOOLS, Renderer
@@ -42,7 +43,7 @@ EXTRAS = {
     ): "get of one object returns nothing list does not (the chart grants get/list/watch)",
     ("configmaps", "get"): "the one ConfigMap (resourceNames); list already returns it whole",
 }
-NAMESPACE, NAME = CONFIGMAP
+NAMESPACE, NAME = PLUGIN_CONFIGMAP
 
 
 def render_rbac() -> list[dict[str, Any]]:
@@ -66,7 +67,7 @@ def recorded_calls(tmp: Path, policy_text: str) -> list[tuple[str, str, str | No
     policy = tmp / "policy.yaml"
     policy.write_text(policy_text)
     with FakeApiServer() as fake:
-        load_cluster(fake)
+        load_example_cluster(fake)
         app = create_app(
             Settings(policy_file=policy, kube=str(fake.write_kubeconfig(tmp)), reload_interval=0)
         )

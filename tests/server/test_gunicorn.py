@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 from reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 
+from tests.support.apiserver import FakeApiServer
 from tests.support.gunicorn import (
     REPO,
     STAND_IN,
@@ -56,6 +57,7 @@ from tests.support.gunicorn import (
     stop,
     wait_until_serving,
 )
+from tests.support.objects import configmap_ref_policy, load_example_cluster
 from webhook.certs import issue
 from webhook.server.metrics import FLUSH_SECONDS
 
@@ -370,15 +372,11 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
 
 
 def test_workers_watch_the_cluster(tmp_path: Path) -> None:
-    from test_cluster import POLICY, load_cluster
-
-    from tests.support.apiserver import FakeApiServer
-
     tls_paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.replace("ENFORCEMENT", "enforce"))
+    policy.write_text(configmap_ref_policy("enforce"))
     with FakeApiServer() as fake:
-        load_cluster(fake)
+        load_example_cluster(fake)
         with running(
             tmp_path,
             tls_paths,
