@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from robust_server import REPO
 
 from tests.support.apiserver import FakeApiServer
 from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
+from tests.support.waiting import wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "chart"))
 from chart_helpers import TOOLS, Renderer
@@ -74,10 +74,8 @@ def recorded_calls(tmp: Path, policy_text: str) -> list[tuple[str, str, str | No
         cluster = app.extensions["gpu_policy"].cluster
         try:
             client = app.test_client()
-            deadline = time.monotonic() + 15
-            while client.get("/readyz").status_code != 200:
-                assert time.monotonic() < deadline, client.get("/readyz").get_data(as_text=True)
-                time.sleep(0.05)
+            ready = wait_until(lambda: client.get("/readyz").status_code == 200, 15, poll=0.05)
+            assert ready, client.get("/readyz").get_data(as_text=True)
             # Lose the watches and the history: the server resumes, then relists.
             fake.drop_watches()
             fake.wait_for(lambda: fake.open_watches >= 2, timeout=10)

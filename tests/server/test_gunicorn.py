@@ -58,6 +58,7 @@ from tests.support.gunicorn import (
     wait_until_serving,
 )
 from tests.support.objects import configmap_ref_policy, load_example_cluster
+from tests.support.waiting import wait_until
 from webhook.certs import issue
 from webhook.server.metrics import FLUSH_SECONDS
 
@@ -295,11 +296,8 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
         ]
 
     # Each worker adds its tally to the shared values at least once a second (metrics.py).
-    deadline = time.monotonic() + 5
+    wait_until(lambda: grown() == [len(sent)] * len(SERIES), 5, poll=0.2)
     counts = grown()
-    while counts != [len(sent)] * len(SERIES) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        counts = grown()
     assert counts == [len(sent)] * len(SERIES), (SERIES, counts, len(sent))
 
 
@@ -769,9 +767,7 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: issue.Cer
 
         with ThreadPoolExecutor(4) as pool:
             futures = [pool.submit(slow, i) for i in range(4)]
-            deadline = time.monotonic() + 5
-            while len(list(marks.iterdir())) < 4 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until(lambda: len(list(marks.iterdir())) >= 4, 5, poll=0.02)
             assert len(list(marks.iterdir())) == 4, "the 4 requests did not all arrive"
             term_at = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
