@@ -53,13 +53,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
 
-from tests.support.fake_http import JsonHandler, LoopbackServer, kubeconfig, status
+from tests.support.fake_http import JsonHandler, LoopbackServer, status
 
 __all__ = ["FakeApiServer", "FieldSelector", "Request"]
 
@@ -240,12 +239,6 @@ class FakeApiServer(LoopbackServer):
         self._stopping = False
 
     # ----------------------------------------------------------------- lifecycle
-
-    def write_kubeconfig(self, directory: Path) -> Path:
-        """A kubeconfig for this server (no credentials) in ``directory``; its path."""
-        path = directory / "kubeconfig"
-        path.write_text(kubeconfig(self.url, {"me": {}}, {"fake": {"user": "me"}}))
-        return path
 
     def start(self) -> FakeApiServer:
         """Listen on 127.0.0.1 (port 0 the first time, the same port after ``refuse``)."""
