@@ -41,32 +41,32 @@ def _hook(name: str, path: str) -> dict[str, Any]:
     }
 
 
-def mutating_configuration() -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": CONFIG},
-        "webhooks": [_hook(n, "/mutate") for n in MUTATING_HOOKS],
-    }
+#: kind -> (path, webhook names): the two configurations, mutating first.
+CONFIGURATIONS = {
+    "MutatingWebhookConfiguration": ("/mutate", MUTATING_HOOKS),
+    "ValidatingWebhookConfiguration": ("/validate", VALIDATING_HOOKS),
+}
 
 
-def validating_configuration() -> dict[str, Any]:
+def configuration(kind: str) -> dict[str, Any]:
+    """The webhook configuration of ``kind``, with no caBundle."""
+    path, hooks = CONFIGURATIONS[kind]
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
+        "kind": kind,
         "metadata": {"name": CONFIG},
-        "webhooks": [_hook(n, "/validate") for n in VALIDATING_HOOKS],
+        "webhooks": [_hook(n, path) for n in hooks],
     }
 
 
 def webhook_configurations() -> list[dict[str, Any]]:
-    return [mutating_configuration(), validating_configuration()]
+    return [configuration(kind) for kind in CONFIGURATIONS]
 
 
 def bundles(fake: FakeApiServer) -> list[bytes]:
     """The decoded caBundle of every webhook entry, mutating first."""
     out = []
-    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+    for kind in CONFIGURATIONS:
         for hook in fake.get(kind, CONFIG)["webhooks"]:
             out.append(base64.b64decode(hook["clientConfig"].get("caBundle", "")))
     return out

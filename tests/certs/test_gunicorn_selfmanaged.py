@@ -124,17 +124,16 @@ def wait_ready(server: Server, timeout: float = 30) -> str:
 
 
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[tuple[FakeApiServer, Path, list[Server]]]:
+def running(
+    fake: FakeApiServer, tmp_path: Path
+) -> Iterator[tuple[FakeApiServer, Path, list[Server]]]:
+    """The fake with both webhook configurations (conftest); every server started is stopped."""
     servers: list[Server] = []
-    with FakeApiServer() as fake:
-        from certs_helpers import webhook_configurations
-
-        fake.add_many(webhook_configurations())
-        try:
-            yield fake, tmp_path, servers
-        finally:
-            for server in servers:
-                terminate(server.proc)
+    try:
+        yield fake, tmp_path, servers
+    finally:
+        for server in servers:
+            terminate(server.proc)
 
 
 def test_first_start_makes_its_certificates_and_is_ready(running) -> None:

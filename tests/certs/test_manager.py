@@ -24,10 +24,10 @@ from certs_helpers import (
     RacingStore,
     Replica,
     bundles,
+    configuration,
     load,
     secret_data,
     serials,
-    validating_configuration,
 )
 
 from webhook.certs import issue, rotation
@@ -244,7 +244,7 @@ def test_a_missing_configuration_is_published_once_it_appears(cluster: Cluster) 
     result = a.manager.run_once()
     assert any("ValidatingWebhookConfiguration" in p and "not found" in p for p in result.problems)
     assert a.ready()[0], "the one configuration that exists trusts what is served"
-    cluster.fake.add(validating_configuration())
+    cluster.fake.add(configuration("ValidatingWebhookConfiguration"))
     result = a.manager.run_once()
     assert result.problems == ()
     assert_in_step(cluster, a)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -10,7 +10,7 @@ from kubernetes import client
 from tests.support.apiserver import FakeApiServer
 from webhook.kube import ClusterSource
 
-from .helpers import FAST
+from .helpers import FAST, MakeSource
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def api_client(fake: FakeApiServer) -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture
-def make_source(api_client: client.ApiClient) -> Iterator[Callable[..., ClusterSource]]:
+def make_source(api_client: client.ApiClient) -> Iterator[MakeSource]:
     """Build and start a ClusterSource on the fake; every one is stopped after the test."""
     sources: list[ClusterSource] = []
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.support import waiting
 from webhook.audit import Collector
-from webhook.kube import WatchTimings
+from webhook.kube import ClusterSource, WatchTimings
 from webhook.kube.lister import Sink, connect_audit, read_for_audit
 
 #: Millisecond backoffs and debounce so recoveries do not slow the suite down.
@@ -23,6 +23,9 @@ FAST = WatchTimings(
     debounce=0.01,
     debounce_max=0.1,
 )
+
+#: The ``make_source`` fixture: ``make_source(**ClusterSource kwargs)``, started.
+MakeSource = Callable[..., ClusterSource]
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:

@@ -5,68 +5,43 @@ Real kubernetes client, real HTTP, the fake API server from apiserver.py.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.cli import run_cli
+from tests.support.objects import (
+    configmap_ref_policy,
+    load_example_cluster,
+    pod,
+    time_slicing_config,
+)
 from webhook.files import load_policy
-from webhook.kube import ClusterSource
 from webhook.kube.snapshot import live_view
 from webhook.policy import review
 
-from .helpers import FAST
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
-
-
-def _load_cluster(fake: FakeApiServer) -> dict[str, Any]:
-    nodes = yaml.safe_load((SEED003 / "nodes.yaml").read_text())["items"]
-    fake.add_many(nodes)
-    configmap = yaml.safe_load((SEED003 / "device-plugin-config.yaml").read_text())
-    configmap["metadata"] = {"name": "device-plugin-config", "namespace": "gpu-operator"}
-    fake.add(configmap)
-    return configmap
+from .helpers import MakeSource
 
 
 def _policy(tmp_path: Path) -> Path:
     path = tmp_path / "policy.yaml"
-    path.write_text(
-        "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n  devicePlugin:\n"
-        "    configMapRef: {namespace: gpu-operator, name: device-plugin-config}\n"
-        "    defaultConfig: any\n"
-    )
+    path.write_text(configmap_ref_policy())
     return path
 
 
 def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path: Path) -> None:
-    _load_cluster(fake)
-    from tests.support.objects import pod
-
+    load_example_cluster(fake)
     fake.add(pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.cli",
-            "inventory",
-            "--policy",
-            str(_policy(tmp_path)),
-            "--kubeconfig",
-            str(fake.write_kubeconfig(tmp_path)),
-            "-o",
-            "table",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=ROOT,
+    result = run_cli(
+        "inventory",
+        "--policy",
+        str(_policy(tmp_path)),
+        "--kubeconfig",
+        str(fake.write_kubeconfig(tmp_path)),
+        "-o",
+        "table",
     )
     assert result.returncode == 0, result.stderr
     assert "GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)" in result.stdout
@@ -75,69 +50,55 @@ def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path:
 
 
 def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
-    fake: FakeApiServer, api_client: Any, tmp_path: Path
+    fake: FakeApiServer, make_source: MakeSource, tmp_path: Path
 ) -> None:
-    configmap = _load_cluster(fake)
+    configmap = load_example_cluster(fake)
     policy = load_policy(_policy(tmp_path))
-    source = ClusterSource(
-        api_client, configmap=("gpu-operator", "device-plugin-config"), timings=FAST
-    ).start()
-    try:
-        assert source.wait_synced(5)
-        state = source.current
-        assert state is not None
-        view = live_view(policy, state)
-        assert view.configmap_error is None
-        pod = {
-            "kind": "Pod",
-            "metadata": {"name": "p", "namespace": "ml"},
-            "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 2}}}]},
-        }
-        assert review(pod, policy=view.policy, inventory=view.inventory).failed == (
-            "gpu-shared-request-above-one",
-        )
+    source = make_source()
+    assert source.wait_synced(5)
+    state = source.current
+    assert state is not None
+    view = live_view(policy, state)
+    assert view.configmap_error is None
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 2}}}]},
+    }
+    assert review(pod, policy=view.policy, inventory=view.inventory).failed == (
+        "gpu-shared-request-above-one",
+    )
 
-        # The admin switches the T4 key off failRequestsGreaterThanOne: a warning, not a denial.
-        edited = dict(configmap)
-        edited["data"] = {
-            k: v.replace("failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false")
-            for k, v in configmap["data"].items()
-        }
-        fake.replace(edited)
-        assert source.wait_for(
-            lambda s: "failRequestsGreaterThanOne: false" in (s.configmap or {}).get("t4", ""), 2
-        )
-        good = live_view(policy, source.current, previous=view)  # type: ignore[arg-type]
-        assert good.configmap_error is None
-        decision = review(pod, policy=good.policy, inventory=good.inventory)
-        assert decision.allowed, decision.denial
+    # The admin switches the T4 key off failRequestsGreaterThanOne: a warning, not a denial.
+    edited = dict(configmap)
+    edited["data"] = {
+        k: v.replace("failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false")
+        for k, v in configmap["data"].items()
+    }
+    fake.replace(edited)
+    assert source.wait_for(
+        lambda s: "failRequestsGreaterThanOne: false" in (s.configmap or {}).get("t4", ""), 2
+    )
+    good = live_view(policy, source.current, previous=view)  # type: ignore[arg-type]
+    assert good.configmap_error is None
+    decision = review(pod, policy=good.policy, inventory=good.inventory)
+    assert decision.allowed, decision.denial
 
-        # A broken edit (replicas 1) is refused: the last good configs stay in force.
-        broken = dict(configmap)
-        broken["data"] = {
-            **configmap["data"],
-            "t4": configmap["data"]["t4"].replace("replicas: 3", "replicas: 1"),
-        }
-        fake.replace(broken)
-        assert source.wait_for(lambda s: "replicas: 1" in (s.configmap or {}).get("t4", ""), 2)
-        kept = live_view(policy, source.current, previous=good)  # type: ignore[arg-type]
-        assert kept.configmap_error is not None and "replicas must be >= 2" in kept.configmap_error
-        assert kept.policy.configs == good.policy.configs
-    finally:
-        source.stop()
+    # A broken edit (replicas 1) is refused: the last good configs stay in force.
+    broken = dict(configmap)
+    broken["data"] = {
+        **configmap["data"],
+        "t4": configmap["data"]["t4"].replace("replicas: 3", "replicas: 1"),
+    }
+    fake.replace(broken)
+    assert source.wait_for(lambda s: "replicas: 1" in (s.configmap or {}).get("t4", ""), 2)
+    kept = live_view(policy, source.current, previous=good)  # type: ignore[arg-type]
+    assert kept.configmap_error is not None and "replicas must be >= 2" in kept.configmap_error
+    assert kept.policy.configs == good.policy.configs
 
 
-T4 = """\
-version: v1
-flags:
-  migStrategy: none
-sharing:
-  timeSlicing:
-    renameByDefault: false
-    failRequestsGreaterThanOne: true
-    resources:
-      - name: nvidia.com/gpu
-        replicas: 3"""
+# The t4 key of the example ConfigMap (a block scalar, "|-": no final newline).
+T4 = time_slicing_config(3).rstrip("\n")
 
 # An edit of the T4 key the device plugin refuses: the reason the server keeps the last good
 # configs for (docs/device-plugin.md, "Config file: what the plugin refuses, loads and ignores").
@@ -208,25 +169,20 @@ def _t4_offer(view: Any) -> tuple[str, int]:
     ids=[*REFUSED, *ACCEPTED],
 )
 def test_live_configmap_edits_follow_the_plugin(
-    fake: FakeApiServer, api_client: Any, tmp_path: Path, edit: str, outcome: Any
+    fake: FakeApiServer, make_source: MakeSource, tmp_path: Path, edit: str, outcome: Any
 ) -> None:
     """A refused edit keeps the last good configs and says why; an accepted one is followed."""
-    configmap = _load_cluster(fake)
+    configmap = load_example_cluster(fake)
     assert configmap["data"]["t4"] == T4
     policy = load_policy(_policy(tmp_path))
-    source = ClusterSource(
-        api_client, configmap=("gpu-operator", "device-plugin-config"), timings=FAST
-    ).start()
-    try:
-        assert source.wait_synced(5)
-        good = live_view(policy, source.current)  # type: ignore[arg-type]
-        assert good.configmap_error is None
-        assert _t4_offer(good) == ("time-slicing", 3)
-        fake.replace({**configmap, "data": {**configmap["data"], "t4": edit}})
-        assert source.wait_for(lambda s: (s.configmap or {}).get("t4") == edit, 2)
-        after = live_view(policy, source.current, previous=good)  # type: ignore[arg-type]
-    finally:
-        source.stop()
+    source = make_source()
+    assert source.wait_synced(5)
+    good = live_view(policy, source.current)  # type: ignore[arg-type]
+    assert good.configmap_error is None
+    assert _t4_offer(good) == ("time-slicing", 3)
+    fake.replace({**configmap, "data": {**configmap["data"], "t4": edit}})
+    assert source.wait_for(lambda s: (s.configmap or {}).get("t4") == edit, 2)
+    after = live_view(policy, source.current, previous=good)  # type: ignore[arg-type]
     if isinstance(outcome, str):
         assert after.configmap_error is not None and outcome in after.configmap_error
         assert "ConfigMap gpu-operator/device-plugin-config" in after.configmap_error

@@ -10,13 +10,19 @@ from typing import Any
 import pytest
 
 from tests.support.apiserver import FakeApiServer
-from tests.support.objects import TIME_SLICING_CONFIG, configmap, cpu_node, gpu_node, pod
-from webhook.kube import ClusterSource, ClusterState
+from tests.support.objects import (
+    TIME_SLICING_CONFIG,
+    configmap,
+    cpu_node,
+    gpu_node,
+    pod,
+    time_slicing_config,
+)
+from webhook.kube import ClusterState
 
-from .helpers import FAST, wait_until
+from .helpers import FAST, MakeSource, wait_until
 
 NS, CM = "gpu-operator", "device-plugin-config"
-MakeSource = Callable[..., ClusterSource]
 
 
 def names(state: ClusterState | None) -> list[str]:
@@ -290,7 +296,7 @@ def test_configmap_edit_produces_new_snapshot(fake: FakeApiServer, make_source: 
     assert fake.wait_for(lambda: fake.open_watches == 3)
     generation = source.current.generation  # type: ignore[union-attr]
 
-    new = TIME_SLICING_CONFIG.replace("replicas: 4", "replicas: 8")
+    new = time_slicing_config(8)
     fake.modify("ConfigMap", CM, lambda o: o["data"].update(any=new), namespace=NS)
     assert source.wait_for(lambda s: s.configmap is not None and s.configmap["any"] == new, 2)
     state = source.current

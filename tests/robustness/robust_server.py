@@ -17,35 +17,21 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
-import yaml
 
 from tests.support.gunicorn import REPO, Server, start, stop
 from webhook.certs import issue
 
 __all__ = [
-    "CLUSTER_POLICY",
-    "CONFIGMAP",
     "FUZZ_TALLY",
     "REPO",
     "Server",
     "check_answer",
-    "load_cluster",
     "post",
     "start_server",
     "stop_server",
 ]
 
 JSON = {"Content-Type": "application/json"}
-SEED003 = REPO / "examples" / "clusters" / "seed003-l20-t4"
-CONFIGMAP = ("gpu-operator", "device-plugin-config")
-CLUSTER_POLICY = (
-    "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n"
-    "  enforcement: enforce\n"
-    "  devicePlugin:\n"
-    "    configMapRef: {namespace: gpu-operator, name: device-plugin-config}\n"
-    "    defaultConfig: any\n"
-)
-
 #: status (or "connection error") -> how many fuzz inputs got it, for the run summary.
 FUZZ_TALLY: Counter[str] = Counter()
 
@@ -99,11 +85,3 @@ def check_answer(sent: Any, status: int, content_type: str, data: bytes) -> dict
     if not response["allowed"]:
         assert 400 <= response["status"]["code"] < 500
     return dict(response)
-
-
-def load_cluster(fake: Any) -> None:
-    """Add the example cluster seed003-l20-t4: 8 nodes (L20, T4 time-sliced), its ConfigMap."""
-    fake.add_many(yaml.safe_load((SEED003 / "nodes.yaml").read_text())["items"])
-    configmap = yaml.safe_load((SEED003 / "device-plugin-config.yaml").read_text())
-    configmap["metadata"] = {"name": CONFIGMAP[1], "namespace": CONFIGMAP[0]}
-    fake.add(configmap)

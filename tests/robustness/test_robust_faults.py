@@ -32,17 +32,16 @@ from typing import Any
 import pytest
 from reviewdata import load, with_gpu
 from robust_server import (
-    CLUSTER_POLICY,
     REPO,
     Server,
     check_answer,
-    load_cluster,
     post,
     start_server,
     stop_server,
 )
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.objects import configmap_ref_policy, load_example_cluster
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -340,9 +339,9 @@ def test_worker_restarted_while_policy_is_bad_serves_the_last_good_one(tmp: Path
 @pytest.fixture
 def cluster_server(tmp: Path) -> Iterator[tuple[Server, FakeApiServer]]:
     policy = tmp / "policy.yaml"
-    policy.write_text(CLUSTER_POLICY)
+    policy.write_text(configmap_ref_policy())
     with FakeApiServer() as fake:
-        load_cluster(fake)
+        load_example_cluster(fake)
         server = start_server(
             tmp,
             GPU_POLICY_FILE=str(policy),

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from robust_server import CONFIGMAP, REPO, load_cluster
+from robust_server import REPO
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
+from tests.support.waiting import wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "chart"))
 from chart_helpers import TOOLS, Renderer
@@ -42,7 +43,7 @@ EXTRAS = {
     ): "get of one object returns nothing list does not (the chart grants get/list/watch)",
     ("configmaps", "get"): "the one ConfigMap (resourceNames); list already returns it whole",
 }
-NAMESPACE, NAME = CONFIGMAP
+NAMESPACE, NAME = PLUGIN_CONFIGMAP
 
 
 def render_rbac() -> list[dict[str, Any]]:
@@ -66,17 +67,15 @@ def recorded_calls(tmp: Path, policy_text: str) -> list[tuple[str, str, str | No
     policy = tmp / "policy.yaml"
     policy.write_text(policy_text)
     with FakeApiServer() as fake:
-        load_cluster(fake)
+        load_example_cluster(fake)
         app = create_app(
             Settings(policy_file=policy, kube=str(fake.write_kubeconfig(tmp)), reload_interval=0)
         )
         cluster = app.extensions["gpu_policy"].cluster
         try:
             client = app.test_client()
-            deadline = time.monotonic() + 15
-            while client.get("/readyz").status_code != 200:
-                assert time.monotonic() < deadline, client.get("/readyz").get_data(as_text=True)
-                time.sleep(0.05)
+            ready = wait_until(lambda: client.get("/readyz").status_code == 200, 15, poll=0.05)
+            assert ready, client.get("/readyz").get_data(as_text=True)
             # Lose the watches and the history: the server resumes, then relists.
             fake.drop_watches()
             fake.wait_for(lambda: fake.open_watches >= 2, timeout=10)

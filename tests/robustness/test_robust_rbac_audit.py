@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
-from robust_server import CONFIGMAP, REPO, load_cluster
+from robust_server import REPO
 
 from tests.support.apiserver import FakeApiServer
 from tests.support.cli import run_cli
+from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
 from webhook.audit import APIS as REPORT_APIS
 from webhook.audit import LABELS, REPORT_NAME
 
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 AUDIT = f"{FULLNAME}-audit"
 OBJECTS = REPO / "examples" / "audit" / "seed003-after" / "objects.yaml"
-NAMESPACE, NAME = CONFIGMAP
+NAMESPACE, NAME = PLUGIN_CONFIGMAP
 #: report API -> (group, cluster resource, namespaced resource)
 APIS = {
     "wgpolicyk8s": ("wgpolicyk8s.io", "clusterpolicyreports", "policyreports"),
@@ -90,7 +91,7 @@ def recorded_calls(tmp: Path, api: str) -> list[Call]:
     args[args.index("--policy") + 1] = str(policy)
     objects = [d for d in yaml.safe_load(OBJECTS.read_text())["items"]]
     with FakeApiServer() as fake:
-        load_cluster(fake)
+        load_example_cluster(fake)
         fake.add_many(objects)
         kubeconfig = str(fake.write_kubeconfig(tmp))
         first = run_cli("audit", "--kubeconfig", kubeconfig, *args)

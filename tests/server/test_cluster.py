@@ -1,6 +1,6 @@
 """GPU_POLICY_KUBE: the app follows the cluster's nodes and device-plugin ConfigMap.
 
-The real ``kubernetes`` client against the loopback fake API server of tests/kube, through a
+The real ``kubernetes`` client against the loopback fake API server of tests/support, through a
 kubeconfig, as ``gpu-policy serve`` would run with ``GPU_POLICY_KUBE=<kubeconfig>``.
 """
 
@@ -15,25 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from flask import Flask
 from reviewdata import load, with_gpu
 
 from tests.support.apiserver import FakeApiServer
+from tests.support.objects import configmap_ref_policy, load_example_cluster
 from tests.support.waiting import wait_until
 from webhook.server import Settings, create_app
 from webhook.server.cluster import ClusterError
-
-ROOT = Path(__file__).resolve().parents[2]
-SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
-CONFIGMAP = ("gpu-operator", "device-plugin-config")
-POLICY = (
-    "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n"
-    "  enforcement: ENFORCEMENT\n"
-    "  devicePlugin:\n"
-    "    configMapRef: {namespace: gpu-operator, name: device-plugin-config}\n"
-    "    defaultConfig: any\n"
-)
 
 
 def wait(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -46,20 +35,13 @@ def fake() -> Iterator[FakeApiServer]:
         yield server
 
 
-def load_cluster(fake: FakeApiServer) -> dict[str, Any]:
-    fake.add_many(yaml.safe_load((SEED003 / "nodes.yaml").read_text())["items"])
-    configmap = yaml.safe_load((SEED003 / "device-plugin-config.yaml").read_text())
-    configmap["metadata"] = {"name": CONFIGMAP[1], "namespace": CONFIGMAP[0]}
-    return fake.add(configmap)
-
-
 @pytest.fixture
 def make_app(tmp_path: Path, fake: FakeApiServer) -> Iterator[Callable[..., Flask]]:
     apps: list[Flask] = []
 
     def make(enforcement: str = "enforce") -> Flask:
         policy = tmp_path / "policy.yaml"
-        policy.write_text(POLICY.replace("ENFORCEMENT", enforcement))
+        policy.write_text(configmap_ref_policy(enforcement))
         settings = Settings(
             policy_file=policy, kube=str(fake.write_kubeconfig(tmp_path)), reload_interval=0
         )
@@ -91,7 +73,7 @@ def ready(app: Flask) -> tuple[int, str]:
 def test_the_app_follows_the_cluster(
     fake: FakeApiServer, make_app: Callable[..., Flask], tmp_path: Path
 ) -> None:
-    configmap = load_cluster(fake)
+    configmap = load_example_cluster(fake)
     app = make_app()
     assert wait(lambda: ready(app)[0] == 200), ready(app)
     text = ready(app)[1]
@@ -126,7 +108,7 @@ def test_the_app_follows_the_cluster(
     assert validate(app, 2)["allowed"] is True
 
     # A policy file reload keeps the cluster's view (nodes and the last good configs).
-    (tmp_path / "policy.yaml").write_text(POLICY.replace("ENFORCEMENT", "audit"))
+    (tmp_path / "policy.yaml").write_text(configmap_ref_policy("audit"))
     response = validate(app, 2)
     snapshot = app.extensions["gpu_policy"].state.snapshot
     assert snapshot.policy.enforcement == "audit"
@@ -137,7 +119,7 @@ def test_the_app_follows_the_cluster(
 def test_not_ready_until_the_cluster_is_listed(
     fake: FakeApiServer, make_app: Callable[..., Flask]
 ) -> None:
-    load_cluster(fake)
+    load_example_cluster(fake)
     fake.go_down("503")
     app = make_app()
     status, text = ready(app)
@@ -162,7 +144,7 @@ def _metric(app: Flask, name: str) -> float | None:
 def test_cluster_health_is_in_the_metrics(
     fake: FakeApiServer, make_app: Callable[..., Flask]
 ) -> None:
-    configmap = load_cluster(fake)
+    configmap = load_example_cluster(fake)
     app = make_app()
     feed = app.extensions["gpu_policy"].cluster
     assert wait(lambda: ready(app)[0] == 200), ready(app)
@@ -197,7 +179,7 @@ def test_a_live_configmap_edit_logs_what_the_plugin_ignores_once(
     fake: FakeApiServer, make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
     """An accepted ConfigMap edit with an ignored key: one warning line, not one per snapshot."""
-    configmap = load_cluster(fake)
+    configmap = load_example_cluster(fake)
     with caplog.at_level(logging.WARNING, logger="webhook.server.state"):
         app = make_app()
         assert wait(lambda: ready(app)[0] == 200), ready(app)

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 from reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 
+from tests.support.apiserver import FakeApiServer
 from tests.support.gunicorn import (
     REPO,
     STAND_IN,
@@ -56,6 +57,8 @@ from tests.support.gunicorn import (
     stop,
     wait_until_serving,
 )
+from tests.support.objects import configmap_ref_policy, load_example_cluster
+from tests.support.waiting import wait_until
 from webhook.certs import issue
 from webhook.server.metrics import FLUSH_SECONDS
 
@@ -293,11 +296,8 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
         ]
 
     # Each worker adds its tally to the shared values at least once a second (metrics.py).
-    deadline = time.monotonic() + 5
+    wait_until(lambda: grown() == [len(sent)] * len(SERIES), 5, poll=0.2)
     counts = grown()
-    while counts != [len(sent)] * len(SERIES) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        counts = grown()
     assert counts == [len(sent)] * len(SERIES), (SERIES, counts, len(sent))
 
 
@@ -370,15 +370,11 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
 
 
 def test_workers_watch_the_cluster(tmp_path: Path) -> None:
-    from test_cluster import POLICY, load_cluster
-
-    from tests.support.apiserver import FakeApiServer
-
     tls_paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.replace("ENFORCEMENT", "enforce"))
+    policy.write_text(configmap_ref_policy("enforce"))
     with FakeApiServer() as fake:
-        load_cluster(fake)
+        load_example_cluster(fake)
         with running(
             tmp_path,
             tls_paths,
@@ -771,9 +767,7 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: issue.Cer
 
         with ThreadPoolExecutor(4) as pool:
             futures = [pool.submit(slow, i) for i in range(4)]
-            deadline = time.monotonic() + 5
-            while len(list(marks.iterdir())) < 4 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until(lambda: len(list(marks.iterdir())) >= 4, 5, poll=0.02)
             assert len(list(marks.iterdir())) == 4, "the 4 requests did not all arrive"
             term_at = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)

@@ -53,13 +53,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
 
-from tests.support.fake_http import JsonHandler, LoopbackServer, kubeconfig, status
+from tests.support.fake_http import JsonHandler, LoopbackServer, status
 
 __all__ = ["FakeApiServer", "FieldSelector", "Request"]
 
@@ -129,27 +128,34 @@ class _Watch:
     bookmark_requested: bool = False
 
 
+def _terms(text: str) -> Iterator[str]:
+    """The non-empty comma-separated terms of a selector."""
+    return filter(None, (t.strip() for t in text.split(",")))
+
+
+def _comparison(term: str) -> tuple[str, str, str] | None:
+    """``k!=v`` as (k, "!=", v); ``k==v`` and ``k=v`` as (k, "=", v); None when no operator."""
+    for op, canonical in (("!=", "!="), ("==", "="), ("=", "=")):
+        if op in term:
+            key, value = term.split(op, 1)
+            return key, canonical, value
+    return None
+
+
 class FieldSelector:
     """A parsed fieldSelector: a conjunction of ``field=value`` / ``field!=value`` terms."""
 
     def __init__(self, text: str) -> None:
         """Parse ``text`` (empty: every object matches); ValueError names a bad term."""
         self.terms: list[tuple[str, bool, str]] = []
-        for term in filter(None, (t.strip() for t in text.split(","))):
-            if "!=" in term:
-                name, value = term.split("!=", 1)
-                equal = False
-            elif "==" in term:
-                name, value = term.split("==", 1)
-                equal = True
-            elif "=" in term:
-                name, value = term.split("=", 1)
-                equal = True
-            else:
+        for term in _terms(text):
+            split = _comparison(term)
+            if split is None:
                 raise ValueError(f"invalid field selector term: {term!r}")
+            name, op, value = split
             if name not in _FIELDS:
                 raise ValueError(f'field label not supported: "{name}"')
-            self.terms.append((name, equal, value))
+            self.terms.append((name, op == "=", value))
 
     def matches(self, obj: dict[str, Any] | None) -> bool:
         """True when ``obj`` (None: no object) satisfies every term."""
@@ -170,13 +176,10 @@ class LabelSelector:
         """Parse ``text`` (empty: every object matches)."""
         # (key, op, value): op "=" or "!=" compares, "exists" / "!exists" test presence.
         self.terms: list[tuple[str, str, str]] = []
-        for term in filter(None, (t.strip() for t in text.split(","))):
-            if "!=" in term:
-                key, value = term.split("!=", 1)
-                self.terms.append((key, "!=", value))
-            elif "=" in term:
-                key, value = term.replace("==", "=", 1).split("=", 1)
-                self.terms.append((key, "=", value))
+        for term in _terms(text):
+            split = _comparison(term)
+            if split is not None:
+                self.terms.append(split)
             elif term.startswith("!"):
                 self.terms.append((term[1:], "!exists", ""))
             else:
@@ -236,12 +239,6 @@ class FakeApiServer(LoopbackServer):
         self._stopping = False
 
     # ----------------------------------------------------------------- lifecycle
-
-    def write_kubeconfig(self, directory: Path) -> Path:
-        """A kubeconfig for this server (no credentials) in ``directory``; its path."""
-        path = directory / "kubeconfig"
-        path.write_text(kubeconfig(self.url, {"me": {}}, {"fake": {"user": "me"}}))
-        return path
 
     def start(self) -> FakeApiServer:
         """Listen on 127.0.0.1 (port 0 the first time, the same port after ``refuse``)."""

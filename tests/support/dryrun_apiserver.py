@@ -203,13 +203,6 @@ class DryRunApiServer(LoopbackServer):
         self.mutating = mutating
         self.requests: list[Request] = []
 
-    def __enter__(self) -> DryRunApiServer:
-        self.listen()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def kubeconfig(self, *, namespace: str = "default") -> str:
         """A kubeconfig with a good context (current) and one whose token is wrong."""
         return kubeconfig(

@@ -13,7 +13,8 @@ import ssl
 import threading
 from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Self
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -97,6 +98,19 @@ class LoopbackServer:
         """The base URL: what a kubeconfig's ``server`` or a client's host is."""
         scheme = "https" if self.ssl_context is not None else "http"
         return f"{scheme}://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Self:
+        self.listen()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write_kubeconfig(self, directory: Path) -> Path:
+        """A kubeconfig for this server (no credentials) in ``directory``; its path."""
+        path = directory / "kubeconfig"
+        path.write_text(kubeconfig(self.url, {"me": {}}, {"fake": {"user": "me"}}))
+        return path
 
     def listen(self) -> None:
         """Listen (port 0 the first time, the same port again after :meth:`close`)."""

@@ -8,7 +8,13 @@ objects of a realistic size (about 8 KB of JSON each).
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from tests.support.apiserver import FakeApiServer
 
 # (product, memory MiB, family, MIG capable) as GFD writes them.
 PRODUCTS: dict[str, tuple[str, int, str, bool]] = {
@@ -254,7 +260,10 @@ def configmap(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]
     }
 
 
-TIME_SLICING_CONFIG = """\
+def time_slicing_config(replicas: int) -> str:
+    """A device-plugin config that time-slices every GPU ``replicas`` ways and refuses
+    requests above one."""
+    return f"""\
 version: v1
 flags:
   migStrategy: none
@@ -264,8 +273,11 @@ sharing:
     failRequestsGreaterThanOne: true
     resources:
       - name: nvidia.com/gpu
-        replicas: 4
+        replicas: {replicas}
 """
+
+
+TIME_SLICING_CONFIG = time_slicing_config(4)
 
 
 def cluster(n: int) -> list[dict[str, Any]]:
@@ -296,3 +308,31 @@ sharing:
     strategy: balanced
     resources: [{name: nvidia.com/gpu, replicas: 4}]
 """
+
+
+#: The example cluster the live tests serve: 8 nodes (L20 and T4, time-sliced) and the
+#: device-plugin ConfigMap of its rollout.
+EXAMPLE_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "seed003-l20-t4"
+#: (namespace, name) of the device-plugin ConfigMap in the fake.
+PLUGIN_CONFIGMAP = ("gpu-operator", "device-plugin-config")
+
+
+def load_example_cluster(fake: FakeApiServer) -> dict[str, Any]:
+    """Add EXAMPLE_CLUSTER's nodes and its ConfigMap (as PLUGIN_CONFIGMAP) to ``fake``; return
+    the ConfigMap as stored."""
+    fake.add_many(yaml.safe_load((EXAMPLE_CLUSTER / "nodes.yaml").read_text())["items"])
+    configmap = yaml.safe_load((EXAMPLE_CLUSTER / "device-plugin-config.yaml").read_text())
+    configmap["metadata"] = {"name": PLUGIN_CONFIGMAP[1], "namespace": PLUGIN_CONFIGMAP[0]}
+    return fake.add(configmap)
+
+
+def configmap_ref_policy(enforcement: str = "enforce") -> str:
+    """A SharingPolicy that reads its device-plugin configs from PLUGIN_CONFIGMAP."""
+    namespace, name = PLUGIN_CONFIGMAP
+    return (
+        "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n"
+        f"  enforcement: {enforcement}\n"
+        "  devicePlugin:\n"
+        f"    configMapRef: {{namespace: {namespace}, name: {name}}}\n"
+        "    defaultConfig: any\n"
+    )

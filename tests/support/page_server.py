@@ -23,14 +23,13 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
 from tests.support.apiserver import _GROUP_VERSIONS, _KIND_TO_RESOURCE, _RESOURCES, _route
-from tests.support.fake_http import JsonHandler, LoopbackServer, kubeconfig, status
+from tests.support.fake_http import JsonHandler, LoopbackServer, status
 
 __all__ = ["PageServer"]
 
@@ -68,19 +67,6 @@ class PageServer(LoopbackServer):
     def stored_bytes(self) -> int:
         """The JSON size of every stored object."""
         return sum(len(raw) for stored in self._objects.values() for raw in stored.values())
-
-    def write_kubeconfig(self, directory: Path) -> Path:
-        """A kubeconfig for this server (no credentials) in ``directory``; its path."""
-        path = directory / "kubeconfig"
-        path.write_text(kubeconfig(self.url, {"me": {}}, {"fake": {"user": "me"}}))
-        return path
-
-    def __enter__(self) -> PageServer:
-        self.listen()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def page(self, resource: str, limit: int, token: str | None) -> bytes:
         """One page of the list of ``resource`` as the API server sends it.
