@@ -147,13 +147,19 @@ SAMPLES: list[tuple[str, str, dict[str, Any], bool]] = [
 ]
 
 
-def _conditions_for(rendered, resource: str, mutating: bool) -> list[str]:
-    """The expressions of the entry whose rules cover ``resource``."""
+def _conditions_for(
+    rendered, resource: str, mutating: bool, *, pod_claims: bool = False
+) -> list[str]:
+    """The expressions of the entry whose rules cover ``resource`` (for pods: the entry for
+    pods that ask for nvidia.com/* resources, or with ``pod_claims`` the one for pods with
+    claims)."""
     kind = "MutatingWebhookConfiguration" if mutating else "ValidatingWebhookConfiguration"
     found = [
         [c["expression"] for c in hook["matchConditions"]]
         for k, hook in webhooks(rendered)
-        if k == kind and any(resource in rule["resources"] for rule in hook["rules"])
+        if k == kind
+        and any(resource in rule["resources"] for rule in hook["rules"])
+        and hook["name"].startswith("pod-claims.") is pod_claims
     ]
     assert len(found) == 1, f"{len(found)} {kind} entries cover {resource}"
     return found[0]
@@ -187,7 +193,8 @@ def test_every_expression_compiles(default_render) -> None:
     expressions = [
         c["expression"] for _, hook in webhooks(default_render) for c in hook["matchConditions"]
     ]
-    assert len(expressions) == 8  # pods and three template entries, in each configuration
+    # pods and three template entries in each configuration, and the three DRA entries
+    assert len(expressions) == 11
     for expression in expressions:
         cel.compile(expression)
 
@@ -198,3 +205,76 @@ def test_guards_are_needed(default_render) -> None:
         cel.evaluate("object.spec.template.spec.containers.size() > 0", {"object": {"spec": {}}})
     deployment = _conditions_for(default_render, "deployments", mutating=False)
     assert _matches(deployment, {"spec": {"template": {}}}) is False
+
+
+def claim(kind: str, *requests: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"devices": {"requests": list(requests)}}
+    body = spec if kind == "ResourceClaim" else {"spec": spec}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": "c"},
+        "spec": body,
+    }
+
+
+def exactly(device_class: str) -> dict[str, Any]:
+    return {"name": "r", "exactly": {"deviceClassName": device_class}}
+
+
+def first_available(*classes: str) -> dict[str, Any]:
+    subs = [{"name": f"s{i}", "deviceClassName": c} for i, c in enumerate(classes)]
+    return {"name": "r", "firstAvailable": subs}
+
+
+CLAIM_SAMPLES: list[tuple[str, dict[str, Any], bool]] = [
+    ("gpu class", exactly("gpu.nvidia.com"), True),
+    ("per-profile MIG class", exactly("mig-1g-12gb.gpu.nvidia.com"), True),
+    ("another vendor", exactly("gpu.example.com"), False),
+    ("a name that only ends in the letters", exactly("notnvidia.com"), False),
+    ("firstAvailable, GPU second", first_available("net.example.com", "mig.nvidia.com"), True),
+    ("firstAvailable, no GPU", first_available("net.example.com"), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "request_", "expected"),
+    [(k, s[1], s[2]) for k in ("ResourceClaim", "ResourceClaimTemplate") for s in CLAIM_SAMPLES],
+    ids=[f"{k}: {s[0]}" for k in ("ResourceClaim", "ResourceClaimTemplate") for s in CLAIM_SAMPLES],
+)
+def test_claims_reach_the_webhook_only_for_gpu_classes(
+    default_render, kind: str, request_: dict[str, Any], expected: bool
+) -> None:
+    resource = kind.lower() + "s"
+    conditions = _conditions_for(default_render, resource, mutating=False)
+    assert _matches(conditions, claim(kind, request_)) is expected
+    # Not even a claim without requests makes the expression fail.
+    assert _matches(conditions, {"spec": {}}) is False
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (
+            pod(
+                {
+                    **pod_spec(CPU),
+                    "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
+                }
+            ),
+            True,
+        ),
+        (
+            pod({**pod_spec(GPU), "resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}),
+            False,
+        ),
+        (pod(pod_spec(CPU)), False),
+        (pod({**pod_spec(CPU), "resourceClaims": []}), False),
+    ],
+    ids=["claims only", "claims and a GPU resource: the pods entry has it", "no claims", "empty"],
+)
+def test_pods_with_claims_reach_the_webhook_once(
+    default_render, obj: dict[str, Any], expected: bool
+) -> None:
+    conditions = _conditions_for(default_render, "pods", mutating=False, pod_claims=True)
+    assert _matches(conditions, obj) is expected

@@ -12,7 +12,17 @@ spec:
   pools: [{config, product, nodes, gpusPerNode, memoryMiB, migDevices}]
   mutation: {rewriteResourceNames, injectNodeSelection: intent | always | when-needed | never,
              tolerations}
+  dra: {deviceClassSuffixes, failRequestsGreaterThanOne, adminAccessNamespaces}
 ```
+
+``dra`` is about claims (ResourceClaims, ResourceClaimTemplates, pods' ``resourceClaims``;
+docs/dra-claims.md): ``deviceClassSuffixes`` says which claims are GPU claims (a request whose
+DeviceClass is named one of them, or ends in ``.<suffix>``; default ``[nvidia.com]``, the
+classes NVIDIA's DRA driver installs); ``failRequestsGreaterThanOne`` (default true), the device
+plugin's word for the same rule, refuses a request for more than one device whose config shares
+the device (the driver's ``GpuConfig`` / ``MigDeviceConfig`` sharing TimeSlicing or MPS) and a
+consumable-capacity ``shares`` request above one; ``adminAccessNamespaces`` (default none) are
+the namespaces whose claims may set ``adminAccess: true``.
 
 ``injectNodeSelection`` says when the webhook adds the product node selection: ``intent`` (the
 default) whenever the pod states what it wants (a sharing, product or MIG profile annotation)
@@ -105,6 +115,19 @@ def configmap_source(doc: Mapping[str, Any]) -> PluginSource:
 
 
 @dataclass(frozen=True, slots=True)
+class DraPolicy:
+    """What the policy says about DRA claims (``spec.dra``)."""
+
+    device_class_suffixes: tuple[str, ...] = ("nvidia.com",)
+    fail_requests_greater_than_one: bool = True
+    admin_access_namespaces: frozenset[str] = frozenset()
+
+    def is_gpu_class(self, name: str) -> bool:
+        """True when a request for DeviceClass ``name`` is a GPU request the policy judges."""
+        return any(name == s or name.endswith(f".{s}") for s in self.device_class_suffixes)
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """A loaded, validated sharing policy: immutable, shared by every request."""
 
@@ -122,6 +145,7 @@ class Policy:
     name: str = "policy"
     source: str = "<policy>"
     plugin_source: PluginSource | None = None
+    dra: DraPolicy = DraPolicy()
 
     def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
         """What the device plugin would silently ignore in the configs, each warning once."""
@@ -299,8 +323,44 @@ def _plugin_configs(
 
 
 _SPEC_FIELDS = frozenset(
-    {"enforcement", "defaultIntent", "exemptNamespaces", "devicePlugin", "pools", "mutation"}
+    {"enforcement", "defaultIntent", "exemptNamespaces", "devicePlugin", "pools", "mutation", "dra"}
 )
+_DRA_FIELDS = frozenset(
+    {"deviceClassSuffixes", "failRequestsGreaterThanOne", "adminAccessNamespaces"}
+)
+
+
+def _dra(spec: Mapping[str, Any], source: str) -> DraPolicy:
+    body = _get(spec, "dra", Mapping, {}, source, "spec.dra")
+    unknown = sorted(set(body) - _DRA_FIELDS)
+    if unknown:
+        raise PolicyError(
+            source,
+            f"spec.dra.{unknown[0]}",
+            f"unknown field (known: {', '.join(sorted(_DRA_FIELDS))})",
+        )
+    suffixes = _get(
+        body, "deviceClassSuffixes", list, ["nvidia.com"], source, "spec.dra.deviceClassSuffixes"
+    )
+    if not suffixes or not all(isinstance(s, str) and s.strip(".") for s in suffixes):
+        raise PolicyError(
+            source, "spec.dra.deviceClassSuffixes", "must be a list of DNS suffixes (nvidia.com)"
+        )
+    namespaces = _get(
+        body, "adminAccessNamespaces", list, [], source, "spec.dra.adminAccessNamespaces"
+    )
+    return DraPolicy(
+        device_class_suffixes=tuple(str(s).strip(".") for s in suffixes),
+        fail_requests_greater_than_one=_get(
+            body,
+            "failRequestsGreaterThanOne",
+            bool,
+            True,
+            source,
+            "spec.dra.failRequestsGreaterThanOne",
+        ),
+        admin_access_namespaces=frozenset(str(n) for n in namespaces),
+    )
 
 
 def parse_policy(
@@ -385,6 +445,7 @@ def _sharing_policy(
     _check_keys(
         configs, ((f"spec.pools[{i}].config", p.config) for i, p in enumerate(pools)), source
     )
+    dra = _dra(spec, source)
     metadata = _get(doc, "metadata", Mapping, {}, source, "metadata")
     return Policy(
         configs=configs,
@@ -420,6 +481,7 @@ def _sharing_policy(
         name=str(metadata.get("name", "policy")),
         source=source,
         plugin_source=plugin_source,
+        dra=dra,
     )
 
 

@@ -118,6 +118,15 @@ exactly that one, so both come from the same value.
 {{- $_ := set $dp "configMapRef" (dict "namespace" (required "devicePlugin.configMapRef.namespace is required with devicePlugin.configMapRef.name" $ref.namespace) "name" $ref.name) }}
 {{- end }}
 {{- $_ := set $spec "devicePlugin" $dp }}
+{{- if .Values.dra.enabled }}
+{{- /* The classes the claim webhooks are sent are the classes the policy judges. */}}
+{{- $dra := deepCopy (get $spec "dra" | default dict) }}
+{{- if hasKey $dra "deviceClassSuffixes" }}
+{{- fail "policy.spec.dra.deviceClassSuffixes is set by the chart from dra.deviceClassSuffixes (which also decides which claims the API server sends): set that value instead." }}
+{{- end }}
+{{- $_ := set $dra "deviceClassSuffixes" .Values.dra.deviceClassSuffixes }}
+{{- $_ := set $spec "dra" $dra }}
+{{- end }}
 {{- $policy := dict "apiVersion" "gpu-policy.io/v1alpha1" "kind" "SharingPolicy" "metadata" (dict "name" (include "gpu-policy-webhook.fullname" .)) "spec" $spec }}
 {{- toYaml $policy }}
 {{- end }}
@@ -149,6 +158,87 @@ guarded by has() on every step of that path below the object.
 {{- end -}}
 - name: asks-for-nvidia-resource
   expression: {{ printf "%s && (%s)" (join " && " $guards) (include "gpu-policy-webhook.asksForNvidia" .) | quote }}
+{{- end }}
+
+{{/*
+CEL: true when the DeviceClass name in the CEL expression given (e.g. "r.exactly.deviceClassName")
+is one of dra.deviceClassSuffixes or ends in ".<suffix>": the GPU classes
+(docs/dra-claims.md, "What the webhook checks").
+*/}}
+{{- define "gpu-policy-webhook.gpuDeviceClass" -}}
+{{- $name := .name }}
+{{- $tests := list }}
+{{- range .suffixes }}
+{{- $tests = append $tests (printf "%s == '%s' || %s.endsWith('.%s')" $name (trimAll "." .) $name (trimAll "." .)) }}
+{{- end }}
+{{- printf "(%s)" (join " || " $tests) }}
+{{- end }}
+
+{{/*
+matchConditions for a ResourceClaimSpec at the given path (.spec: "object.spec" of a
+ResourceClaim, "object.spec.spec" of a ResourceClaimTemplate): some request, exactly or one of
+its firstAvailable subrequests, names a GPU DeviceClass. Every step is guarded with has().
+*/}}
+{{- define "gpu-policy-webhook.claimMatchConditions" -}}
+{{- $steps := splitList "." (printf "%s.devices.requests" .spec) }}
+{{- $prefix := first $steps }}
+{{- $guards := list }}
+{{- range rest $steps }}
+{{- $prefix = printf "%s.%s" $prefix . }}
+{{- $guards = append $guards (printf "has(%s)" $prefix) }}
+{{- end }}
+{{- $exact := include "gpu-policy-webhook.gpuDeviceClass" (dict "name" "r.exactly.deviceClassName" "suffixes" .suffixes) }}
+{{- $sub := include "gpu-policy-webhook.gpuDeviceClass" (dict "name" "s.deviceClassName" "suffixes" .suffixes) -}}
+- name: asks-for-gpu-device-class
+  expression: {{ printf "%s && %s.exists(r, (has(r.exactly) && %s) || (has(r.firstAvailable) && r.firstAvailable.exists(s, %s)))" (join " && " $guards) $prefix $exact $sub | quote }}
+{{- end }}
+
+{{/*
+The validating webhook entries for DRA (dra.enabled): ResourceClaims and ResourceClaimTemplates
+that ask for a GPU DeviceClass, and pods that refer to claims without asking for an
+nvidia.com/* resource themselves (those already reach pods.validate.gpu-policy.io). A pod's
+claims name no DeviceClass: the webhook finds them in its snapshot, and leaves other drivers'
+claims alone.
+*/}}
+{{- define "gpu-policy-webhook.claimWebhooks" -}}
+{{- $client := include "gpu-policy-webhook.clientConfig" . }}
+{{- $common := include "gpu-policy-webhook.commonWebhookFields" .root }}
+{{- $suffixes := .root.Values.dra.deviceClassSuffixes -}}
+- name: resourceclaims.validate.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: ["resource.k8s.io"]
+      apiVersions: ["v1"]
+      resources: ["resourceclaims"]
+      # The spec of a claim is immutable: CREATE is the one moment to judge it.
+      operations: ["CREATE"]
+      scope: Namespaced
+  matchConditions:
+    {{- include "gpu-policy-webhook.claimMatchConditions" (dict "spec" "object.spec" "suffixes" $suffixes) | nindent 4 }}
+  {{- $common | nindent 2 }}
+- name: resourceclaimtemplates.validate.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: ["resource.k8s.io"]
+      apiVersions: ["v1"]
+      resources: ["resourceclaimtemplates"]
+      operations: ["CREATE"]
+      scope: Namespaced
+  matchConditions:
+    {{- include "gpu-policy-webhook.claimMatchConditions" (dict "spec" "object.spec.spec" "suffixes" $suffixes) | nindent 4 }}
+  {{- $common | nindent 2 }}
+- name: pod-claims.validate.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      resources: ["pods"]
+      operations: ["CREATE"]
+      scope: Namespaced
+  matchConditions:
+    - name: refers-to-claims
+      expression: {{ printf "has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0 && !(%s)" (include "gpu-policy-webhook.asksForNvidia" "object.spec") | quote }}
+  {{- $common | nindent 2 }}
 {{- end }}
 
 {{/*
