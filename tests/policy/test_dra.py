@@ -385,3 +385,24 @@ def test_a_claim_allocation_names_its_devices_and_consumers():
     assert allocation.devices == (("gpu", "gpu.nvidia.com", "node-a", "gpu-1"),)
     assert allocation.reserved_for == ("pods/train-0",)
     assert parse_allocation({"metadata": {"name": "pending"}}).devices == ()
+
+
+def test_of_classes_created_together_the_lowest_name_serves_the_shared_name():
+    same = "2026-02-01T00:00:00Z"
+    snapshot = dra_snapshot(
+        [
+            device_class("b-class", GPU_CLASS_CEL, extended="nvidia.com/gpu", created=same),
+            device_class("a-class", GPU_CLASS_CEL, extended="nvidia.com/gpu", created=same),
+        ],
+        [],
+    )
+    assert snapshot.class_for_resource("nvidia.com/gpu").name == "a-class"
+    # The implicit name of each class still reaches that class.
+    assert snapshot.class_for_resource(IMPLICIT_PREFIX + "b-class").name == "b-class"
+
+
+def test_cel_sees_allow_multiple_allocations():
+    shared = slice_("node-a", {**gpu(0), "allowMultipleAllocations": True}, gpu(1))
+    snapshot = dra_snapshot([device_class("shared", "device.allowMultipleAllocations")], [shared])
+    devices, problems = snapshot.class_devices("shared")
+    assert [d.name for d in devices] == ["gpu-0"] and problems == ()

@@ -8,8 +8,9 @@ so that each CEL expression is compiled once per snapshot and each class matched
 
 CEL is evaluated with the ``cel`` package on the variable the scheduler builds
 (k8s.io/dynamic-resource-allocation/cel, docs/dra.md "Selectors"): ``device.driver``,
-``device.attributes[domain][id]`` and ``device.capacity[domain][id]``, where a name without a
-domain takes the driver's, and an unknown domain is an empty map. Quantities and semantic
+``device.attributes[domain][id]``, ``device.capacity[domain][id]`` and
+``device.allowMultipleAllocations``, where a name without a domain takes the driver's, and an
+unknown domain is an empty map. Quantities and semantic
 versions are values of their own there; here they are small tagged maps with the Kubernetes
 functions (``quantity()``, ``compareTo()``, ``semver()``, ``isGreaterThan()``...) registered on
 them. An expression that does not compile, fails at run time or yields no bool is reported as
@@ -88,7 +89,12 @@ class Device:
         for key, cap in self.capacity.items():
             domain, ident = split_qualified(key, self.driver)
             capacity.setdefault(domain, {})[ident] = _quantity(cap.value)
-        device = {"driver": self.driver, "attributes": attributes, "capacity": capacity}
+        device = {
+            "driver": self.driver,
+            "attributes": attributes,
+            "capacity": capacity,
+            "allowMultipleAllocations": self.allow_multiple_allocations,
+        }
         object.__setattr__(self, "cel_input", device)
 
     @property
@@ -370,7 +376,7 @@ class Selectors:
         missing_cap = [d for d in compiled.domains if d not in value["capacity"]]
         if missing or missing_cap:
             value = {
-                "driver": value["driver"],
+                **value,
                 "attributes": {**{d: {} for d in missing}, **value["attributes"]},
                 "capacity": {**{d: {} for d in missing_cap}, **value["capacity"]},
             }
@@ -659,16 +665,11 @@ def dra_snapshot(
     resource_claims: Iterable[Mapping[str, Any]] = (),
 ) -> DraSnapshot:
     """Read DeviceClass, ResourceSlice and ResourceClaim objects into one snapshot."""
-    # Of several classes with one extendedResourceName, the scheduler uses the newest
-    # (creationTimestamp, then name; docs/dra.md, "Extended resources"): sorting puts it
-    # last, so it is the one kept per name.
-    ordered = sorted(
-        device_classes,
-        key=lambda o: (
-            str((o.get("metadata") or {}).get("creationTimestamp") or ""),
-            _meta_name(o),
-        ),
-    )
+    # Of several classes with one extendedResourceName, the scheduler uses the newest, and of
+    # those created in the same second the lowest name (docs/dra.md, "Extended resources"):
+    # sorted so, the one it uses comes last and is the one kept per name.
+    ordered = sorted(device_classes, key=_meta_name, reverse=True)
+    ordered.sort(key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or ""))
     classes: dict[str, DeviceClass] = {}
     extended: dict[str, str] = {}
     problems: list[str] = []
@@ -680,7 +681,7 @@ def dra_snapshot(
             if resource in extended:
                 problems.append(
                     f"DeviceClasses {extended[resource]} and {parsed.name} both serve {resource}: "
-                    f"the scheduler uses the newer, {parsed.name}"
+                    f"the scheduler uses {parsed.name}"
                 )
             extended[resource] = parsed.name
     slices, trouble = _latest_generation(resource_slices)
