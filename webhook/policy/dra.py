@@ -599,6 +599,9 @@ class DraSnapshot:
     extended: Mapping[str, str] = field(default_factory=dict)
     allocations: tuple[Allocation, ...] = ()
     read_problems: tuple[str, ...] = ()
+    # The ResourceClaimSpec of each ResourceClaim and ResourceClaimTemplate read, by (kind,
+    # namespace, name): what a pod's spec.resourceClaims asks for (docs/dra-claims.md).
+    claim_specs: Mapping[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
     selectors: Selectors = field(default_factory=Selectors, repr=False, compare=False)
     _class_devices: dict[str, tuple[tuple[Device, ...], tuple[str, ...]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -659,12 +662,33 @@ class DraSnapshot:
         return tuple(out)
 
 
+def _claim_specs(
+    claims: Iterable[Mapping[str, Any]], templates: Iterable[Mapping[str, Any]]
+) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    out: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for kind, objs, path in (
+        ("ResourceClaim", claims, ("spec",)),
+        ("ResourceClaimTemplate", templates, ("spec", "spec")),
+    ):
+        for obj in objs:
+            spec: Any = obj
+            for step in path:
+                spec = spec.get(step) if isinstance(spec, Mapping) else None
+            meta = obj.get("metadata") or {}
+            if isinstance(spec, Mapping):
+                out[(kind, str(meta.get("namespace") or ""), _meta_name(obj))] = spec
+    return out
+
+
 def dra_snapshot(
     device_classes: Iterable[Mapping[str, Any]],
     resource_slices: Iterable[Mapping[str, Any]],
     resource_claims: Iterable[Mapping[str, Any]] = (),
+    resource_claim_templates: Iterable[Mapping[str, Any]] = (),
 ) -> DraSnapshot:
-    """Read DeviceClass, ResourceSlice and ResourceClaim objects into one snapshot."""
+    """Read DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate objects into
+    one snapshot."""
+    resource_claims = tuple(resource_claims)
     # Of several classes with one extendedResourceName, the scheduler uses the newest, and of
     # those created in the same second the lowest name (docs/dra.md, "Extended resources"):
     # sorted so, the one it uses comes last and is the one kept per name.
@@ -697,4 +721,5 @@ def dra_snapshot(
         devices=tuple(sorted(devices, key=lambda d: (d.driver, d.pool, d.name))),
         allocations=tuple(parse_allocation(c) for c in resource_claims),
         read_problems=tuple(problems),
+        claim_specs=_claim_specs(resource_claims, resource_claim_templates),
     )

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.policy.dra import DraSnapshot
 from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.plugin_config import PluginConfig
 from webhook.policy.products import (
@@ -96,6 +97,9 @@ class Inventory:
     pools: tuple[Pool, ...]
     source: str
     disagreements: tuple[str, ...] = ()
+    # What DRA offers (DeviceClasses, ResourceSlice devices, claims), None where the source
+    # has no DRA objects: claims are then not judged.
+    dra: DraSnapshot | None = None
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.policy.decision import Decision, RuleResult
+from webhook.policy.claims import ClaimAsk, claim_spec, pod_claim_refs, read_claim
+from webhook.policy.decision import CLAIM_RULES, POD_RULES, RULES, Decision, RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container, gpu_containers
+from webhook.policy.engine.claims import claim_findings, gpu_requests
 from webhook.policy.engine.intent import Intent, read_intent
 from webhook.policy.engine.mutation import MUTABLE, mutated_copy, mutated_spec
 from webhook.policy.engine.placement import (
@@ -23,7 +25,7 @@ from webhook.policy.engine.placement import (
     several_shared,
 )
 from webhook.policy.engine.results import as_warnings, rule_results
-from webhook.policy.engine.scope import skip_reason
+from webhook.policy.engine.scope import operation_skip, skip_reason
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
 from webhook.policy.patch import diff
@@ -58,36 +60,63 @@ def review(
     name = _str_or_none(metadata.get("name")) or _str_or_none(metadata.get("generateName"))
     namespace = namespace or _str_or_none(metadata.get("namespace"))
     mode = policy.enforcement
+    spec = claim_spec(obj)
+    if spec is not None:
+        return _review_claim(
+            obj,
+            spec,
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            operation=operation,
+            policy=policy,
+            inventory=inventory,
+        )
     workload = locate(obj)
     found = gpu_containers(workload.spec) if workload is not None else []
+    claims = _pod_claims(workload, namespace, policy, inventory) if workload is not None else ()
     why = skip_reason(
         kind,
         operation,
         namespace,
         has_pod_spec=workload is not None,
-        asks_for_gpu=bool(found),
+        asks_for_gpu=bool(found or claims),
         exempt=policy.exempt_namespaces,
     )
     if why is not None:
         skipped = (RuleResult("gpu-policy", "skip", why),)
         return Decision(kind, namespace, name, True, skipped, enforcement=mode)
     assert workload is not None  # skip_reason says so otherwise
+    claimed: list[RuleResult] = []
+    if claims:
+        assert inventory.dra is not None  # _pod_claims finds none without it
+        claimed = claim_findings(claims, dra=inventory.dra, policy=policy.dra, namespace=namespace)
+    if not found:
+        # Only claims: the pod's own resources ask for no GPU.
+        results = rule_results(claimed, rules=CLAIM_RULES)
+        return _decision(
+            obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not claimed
+        )
+    rules = tuple(RULES) if claims else POD_RULES
     asks, intent, findings = _checked(found, workload, policy, inventory)
     if intent is None or not asks:
         # Every finding so far is a failure: nothing to place.
-        results = rule_results(findings, _PLACEMENT_RULES, "fix the errors above first")
+        results = rule_results(
+            [*findings, *claimed], _PLACEMENT_RULES, "fix the errors above first", rules=rules
+        )
         return _decision(
             obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=False
         )
     # No finding so far: _checked gives an intent only then.
     choices, wanted, findings = _placed(asks, intent, policy, inventory)
+    findings = [*findings, *claimed]
     changes: Sequence[str] = ()
     mutated = None
     if choices and mode != "audit":
         spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
-    results = rule_results(findings)
+    results = rule_results(findings, rules=rules)
     return _decision(
         obj,
         results,
@@ -99,6 +128,67 @@ def review(
         changes=changes,
         mutated=mutated,
     )
+
+
+def _review_claim(
+    obj: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    *,
+    kind: str,
+    name: str | None,
+    namespace: str | None,
+    operation: str,
+    policy: Policy,
+    inventory: Inventory,
+) -> Decision:
+    """A ResourceClaim or ResourceClaimTemplate: the claim rules, nothing to mutate."""
+    mode = policy.enforcement
+    claim = read_claim(spec, f"{kind} {name or ''}".strip())
+    suffixes = ", ".join(policy.dra.device_class_suffixes)
+    why = operation_skip(kind, operation)
+    if why is None and not gpu_requests(claim, policy.dra):
+        why = f"asks for no GPU DeviceClass (spec.dra.deviceClassSuffixes: {suffixes})"
+    elif why is None and namespace in policy.exempt_namespaces:
+        why = f"namespace {namespace} is exempt"
+    elif why is None and inventory.dra is None:
+        why = f"the inventory ({inventory.source}) has no DRA objects: claims are not judged"
+    if why is not None:
+        skipped = (RuleResult("gpu-policy", "skip", why),)
+        return Decision(kind, namespace, name, True, skipped, enforcement=mode)
+    assert inventory.dra is not None
+    findings = claim_findings([claim], dra=inventory.dra, policy=policy.dra, namespace=namespace)
+    results = rule_results(findings, rules=CLAIM_RULES)
+    return _decision(
+        obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
+    )
+
+
+def _pod_claims(
+    workload: Workload, namespace: str | None, policy: Policy, inventory: Inventory
+) -> tuple[ClaimAsk, ...]:
+    """The GPU claims of a pod spec that the inventory knows (by claim or template name).
+
+    A claim or template the snapshot does not hold yet (applied in the same ``kubectl apply``)
+    is not judged here: it was judged itself when it was created.
+    """
+    dra = inventory.dra
+    if dra is None or not workload.spec.get("resourceClaims"):
+        return ()
+    out = []
+    for ref in pod_claim_refs(workload.spec):
+        if ref.claim is not None:
+            key = ("ResourceClaim", namespace or "", ref.claim)
+            label = f'claim "{ref.name}" (ResourceClaim {ref.claim})'
+        else:
+            key = ("ResourceClaimTemplate", namespace or "", ref.template or "")
+            label = f'claim "{ref.name}" (ResourceClaimTemplate {ref.template})'
+        spec = dra.claim_specs.get(key)
+        if spec is None:
+            continue
+        claim = read_claim(spec, label)
+        if gpu_requests(claim, policy.dra):
+            out.append(claim)
+    return tuple(out)
 
 
 def _checked(
