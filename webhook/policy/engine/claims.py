@@ -22,6 +22,7 @@ import difflib
 import re
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from webhook.policy.claims import SHARES_CAPACITY, ClaimAsk, DeviceAsk, RequestAsk, sharing_strategy
 from webhook.policy.decision import RuleResult
@@ -34,6 +35,8 @@ from webhook.policy.quantity import QuantityError, quantity_value
 _READS_PROFILE = re.compile(r"""\.profile\b|\[\s*["']profile["']\s*\]""")
 _PROFILE = "profile"
 _PRODUCT = "productName"
+# How many answers a snapshot remembers (see _matching).
+_MEMO_LIMIT = 1024
 # Devices reachable from every node, or from nodes a selector picks: counted with each node.
 _ANY_NODE = "(devices of no single node)"
 
@@ -98,12 +101,22 @@ def _capacity_fits(device: Device, capacity: Mapping[str, str]) -> bool:
 
 
 def _matching(ask: DeviceAsk, dra: DraSnapshot) -> tuple[tuple[Device, ...], tuple[str, ...]]:
-    """The devices ``ask`` may get (class, selectors, capacity), and the CEL problems met."""
+    """The devices ``ask`` may get (class, selectors, capacity), and the CEL problems met.
+
+    Remembered per snapshot: the pods of one template, and the claims of one manifest, ask
+    the same question, and evaluating CEL on every device of a class is a review's main cost.
+    """
+    key = ("matching", ask.device_class, ask.selectors, tuple(sorted(ask.capacity.items())))
+    found = dra.memo.get(key)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
     of_class, problems = dra.class_devices(ask.device_class)
     chosen, more = dra.select(of_class, ask.selectors)
     if ask.capacity:
         chosen = tuple(d for d in chosen if _capacity_fits(d, ask.capacity))
-    return chosen, (*problems, *more)
+    found = (chosen, (*problems, *more))
+    _remember(dra, key, found)
+    return found
 
 
 def _admin_access(
@@ -221,12 +234,11 @@ def _fits_on(node_devices: Sequence[Device], requests: Sequence[Alternatives]) -
     """Can every request get its devices among ``node_devices``, each device used once (unless
     it allows multiple allocations)? The first alternative that fits wins, as the scheduler's
     allocator tries ``firstAvailable`` in order."""
-    here = {d.key: d for d in node_devices}
     taken: set[tuple[str, str, str]] = set()
     for alternatives in requests:
         for ask, keys in alternatives:
-            mine = [k for k in keys if k in here]
-            free = [k for k in mine if k not in taken or here[k].allow_multiple_allocations]
+            mine = [d for d in node_devices if d.key in keys]
+            free = [d.key for d in mine if d.key not in taken or d.allow_multiple_allocations]
             # All: every matching device of the node, and at least one.
             need = max(1, len(mine)) if ask.all_devices else ask.count
             if len(free) >= need:
@@ -249,11 +261,48 @@ def _profiles(dra: DraSnapshot) -> str:
     )
 
 
+def _remember(dra: DraSnapshot, key: Any, value: Any) -> None:
+    if len(dra.memo) >= _MEMO_LIMIT:
+        # Claims come from users: a stream of distinct ones must not grow it for ever.
+        dra.memo.clear()
+    dra.memo[key] = value
+
+
+def _ask_key(ask: DeviceAsk) -> tuple[Any, ...]:
+    return (
+        ask.name,
+        ask.device_class,
+        ask.selectors,
+        ask.all_devices,
+        ask.count,
+        tuple(sorted(ask.capacity.items())),
+    )
+
+
 def _availability(
     claim_requests: Sequence[tuple[ClaimAsk, RequestAsk]], dra: DraSnapshot, policy: DraPolicy
 ) -> list[RuleResult]:
     """``gpu-claim-mig-profile`` and ``gpu-claim-devices-available`` for the GPU requests of
-    one claim, or of all the claims of one pod (allocated on one node)."""
+    one claim, or of all the claims of one pod (allocated on one node); remembered per
+    snapshot, since the pods of one template ask the same."""
+    key = (
+        "availability",
+        policy.device_class_suffixes,
+        tuple(
+            (c.label, r.name, r.first_available, tuple(_ask_key(a) for a in r.alternatives))
+            for c, r in claim_requests
+        ),
+    )
+    found = dra.memo.get(key)
+    if found is None:
+        found = tuple(_judge_availability(claim_requests, dra, policy))
+        _remember(dra, key, found)
+    return list(found)
+
+
+def _judge_availability(
+    claim_requests: Sequence[tuple[ClaimAsk, RequestAsk]], dra: DraSnapshot, policy: DraPolicy
+) -> list[RuleResult]:
     out: list[RuleResult] = []
     planned: list[Alternatives] = []
     used: dict[tuple[str, str, str], Device] = {}
