@@ -159,3 +159,19 @@ def test_pods_with_other_drivers_claims_are_not_gpu_pods() -> None:
     )
     assert result.gpu_pods == 0
     assert not [f for f in result.findings if f.rule == "gpu-pod-scheduled"]
+
+
+def test_dra_objects_come_with_the_objects_dump() -> None:
+    """`gpu-policy audit --objects` with DRA objects in the dump: no inventory given."""
+    collector = Collector()
+    collector.add_all(
+        [
+            _pod("train", {"name": "gpu", "resourceClaimTemplateName": "three"}),
+            *nvidia_classes(),
+            resource_slice("a100-1", dra_gpu(0), dra_gpu(1)),
+            claim_template("three", exactly(count=3), namespace=NS),
+        ]
+    )
+    result = audit(collector, [], policy=make_policy(), now=NOW)
+    assert _stuck(result).reasons == ("claim-unsatisfiable",)
+    assert result.scanned["ResourceSlice"] == 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
 from webhook.policy.decision import RULES, RuleResult, Status
+from webhook.policy.dra import dra_snapshot
 from webhook.policy.workloads import locate
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
@@ -552,12 +553,22 @@ def audit(
 
     ``nodes`` are Node objects (full or trimmed): they give the per-node view (allocatable,
     labels, taints) the stuck-pod reasons need. ``inventory`` defaults to the one those
-    nodes make with ``policy``, as the webhook builds it. ``now`` dates the waiting times.
+    nodes make with ``policy``, as the webhook builds it, with the DRA objects the collector
+    read. ``now`` dates the waiting times.
     """
     now = as_utc(now)
     node_list = list(nodes)
     if inventory is None:
         inventory = inventory_from_nodes(node_list, policy, source="nodes")
+    if inventory.dra is None and any(collected.dra.values()):
+        found = collected.dra
+        snapshot = dra_snapshot(
+            found["DeviceClass"],
+            found["ResourceSlice"],
+            found["ResourceClaim"],
+            found["ResourceClaimTemplate"],
+        )
+        inventory = replace(inventory, dra=snapshot)
     views = node_views(node_list)
     capacity = Capacity(views, inventory)
     claims = ClaimDiagnosis(inventory.dra, policy.dra) if inventory.dra is not None else None

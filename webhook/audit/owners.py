@@ -23,6 +23,8 @@ from webhook.audit.trim import API_VERSIONS, trim
 __all__ = ["Collector", "Group", "as_utc", "parse_time", "ref_of"]
 
 _Key = tuple[str, str, str]
+#: The DRA kinds a listing or a dump may hold beside pods and workloads.
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 
 
 def as_utc(when: datetime) -> datetime:
@@ -87,6 +89,9 @@ class Collector:
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
         self.workloads: list[dict[str, Any]] = []
+        #: DRA objects read (DeviceClasses, ResourceSlices, ResourceClaims and their
+        #: templates), by kind: what the devices are and who holds them (docs/audit.md).
+        self.dra: dict[str, list[Mapping[str, Any]]] = {k: [] for k in DRA_KINDS}
         #: Objects read per kind, GPU or not (what the audit looked at).
         self.scanned: Counter[str] = Counter()
 
@@ -106,6 +111,9 @@ class Collector:
         if not kind:
             return
         self.scanned[kind] += 1
+        if kind in self.dra:
+            self.dra[kind].append(obj)
+            return
         trimmed = trim(obj, kind)
         if trimmed is None:
             return
