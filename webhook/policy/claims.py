@@ -17,10 +17,11 @@ the API server's own message when it is applied).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from webhook.policy.dra import DraSnapshot
 from webhook.policy.workloads import dig
 
 RESOURCE_GROUP: Final = "resource.k8s.io"
@@ -233,3 +234,23 @@ def pod_claim_refs(spec: Mapping[str, Any]) -> Iterator[PodClaimRef]:
         template = _str(entry.get("resourceClaimTemplateName")) or None
         if claim or template:
             yield PodClaimRef(_str(entry.get("name")), claim, template)
+
+
+def with_claim_objects(
+    dra: DraSnapshot, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None
+) -> DraSnapshot:
+    """``dra`` with the specs of the ResourceClaims and ResourceClaimTemplates among
+    ``objects`` added (the manifests of one ``gpu-policy review``), so that a pod reviewed
+    with its template is judged on what the template asks for. ``namespace`` is the one of
+    objects that name none (``-n``)."""
+    specs = dict(dra.claim_specs)
+    for obj in objects:
+        spec = claim_spec(obj)
+        if spec is None:
+            continue
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        where = _str(meta.get("namespace")) or namespace or ""
+        key = (str(obj.get("kind")), where, _str(meta.get("name")))
+        specs[key] = spec
+    return replace(dra, claim_specs=specs)
