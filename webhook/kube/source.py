@@ -25,6 +25,7 @@ from typing import Any
 
 from kubernetes import client
 
+from webhook.contract import DRA_MODES
 from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
 from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_pod
 from webhook.kube.watcher import (
@@ -36,7 +37,7 @@ from webhook.kube.watcher import (
 )
 from webhook.policy.dra import API_GROUP
 
-__all__ = ["DRA_KINDS", "DRA_MODES", "ClusterSource", "ClusterState", "Health"]
+__all__ = ["DRA_KINDS", "ClusterSource", "ClusterState", "Health"]
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 #: API server itself (a pod that completes arrives as DELETED).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
-#: ``dra`` of ClusterSource: ``auto`` asks discovery, ``off`` never watches DRA.
-DRA_MODES = ("auto", "off")
 #: The DRA kinds watched (ResourceClaims only with ``watch_claims``), and their kind names.
 DRA_KINDS = {
     "deviceclasses": "DeviceClass",
@@ -97,6 +96,8 @@ class ClusterState:
     #: Whether DRA is watched, and why not: ``DRA available``, ``DRA is not available: ...``
     #: or ``DRA turned off``.
     dra: str = "DRA turned off"
+    #: True when the DRA kinds above are watched (DRA available).
+    dra_available: bool = False
 
     def node_list(self) -> dict[str, Any]:
         """The nodes as a ``kind: List`` document, the shape of ``kubectl get nodes -o yaml``."""
@@ -466,6 +467,7 @@ class ClusterSource:
             resource_slices=views.get("resourceslices", ()),
             resource_claims=views.get("resourceclaims", ()),
             dra="DRA not asked yet" if self.dra is None else self.dra.describe(),
+            dra_available=self.dra is not None and self.dra.available,
         )
 
 
