@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.policy.nodeselect import term_matches
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.workloads import dig
 
@@ -113,47 +114,6 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return all(labels.get(str(k)) == str(v) for k, v in (selector or {}).items())
 
 
-def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
-    operator = expr.get("operator")
-    values = [str(v) for v in expr.get("values") or ()]
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            mine, theirs = int(value), int(values[0])
-        except ValueError:
-            return False
-        return mine > theirs if operator == "Gt" else mine < theirs
-    return False
-
-
-def _term_matches(term: Any, node: NodeView) -> bool:
-    if not isinstance(term, Mapping):
-        return False
-    expressions = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not expressions and not fields:
-        return False  # an empty term matches no node (core/v1 NodeSelectorTerm)
-    for expr in expressions:
-        if not isinstance(expr, Mapping):
-            return False
-        if not _expression_matches(expr, node.labels.get(str(expr.get("key")))):
-            return False
-    for expr in fields:
-        # metadata.name is the only field a node selector term may name.
-        if not isinstance(expr, Mapping) or expr.get("key") != "metadata.name":
-            return False
-        if not _expression_matches(expr, node.name):
-            return False
-    return True
-
-
 def required_terms(affinity: Any) -> list[Any] | None:
     """The required node affinity's ``nodeSelectorTerms``, or None when there is none.
 
@@ -172,7 +132,7 @@ def affinity_matches(affinity: Any, node: NodeView) -> bool:
     terms = required_terms(affinity)
     if terms is None:
         return True
-    return any(_term_matches(term, node) for term in terms)
+    return any(term_matches(term, node.name, node.labels) for term in terms)
 
 
 def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:

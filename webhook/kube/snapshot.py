@@ -13,6 +13,7 @@ from typing import Any
 
 from webhook.kube.source import ClusterState
 from webhook.policy import Inventory, Policy, PolicyError, inventory_from_nodes
+from webhook.policy.dra import dra_snapshot
 from webhook.policy.plugin_config import parse_plugin_configmap
 
 
@@ -59,7 +60,12 @@ def live_view(
     policy, error = with_configmap(base, state.configmap_document(), state.configmap_ref)
     if error is not None and previous is not None:
         policy = base.with_configs(previous.policy.configs)
-    inventory = inventory_from_nodes(state.nodes, policy, source=source)
+    dra = None
+    if state.dra_available:
+        dra = dra_snapshot(state.device_classes, state.resource_slices, state.resource_claims)
+    else:
+        source = f"{source}; {state.dra}"
+    inventory = inventory_from_nodes(state.nodes, policy, source=source, dra=dra)
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
 
 

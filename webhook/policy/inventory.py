@@ -23,14 +23,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from webhook.policy.dra import DraSnapshot
+from webhook.policy.dra import Device, DeviceClass, DraSnapshot
 from webhook.policy.model import DeclaredPool, Policy
+from webhook.policy.nodeselect import selector_matches
 from webhook.policy.plugin_config import PluginConfig
 from webhook.policy.products import (
     base_model,
     product_label,
     product_mig_profile,
     product_value,
+    sanitise_model,
 )
 from webhook.policy.products import model_key as product_model_key
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
@@ -56,6 +58,9 @@ class Offer:
     slots: int | None
     memory_mib: int | None
     selector: tuple[str, str] | None
+    # The most devices one node has (DRA: the scheduler allocates a request's devices on one
+    # node); None where it is not known, as for the device plugin's slots.
+    most_on_a_node: int | None = None
     # The model as product annotations are compared with it (see products.model_key), derived
     # once per snapshot: placement reads it for every candidate of a pod that names products.
     model_key: str | None = field(init=False, repr=False, compare=False)
@@ -164,9 +169,12 @@ class Pool:
 
 
 def describe_pair(pool: Pool, offer: Offer) -> str:
-    """An offer as messages name it; one of a pool at zero says which pool can add it."""
+    """An offer as messages name it; one of a pool at zero says which pool can add it, one
+    of DRA devices which DeviceClass serves it."""
     if pool.at_zero:
         return f"{offer.product or 'unknown product'} (no node yet: {pool.describe()})"
+    if pool.origin.kind == "resourceslice" and pool.device_class:
+        return f"{offer.describe()} through DRA DeviceClass {pool.device_class}"
     return offer.describe()
 
 
@@ -174,7 +182,9 @@ def describe_pair(pool: Pool, offer: Offer) -> str:
 class Inventory:
     """An immutable snapshot of the pools; a request reads one snapshot from start to end.
 
-    ``pairs`` holds every (pool, offer) pair, pool by pool: what a review walks.
+    ``pairs`` holds every (pool, offer) pair, pool by pool: what a review walks. ``dra`` is
+    the DRA side the pools of devices came from (classes, devices, compiled selectors), None
+    where DRA is not seen (no DRA objects in the files, DRA off, a cluster without it).
     """
 
     pools: tuple[Pool, ...]
@@ -182,7 +192,7 @@ class Inventory:
     disagreements: tuple[str, ...] = ()
     # What DRA offers (DeviceClasses, ResourceSlice devices, claims), None where the source
     # has no DRA objects: claims are then not judged.
-    dra: DraSnapshot | None = None
+    dra: DraSnapshot | None = field(default=None, compare=False)
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
@@ -556,8 +566,13 @@ def _merge(offers: list[Offer], extra: list[Offer]) -> list[Offer]:
             slots=(prev.slots or 0) + (o.slots or 0),
             memory_mib=prev.memory_mib,
             selector=prev.selector,
+            most_on_a_node=_most(prev.most_on_a_node, o.most_on_a_node),
         )
     return list(merged.values())
+
+
+def _most(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 def pool_key(pool: Pool) -> tuple[str | None, str | None]:
@@ -602,13 +617,17 @@ def inventory_from_nodes(
     *,
     source: str,
     can_appear: Iterable[Pool] = (),
+    dra: DraSnapshot | None = None,
 ) -> Inventory:
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
     Nodes without any ``nvidia.com/`` GPU resource in ``status.allocatable`` are not pools.
-    The policy's autoscaled pools, then ``can_appear`` (pools the cluster's autoscaler objects
-    describe), join as pools at zero, unless the nodes already form them.
+    With ``dra``, the devices its DeviceClasses select are pools too, under the extended
+    resource names the classes serve (:func:`dra_pools`). The policy's autoscaled pools, then
+    ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools at zero,
+    unless the nodes already form them.
     """
+    nodes = list(nodes)
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
     problems: list[str] = []
     for node in nodes:
@@ -637,9 +656,156 @@ def inventory_from_nodes(
                 node_count=len(names),
             )
         )
+    if dra is not None:
+        found_pools, found_problems = dra_pools(dra, nodes)
+        pools += found_pools
+        problems += found_problems
+        source += f" + DRA: {len(dra.devices)} devices in ResourceSlices"
     everything, origins = with_pools_that_can_appear(
         pools, (*autoscaled_pools(policy), *can_appear)
     )
     if origins:
         source += " + pools that can appear: " + ", ".join(o.describe() for o in origins)
-    return Inventory(pools=everything, source=source, disagreements=tuple(problems))
+    return Inventory(pools=everything, source=source, disagreements=tuple(problems), dra=dra)
+
+
+# --- pools of DRA devices ------------------------------------------------------------------
+
+ALL_NODES = "(every node)"
+
+
+def dra_product(device: Device) -> tuple[str | None, str | None]:
+    """(GPU model as GFD spells it, MIG profile) of a device the NVIDIA DRA driver publishes
+    (docs/dra.md, "Device attributes"): ``productName``, and ``profile`` for ``type: mig``."""
+    name = device.attribute("productName")
+    model = sanitise_model(name) if isinstance(name, str) and name else None
+    profile = device.attribute("profile") if device.attribute("type") == "mig" else None
+    return model, profile if isinstance(profile, str) else None
+
+
+def _where(device: Device, nodes: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The nodes that can use ``device``: its node, every node, or those its selector picks."""
+    if device.node is not None:
+        return [device.node]
+    if device.all_nodes:
+        return [ALL_NODES]
+    return [n for n, labels in nodes.items() if selector_matches(device.node_selector, n, labels)]
+
+
+def _served_forms(dra: DraSnapshot, device_class: DeviceClass) -> list[ResourceForm]:
+    """The GPU resource names (``nvidia.com/gpu``, ``nvidia.com/mig-...``) ``device_class``
+    serves: its ``extendedResourceName`` when it is one and no newer class took it over."""
+    forms = []
+    for name in device_class.resource_names:
+        form = parse_resource(name)
+        if form is not None and dra.class_for_resource(name) is device_class:
+            forms.append(form)
+    return forms
+
+
+def dra_pools(dra: DraSnapshot, nodes: Iterable[Mapping[str, Any]]) -> tuple[list[Pool], list[str]]:
+    """Pools of the devices DeviceClasses select, where a class serves a GPU resource name.
+
+    One pool per (class, GPU model, MIG profile); its offer counts the devices, and the most
+    of them one node has: the scheduler allocates a request's devices on one node (or from
+    devices every node reaches). Also returns what disagrees: a node that gets a name from
+    both its device plugin (``status.allocatable``) and DRA, and what DRA could not evaluate.
+    """
+    labels: dict[str, Mapping[str, str]] = {}
+    allocatable: dict[str, Mapping[str, Any]] = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name", "?"))
+        labels[name] = meta.get("labels") or {}
+        allocatable[name] = (node.get("status") or {}).get("allocatable") or {}
+    pools: list[Pool] = []
+    problems = list(dra.problems)
+    for device_class in sorted(dra.classes.values(), key=lambda c: c.name):
+        forms = _served_forms(dra, device_class)
+        if not forms:
+            continue
+        devices, _ = dra.class_devices(device_class.name)
+        groups: dict[tuple[str | None, str | None], list[Device]] = defaultdict(list)
+        for device in devices:
+            groups[dra_product(device)].append(device)
+        for (model, profile), members in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            pools.append(_dra_pool(device_class, forms, (model, profile), members, labels))
+    problems += _double_sources(pools, allocatable)
+    return pools, problems
+
+
+def _dra_pool(
+    device_class: DeviceClass,
+    forms: list[ResourceForm],
+    kind: tuple[str | None, str | None],
+    devices: list[Device],
+    labels: Mapping[str, Mapping[str, str]],
+) -> Pool:
+    """The pool of ``devices`` (all of ``kind``: GPU model, MIG profile) of ``device_class``."""
+    model, profile = kind
+    per_node: dict[str, int] = defaultdict(int)
+    for device in devices:
+        for node in _where(device, labels):
+            per_node[node] += 1
+    # Devices every node reaches add to what each node has.
+    everywhere = per_node.pop(ALL_NODES, 0)
+    most = max(per_node.values(), default=0) + everywhere
+    memory = devices[0].capacity_of("memory")
+    memory_mib = None if memory is None else int(memory.value // 2**20)
+    product = None
+    if model is not None:
+        product = product_value(model, ResourceForm(profile, False), replicas=1, renamed=False)
+    offers = tuple(
+        Offer(
+            form=form,
+            profile=profile,
+            product=product,
+            replicas=1,
+            strategy="none",
+            fail_requests_greater_than_one=False,
+            devices=len(devices),
+            slots=len(devices),
+            memory_mib=memory_mib,
+            selector=None,
+            most_on_a_node=most,
+        )
+        for form in forms
+    )
+    node_names = tuple(sorted(per_node)) + ((ALL_NODES,) if everywhere else ())
+    slice_pools = sorted({d.pool for d in devices})
+    origin = (
+        slice_pools[0]
+        if len(slice_pools) == 1
+        else f"{slice_pools[0]} and {len(slice_pools) - 1} more"
+    )
+    parts = [device_class.name, model or "unknown product"]
+    if profile:
+        parts.append(profile)
+    return Pool(
+        name="/".join(parts),
+        config_key=None,
+        mig_strategy="none",
+        nodes=node_names,
+        offers=offers,
+        node_count=len(per_node) or (1 if everywhere else 0),
+        origin=PoolOrigin("resourceslice", origin),
+        device_class=device_class.name,
+    )
+
+
+def _double_sources(pools: list[Pool], allocatable: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A node that gets one resource name from its device plugin and from DRA."""
+    problems = []
+    for pool in pools:
+        for offer in pool.offers:
+            name = offer.form.name
+            for node in pool.nodes:
+                raw = allocatable.get(node, {}).get(name)
+                if raw is None or _int(raw) == 0:
+                    continue
+                problems.append(
+                    f"node {node}: {name} comes from its device plugin (allocatable {raw}) and "
+                    f"from DRA (DeviceClass {pool.device_class}): give each name one source: "
+                    f"stop the device plugin there, or drop extendedResourceName from the class"
+                )
+    return problems

@@ -161,7 +161,29 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
             f"{_selection_fix(intent, cands)}",
             ask.label,
         )
-    return selected if ask.count == 1 else _for_several(ask, selected)
+    enough = _enough_on_a_node(ask, selected)
+    if isinstance(enough, RuleResult):
+        return enough
+    return enough if ask.count == 1 else _for_several(ask, enough)
+
+
+def _enough_on_a_node(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
+    """The offers with ``ask.count`` devices on some node, where that is known (DRA devices:
+    the scheduler allocates them on one node), or why none has as many."""
+    enough = [
+        (p, o) for p, o in selected if o.most_on_a_node is None or o.most_on_a_node >= ask.count
+    ]
+    if enough:
+        return enough
+    most = max(o.most_on_a_node or 0 for _, o in selected)
+    return RuleResult(
+        "gpu-resource-offered",
+        "fail",
+        f"{ask.label} asks for {ask.count} {ask.form.name}, but no node has that many: the "
+        f"most one node offers is {most} ({summary(selected)}): the pod would stay Pending. "
+        f"Ask for at most {most}, or spread the work over several pods",
+        ask.label,
+    )
 
 
 def _for_several(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
