@@ -249,8 +249,8 @@ def load_policy(path: str | Path | None, *, text: str | None = None) -> Policy:
 
 
 #: The DRA kinds a node dump may hold besides Nodes (``kubectl get nodes,deviceclasses,
-#: resourceslices,resourceclaims -o yaml``).
-DRA_DUMP_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim")
+#: resourceslices,resourceclaims,resourceclaimtemplates -A -o yaml``).
+DRA_DUMP_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 
 
 @dataclass(frozen=True)
@@ -261,14 +261,16 @@ class ClusterDump:
     by_kind: dict[str, list[dict[str, Any]]]
 
     def dra(self) -> DraSnapshot | None:
-        """The DRA snapshot of the dump's DeviceClasses, ResourceSlices and ResourceClaims;
-        None when it has none of them (a device-plugin cluster, or one dumped before DRA)."""
+        """The DRA snapshot of the dump's DeviceClasses, ResourceSlices, ResourceClaims and
+        ResourceClaimTemplates; None when it has none of them (a device-plugin cluster, or
+        one dumped before DRA)."""
         if not any(self.by_kind.values()):
             return None
         return dra_snapshot(
             self.by_kind["DeviceClass"],
             self.by_kind["ResourceSlice"],
             self.by_kind["ResourceClaim"],
+            self.by_kind["ResourceClaimTemplate"],
         )
 
 

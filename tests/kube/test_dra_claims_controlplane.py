@@ -16,17 +16,22 @@ and a template for two GPUs, which the webhook allows, gets its pod scheduled.
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import GPU_CLASS_CEL, claim_template, device_class, dra_gpu, exactly, resource_slice
+from tests.builders import (
+    GPU_CLASS_CEL,
+    claim_template,
+    device_class,
+    dra_gpu,
+    exactly,
+    resource_slice,
+)
 from tests.support.controlplane import ControlPlane
 from tests.support.waiting import wait_until
 
@@ -87,8 +92,14 @@ def test_without_the_webhook_too_many_gpus_wait_forever_and_two_are_scheduled(
     control_plane: ControlPlane, kube_namespace: str, dra_cluster: dict[str, str]
 ) -> None:
     klass = dra_cluster["class"]
-    control_plane.create(claim_template("three", exactly(klass, count=3), namespace=kube_namespace), namespace=kube_namespace)
-    control_plane.create(claim_template("two", exactly(klass, count=2), namespace=kube_namespace), namespace=kube_namespace)
+    control_plane.create(
+        claim_template("three", exactly(klass, count=3), namespace=kube_namespace),
+        namespace=kube_namespace,
+    )
+    control_plane.create(
+        claim_template("two", exactly(klass, count=2), namespace=kube_namespace),
+        namespace=kube_namespace,
+    )
     control_plane.create(claim_pod("too-many", "three"), namespace=kube_namespace)
     control_plane.create(claim_pod("fits", "two"), namespace=kube_namespace)
 

@@ -43,6 +43,8 @@ def dra_list_calls(api: client.ApiClient) -> dict[str, Callable[..., Any]]:
         "deviceclasses": resource.list_device_class,
         "resourceslices": resource.list_resource_slice,
         "resourceclaims": resource.list_resource_claim_for_all_namespaces,
+        # What pods' spec.resourceClaims refer to, for the claim rules (docs/dra-claims.md).
+        "resourceclaimtemplates": resource.list_resource_claim_template_for_all_namespaces,
     }
 
 

@@ -62,7 +62,12 @@ def live_view(
         policy = base.with_configs(previous.policy.configs)
     dra = None
     if state.dra_available:
-        dra = dra_snapshot(state.device_classes, state.resource_slices, state.resource_claims)
+        dra = dra_snapshot(
+            state.device_classes,
+            state.resource_slices,
+            state.resource_claims,
+            state.resource_claim_templates,
+        )
     else:
         source = f"{source}; {state.dra}"
     inventory = inventory_from_nodes(state.nodes, policy, source=source, dra=dra)

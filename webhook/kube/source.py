@@ -45,11 +45,13 @@ log = logging.getLogger(__name__)
 #: API server itself (a pod that completes arrives as DELETED).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
-#: The DRA kinds watched (ResourceClaims only with ``watch_claims``), and their kind names.
+#: The DRA kinds watched (ResourceClaims only with ``watch_claims``; ResourceClaimTemplates,
+#: which pods' spec.resourceClaims name, always), and their kind names.
 DRA_KINDS = {
     "deviceclasses": "DeviceClass",
     "resourceslices": "ResourceSlice",
     "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
 }
 
 
@@ -88,11 +90,12 @@ class ClusterState:
     generation: int
     #: ``time.monotonic()`` when this snapshot was built.
     built_monotonic: float
-    #: DeviceClasses, ResourceSlices and (when watched) ResourceClaims, trimmed, sorted by
-    #: key; empty where DRA is not available.
+    #: DeviceClasses, ResourceSlices, ResourceClaimTemplates and (when watched)
+    #: ResourceClaims, trimmed, sorted by key; empty where DRA is not available.
     device_classes: tuple[dict[str, Any], ...] = ()
     resource_slices: tuple[dict[str, Any], ...] = ()
     resource_claims: tuple[dict[str, Any], ...] = ()
+    resource_claim_templates: tuple[dict[str, Any], ...] = ()
     #: Whether DRA is watched, and why not: ``DRA available``, ``DRA is not available: ...``
     #: or ``DRA turned off``.
     dra: str = "DRA turned off"
@@ -466,11 +469,16 @@ class ClusterSource:
             device_classes=views.get("deviceclasses", ()),
             resource_slices=views.get("resourceslices", ()),
             resource_claims=views.get("resourceclaims", ()),
+            resource_claim_templates=views.get("resourceclaimtemplates", ()),
             dra="DRA not asked yet" if self.dra is None else self.dra.describe(),
             dra_available=self.dra is not None and self.dra.available,
         )
 
 
+# The namespaced DRA kinds; DeviceClasses and ResourceSlices are cluster-scoped.
+_NAMESPACED = ("resourceclaims", "resourceclaimtemplates")
+
+
 def _dra_key(kind: str) -> Callable[[dict[str, Any]], str]:
     # ResourceClaims are namespaced; classes and slices are cluster-scoped.
-    return key_by_namespace_name if kind == "resourceclaims" else key_by_name
+    return key_by_namespace_name if kind in _NAMESPACED else key_by_name
