@@ -354,6 +354,7 @@ def test_container_contract(default_render) -> None:
     assert container["image"] == "gpu-policy-webhook:0.1.0"
     env = _env(default_render)
     assert env["GPU_POLICY_KUBE"] == "in-cluster"
+    assert env[contract.DRA_ENV] == "auto"
     assert env["GPU_POLICY_TLS_DIR"] == "/etc/gpu-policy/tls"
     assert env["GPU_POLICY_BIND"] == "0.0.0.0:8443"
     assert env["GPU_POLICY_FILE"] == "/etc/gpu-policy/policy/policy.yaml"
