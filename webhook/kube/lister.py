@@ -7,7 +7,9 @@ just that name). Each kind is listed with ``limit``/``continue``; every page's r
 decoded with orjson (``_preload_content=False``, as the watchers do) and handed to the sink at
 once, so that no more than one page of full objects is held: the sink
 (``webhook.audit.Collector``) keeps only what GPU judgement needs. Nodes are trimmed to what
-the engine reads and returned.
+the engine reads and returned. Where API discovery finds ``resource.k8s.io/v1`` (and listing
+it is allowed), DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates are
+listed too: why pods with claims wait (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.client import load_client
+from webhook.kube.discovery import discover_dra, dra_list_calls
 from webhook.kube.dryrun import connect
+from webhook.kube.source import DRA_KINDS
 from webhook.kube.trim import trim_node
 from webhook.kube.watcher import _describe, status_message
 
@@ -180,9 +184,23 @@ def read_for_audit(
             for kind, call in _calls(api).items():
                 for page in list_pages(call, page_size=page_size, timeout=timeout):
                     sink.add_all(page, kind=kind)
+            kind = "DRA kind"
+            for kind, call in _dra_calls(api, timeout).items():
+                for page in list_pages(call, page_size=page_size, timeout=timeout):
+                    sink.add_all(page, kind=kind)
     except Exception as exc:  # ApiException, and urllib3's several connection errors
         raise failure(f"listing {kind}s", exc) from None
     return nodes
+
+
+def _dra_calls(api: client.ApiClient, timeout: float) -> dict[str, Callable[..., Any]]:
+    """The list calls of the DRA kinds by kind name, where the cluster serves and lets us list
+    ``resource.k8s.io/v1`` (API discovery, as the server asks); none otherwise (1.28)."""
+    calls = dra_list_calls(api)
+    found = discover_dra(api, kinds=tuple(calls), timeout=timeout)
+    if not found.available:
+        return {}
+    return {DRA_KINDS[name]: call for name, call in calls.items()}
 
 
 def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:
