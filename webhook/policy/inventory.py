@@ -58,8 +58,8 @@ class Offer:
     slots: int | None
     memory_mib: int | None
     selector: tuple[str, str] | None
-    # The most devices one node has (DRA: the scheduler allocates a request's devices on one
-    # node); None where it is not known, as for the device plugin's slots.
+    # The most one node offers of it (its slots on one node: the scheduler fits a container's
+    # request on one node); None where no node is known (pools declared or at zero).
     most_on_a_node: int | None = None
     # The model as product annotations are compared with it (see products.model_key), derived
     # once per snapshot: placement reads it for every candidate of a pod that names products.
@@ -496,6 +496,8 @@ def _node_offer(
         slots=slots,
         memory_mib=_int(labels.get(f"{original}.memory")),
         selector=(product_label(form, node.mig_strategy), product) if product else None,
+        # The scheduler fits a container's request on one node: no more than it advertises.
+        most_on_a_node=slots,
     )
     return offer, problems
 

@@ -168,8 +168,8 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
 
 
 def _enough_on_a_node(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
-    """The offers with ``ask.count`` devices on some node, where that is known (DRA devices:
-    the scheduler allocates them on one node), or why none has as many."""
+    """The offers with ``ask.count`` devices (or slots) on some node, where that is known: the
+    scheduler fits a container's request on one node, or why none has as many."""
     enough = [
         (p, o) for p, o in selected if o.most_on_a_node is None or o.most_on_a_node >= ask.count
     ]
