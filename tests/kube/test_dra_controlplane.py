@@ -384,3 +384,71 @@ def test_without_resource_k8s_io_v1_the_webhook_serves_and_says_dra_is_not_avail
 
         # The cluster figures are copied into the metrics every 2 s.
         assert wait_until(lambda: dra_gauge() == ["0.0"], 10, 0.2), dra_gauge()
+
+
+# --- the watch and the audit's listing -----------------------------------------------------
+
+
+def test_the_source_watches_device_classes_and_resource_slices(
+    control_plane: ControlPlane,
+    make_gpu_node: MakeNode,
+    dra_objects: Callable[[list[dict[str, Any]]], None],
+) -> None:
+    from webhook.kube import ClusterSource, WatchTimings
+
+    node = make_gpu_node(gpus=None)["metadata"]["name"]
+    source = ClusterSource(
+        control_plane.client,
+        configmap=None,
+        watch_pods=False,
+        watch_claims=True,
+        timings=WatchTimings(debounce=0.01, debounce_max=0.05),
+    ).start()
+    try:
+        assert source.wait_synced(60)
+        state = source.current
+        assert state is not None and state.dra_available and state.dra == "DRA available"
+        # Created after the first list: the watch brings them.
+        dra_objects(two_gpu_cluster(node))
+
+        def sliced(state: Any) -> bool:
+            names = [s["metadata"]["name"] for s in state.resource_slices]
+            return f"{node}-gpu.nvidia.com" in names and any(
+                c["metadata"]["name"] == "gpu.nvidia.com" for c in state.device_classes
+            )
+
+        assert source.wait_for(sliced, 30)
+        state = source.current
+        assert state is not None
+        mine = next(s for s in state.resource_slices if s["spec"]["nodeName"] == node)
+        assert [d["name"] for d in mine["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+        assert "managedFields" not in mine["metadata"]
+        assert source.health().dra == "DRA available"
+    finally:
+        source.stop()
+
+
+def test_the_audit_lists_the_dra_kinds(
+    control_plane: ControlPlane,
+    make_gpu_node: MakeNode,
+    dra_objects: Callable[[list[dict[str, Any]]], None],
+) -> None:
+    from webhook.kube.lister import read_dra
+
+    node = make_gpu_node(gpus=None)["metadata"]["name"]
+    dra_objects(two_gpu_cluster(node))
+    found, listed = read_dra(control_plane.client, page_size=1)
+    assert found.available
+    assert f"{node}-gpu.nvidia.com" in [s["metadata"]["name"] for s in listed["resourceslices"]]
+    assert "gpu.nvidia.com" in [c["metadata"]["name"] for c in listed["deviceclasses"]]
+    assert listed["deviceclasses"][0]["kind"] == "DeviceClass"
+
+
+def test_without_resource_k8s_io_v1_the_audit_lists_no_dra(plane_without_dra: ControlPlane) -> None:
+    from webhook.kube.lister import read_dra
+
+    found, listed = read_dra(plane_without_dra.client)
+    assert found.describe() == (
+        "DRA is not available: the API server does not serve resource.k8s.io/v1"
+    )
+    assert listed == {"deviceclasses": [], "resourceslices": [], "resourceclaims": []}
