@@ -24,10 +24,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.client import load_client
-from webhook.kube.discovery import discover_dra, dra_list_calls
+from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
 from webhook.kube.dryrun import connect
 from webhook.kube.source import DRA_KINDS
-from webhook.kube.trim import trim_node
+from webhook.kube.trim import dra_trimmer, trim_node
 from webhook.kube.watcher import _describe, status_message
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "failure",
     "list_pages",
     "read_configmap",
+    "read_dra",
     "read_for_audit",
 ]
 
@@ -168,6 +169,7 @@ def read_for_audit(
 ) -> list[dict[str, Any]]:
     """List every audited kind into ``sink``, page by page; return the (trimmed) nodes.
 
+    Where the cluster serves DRA, the DRA kinds (:func:`read_dra`) go into ``sink`` too.
     ``api`` comes from :func:`connect_audit` (the caller closes it). Raises ClusterError with
     one line (the kind, the HTTP status or the connection error) when a list fails.
     """
@@ -184,23 +186,41 @@ def read_for_audit(
             for kind, call in _calls(api).items():
                 for page in list_pages(call, page_size=page_size, timeout=timeout):
                     sink.add_all(page, kind=kind)
-            kind = "DRA kind"
-            for kind, call in _dra_calls(api, timeout).items():
-                for page in list_pages(call, page_size=page_size, timeout=timeout):
-                    sink.add_all(page, kind=kind)
     except Exception as exc:  # ApiException, and urllib3's several connection errors
         raise failure(f"listing {kind}s", exc) from None
+    _, listed = read_dra(api, page_size=page_size, timeout=timeout)
+    for name, objects in listed.items():
+        sink.add_all(objects, kind=DRA_KINDS[name])
     return nodes
 
 
-def _dra_calls(api: client.ApiClient, timeout: float) -> dict[str, Callable[..., Any]]:
-    """The list calls of the DRA kinds by kind name, where the cluster serves and lets us list
-    ``resource.k8s.io/v1`` (API discovery, as the server asks); none otherwise (1.28)."""
-    calls = dra_list_calls(api)
-    found = discover_dra(api, kinds=tuple(calls), timeout=timeout)
+def read_dra(
+    api: client.ApiClient, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
+) -> tuple[DraSupport, dict[str, list[dict[str, Any]]]]:
+    """DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates (trimmed, by
+    the names of ``webhook.kube.source.DRA_KINDS``), listed page by page where discovery finds
+    DRA; empty lists, and why, where it does not (docs/dra.md, "Detection").
+
+    Raises ClusterError with one line when the API server cannot be asked or a list fails.
+    """
+    kinds = tuple(DRA_KINDS)
+    try:
+        found = discover_dra(api, kinds=kinds, timeout=timeout)
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        raise failure("discovering resource.k8s.io", exc) from None
+    listed: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     if not found.available:
-        return {}
-    return {DRA_KINDS[name]: call for name, call in calls.items()}
+        return found, listed
+    calls = dra_list_calls(api)
+    kind = kinds[0]
+    try:
+        for kind in kinds:
+            trim = dra_trimmer(DRA_KINDS[kind])
+            for page in list_pages(calls[kind], page_size=page_size, timeout=timeout):
+                listed[kind] += [trim(obj) for obj in page]
+    except Exception as exc:  # as above
+        raise failure(f"listing {kind}", exc) from None
+    return found, listed
 
 
 def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:

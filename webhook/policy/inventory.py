@@ -58,8 +58,8 @@ class Offer:
     slots: int | None
     memory_mib: int | None
     selector: tuple[str, str] | None
-    # The most devices one node has (DRA: the scheduler allocates a request's devices on one
-    # node); None where it is not known, as for the device plugin's slots.
+    # The most one node offers of it (its slots on one node: the scheduler fits a container's
+    # request on one node); None where no node is known (pools declared or at zero).
     most_on_a_node: int | None = None
     # The model as product annotations are compared with it (see products.model_key), derived
     # once per snapshot: placement reads it for every candidate of a pod that names products.
@@ -498,6 +498,8 @@ def _node_offer(
         slots=slots,
         memory_mib=_int(labels.get(f"{original}.memory")),
         selector=(product_label(form, node.mig_strategy), product) if product else None,
+        # The scheduler fits a container's request on one node: no more than it advertises.
+        most_on_a_node=slots,
     )
     return offer, problems
 
@@ -703,13 +705,23 @@ def _served_forms(dra: DraSnapshot, device_class: DeviceClass) -> list[ResourceF
     return forms
 
 
+@dataclass(frozen=True, slots=True)
+class _ClusterNodes:
+    """What the DRA pools need of the Nodes: labels (for ResourceSlice nodeSelectors) and
+    ``status.allocatable`` (where a device plugin already serves a name)."""
+
+    labels: Mapping[str, Mapping[str, str]]
+    allocatable: Mapping[str, Mapping[str, Any]]
+
+
 def dra_pools(dra: DraSnapshot, nodes: Iterable[Mapping[str, Any]]) -> tuple[list[Pool], list[str]]:
     """Pools of the devices DeviceClasses select, where a class serves a GPU resource name.
 
     One pool per (class, GPU model, MIG profile); its offer counts the devices, and the most
     of them one node has: the scheduler allocates a request's devices on one node (or from
-    devices every node reaches). Also returns what disagrees: a node that gets a name from
-    both its device plugin (``status.allocatable``) and DRA, and what DRA could not evaluate.
+    devices every node reaches). On a node whose ``status.allocatable`` has the name, the
+    scheduler serves it from the device plugin alone (docs/dra.md, "KEP-5004"): its devices
+    do not count for that name, and the node is reported, with what DRA could not evaluate.
     """
     labels: dict[str, Mapping[str, str]] = {}
     allocatable: dict[str, Mapping[str, Any]] = {}
@@ -718,6 +730,7 @@ def dra_pools(dra: DraSnapshot, nodes: Iterable[Mapping[str, Any]]) -> tuple[lis
         name = str(meta.get("name", "?"))
         labels[name] = meta.get("labels") or {}
         allocatable[name] = (node.get("status") or {}).get("allocatable") or {}
+    cluster = _ClusterNodes(labels, allocatable)
     pools: list[Pool] = []
     problems = list(dra.problems)
     for device_class in sorted(dra.classes.values(), key=lambda c: c.name):
@@ -728,9 +741,11 @@ def dra_pools(dra: DraSnapshot, nodes: Iterable[Mapping[str, Any]]) -> tuple[lis
         groups: dict[tuple[str | None, str | None], list[Device]] = defaultdict(list)
         for device in devices:
             groups[dra_product(device)].append(device)
-        for (model, profile), members in sorted(groups.items(), key=lambda kv: str(kv[0])):
-            pools.append(_dra_pool(device_class, forms, (model, profile), members, labels))
-    problems += _double_sources(pools, allocatable)
+        for kind, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            pool, found = _dra_pool(device_class, forms, kind, members, cluster)
+            problems += found
+            if pool is not None:
+                pools.append(pool)
     return pools, problems
 
 
@@ -739,73 +754,75 @@ def _dra_pool(
     forms: list[ResourceForm],
     kind: tuple[str | None, str | None],
     devices: list[Device],
-    labels: Mapping[str, Mapping[str, str]],
-) -> Pool:
-    """The pool of ``devices`` (all of ``kind``: GPU model, MIG profile) of ``device_class``."""
+    cluster: _ClusterNodes,
+) -> tuple[Pool | None, list[str]]:
+    """The pool of ``devices`` (all of ``kind``: GPU model, MIG profile) of ``device_class``,
+    None when a device plugin serves each of its names on all of its nodes; and those nodes."""
     model, profile = kind
     per_node: dict[str, int] = defaultdict(int)
     for device in devices:
-        for node in _where(device, labels):
+        for node in _where(device, cluster.labels):
             per_node[node] += 1
     # Devices every node reaches add to what each node has.
     everywhere = per_node.pop(ALL_NODES, 0)
-    most = max(per_node.values(), default=0) + everywhere
     memory = devices[0].capacity_of("memory")
     memory_mib = None if memory is None else int(memory.value // 2**20)
     product = None
     if model is not None:
         product = product_value(model, ResourceForm(profile, False), replicas=1, renamed=False)
-    offers = tuple(
-        Offer(
-            form=form,
-            profile=profile,
-            product=product,
-            replicas=1,
-            strategy="none",
-            fail_requests_greater_than_one=False,
-            devices=len(devices),
-            slots=len(devices),
-            memory_mib=memory_mib,
-            selector=None,
-            most_on_a_node=most,
+    offers = []
+    problems = []
+    served: set[str] = set()
+    for form in forms:
+        counts = {}
+        for node, count in per_node.items():
+            raw = cluster.allocatable.get(node, {}).get(form.name)
+            if raw is None:
+                counts[node] = count
+                continue
+            problems.append(
+                f"node {node}: {form.name} comes from its device plugin (allocatable {raw}) and "
+                f"from DRA (DeviceClass {device_class.name}, {count} devices): the scheduler "
+                "serves it from the device plugin alone there; give each name one source: stop "
+                "the device plugin on the node, or drop extendedResourceName from the class"
+            )
+        total = sum(counts.values()) + everywhere
+        if not total:
+            continue
+        served.update(counts)
+        offers.append(
+            Offer(
+                form=form,
+                profile=profile,
+                product=product,
+                replicas=1,
+                strategy="none",
+                fail_requests_greater_than_one=False,
+                devices=total,
+                slots=total,
+                memory_mib=memory_mib,
+                selector=None,
+                most_on_a_node=max(counts.values(), default=0) + everywhere,
+            )
         )
-        for form in forms
-    )
-    node_names = tuple(sorted(per_node)) + ((ALL_NODES,) if everywhere else ())
+    if not offers:
+        return None, problems
+    node_names = tuple(sorted(served)) + ((ALL_NODES,) if everywhere else ())
     slice_pools = sorted({d.pool for d in devices})
-    origin = (
-        slice_pools[0]
-        if len(slice_pools) == 1
-        else f"{slice_pools[0]} and {len(slice_pools) - 1} more"
-    )
+    origin = slice_pools[0]
+    if len(slice_pools) > 1:
+        origin += f" and {len(slice_pools) - 1} more"
     parts = [device_class.name, model or "unknown product"]
     if profile:
         parts.append(profile)
-    return Pool(
+    pool = Pool(
         name="/".join(parts),
         config_key=None,
         mig_strategy="none",
         nodes=node_names,
-        offers=offers,
-        node_count=len(per_node) or (1 if everywhere else 0),
+        offers=tuple(offers),
+        node_count=len(served) or (1 if everywhere else 0),
         origin=PoolOrigin("resourceslice", origin),
         device_class=device_class.name,
     )
-
-
-def _double_sources(pools: list[Pool], allocatable: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """A node that gets one resource name from its device plugin and from DRA."""
-    problems = []
-    for pool in pools:
-        for offer in pool.offers:
-            name = offer.form.name
-            for node in pool.nodes:
-                raw = allocatable.get(node, {}).get(name)
-                if raw is None or _int(raw) == 0:
-                    continue
-                problems.append(
-                    f"node {node}: {name} comes from its device plugin (allocatable {raw}) and "
-                    f"from DRA (DeviceClass {pool.device_class}): give each name one source: "
-                    f"stop the device plugin there, or drop extendedResourceName from the class"
-                )
-    return problems
+    return pool, problems
