@@ -558,16 +558,18 @@ def audit(
     """
     now = as_utc(now)
     node_list = list(nodes)
-    if inventory is None:
-        inventory = inventory_from_nodes(node_list, policy, source="nodes")
-    if inventory.dra is None and any(collected.dra.values()):
-        found = collected.dra
+    found = collected.dra
+    snapshot = None
+    if any(found.values()):
         snapshot = dra_snapshot(
             found["DeviceClass"],
             found["ResourceSlice"],
             found["ResourceClaim"],
             found["ResourceClaimTemplate"],
         )
+    if inventory is None:
+        inventory = inventory_from_nodes(node_list, policy, source="nodes", dra=snapshot)
+    elif inventory.dra is None and snapshot is not None:
         inventory = replace(inventory, dra=snapshot)
     views = node_views(node_list)
     capacity = Capacity(views, inventory)
