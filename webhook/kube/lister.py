@@ -190,7 +190,8 @@ def read_for_audit(
         raise failure(f"listing {kind}s", exc) from None
     _, listed = read_dra(api, page_size=page_size, timeout=timeout)
     for name, objects in listed.items():
-        sink.add_all(objects, kind=DRA_KINDS[name])
+        if objects:
+            sink.add_all(objects, kind=DRA_KINDS[name])
     return nodes
 
 
