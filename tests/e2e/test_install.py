@@ -30,7 +30,7 @@ from tests.support import doc_examples, gunicorn
 from tests.support.controlplane import ControlPlane, create_node, delete_namespace
 from tests.support.gunicorn import Server
 from tests.support.waiting import wait_until
-from webhook.certs.issue import CertPaths, make_ca, make_serving_cert
+from webhook.certs.issue import write_certs
 from webhook.contract import KUBE_ENV, POLICY_FILE_ENV
 
 ROOT = doc_examples.ROOT
@@ -175,13 +175,8 @@ def installed(
             user=f"system:serviceaccount:{RELEASE_NS}:{account}",
             groups=("system:serviceaccounts", f"system:serviceaccounts:{RELEASE_NS}"),
         )
-        ca_pem, ca_key = make_ca("e2e-ca", days=1)
-        cert, key = make_serving_cert(ca_pem, ca_key, service=RELEASE, namespace=RELEASE_NS, days=1)
-        certs = CertPaths.in_dir(tmp / "tls")
-        certs.directory.mkdir()
-        certs.ca_cert.write_bytes(ca_pem)
-        certs.cert.write_bytes(cert)
-        certs.key.write_bytes(key)
+        certs = write_certs(tmp / "tls", service=RELEASE, namespace=RELEASE_NS, days=1)
+        ca_pem = certs.ca_cert.read_bytes()
         server = gunicorn.start(
             tmp, certs, **{POLICY_FILE_ENV: str(tmp / "policy.yaml"), KUBE_ENV: str(kubeconfig)}
         )
@@ -374,13 +369,8 @@ def test_reinvoked_after_a_second_mutating_webhook(installed: Installed, tmp_pat
 
     _first_call(installed)
     api = client.AdmissionregistrationV1Api(installed.plane.client)
-    ca_pem, ca_key = make_ca("annotator-ca", days=1)
-    cert, key = make_serving_cert(ca_pem, ca_key, service="annotator", namespace=APP_NS, days=1)
-    certs = CertPaths.in_dir(tmp_path / "tls")
-    certs.directory.mkdir()
-    certs.ca_cert.write_bytes(ca_pem)
-    certs.cert.write_bytes(cert)
-    certs.key.write_bytes(key)
+    certs = write_certs(tmp_path / "tls", service="annotator", namespace=APP_NS, days=1)
+    ca_pem = certs.ca_cert.read_bytes()
     label = {"gpu-policy.test/annotate": "yes"}
     with gunicorn.running(tmp_path, certs, app="tests.e2e.annotator:app", workers=1) as other:
         api.create_mutating_webhook_configuration(
