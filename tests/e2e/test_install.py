@@ -18,7 +18,8 @@ import base64
 import contextlib
 import os
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,19 @@ def test_the_examples_through_the_api_server(
         installed.kubectl("kubectl delete pod -n nlp --all --force --grace-period=0")
 
 
+def _settled(read: Callable[[], float]) -> float:
+    """A server figure once it stops moving: each worker adds its counts to the shared figures
+    once a second, so reviews answered just before (the probes of ``_first_call``) may land
+    late."""
+    last = read()
+    while True:
+        time.sleep(1.2)
+        now = read()
+        if now == last:
+            return now
+        last = now
+
+
 def _gpu_pod(name: str, **metadata: Any) -> dict[str, Any]:
     """A pod with one container asking for ``nvidia.com/gpu: 1`` (limits only, as users write)."""
     return {
@@ -292,7 +306,9 @@ def _tolerates_gpu(pod: dict[str, Any]) -> bool:
 
 def test_a_gpu_pod_is_stored_as_the_webhook_changed_it(installed: Installed) -> None:
     _first_call(installed)
-    patches = installed.server.metric("gpu_policy_patches_total", endpoint="mutate")
+    patches = _settled(
+        lambda: installed.server.metric("gpu_policy_patches_total", endpoint="mutate")
+    )
     installed.plane.create(_gpu_pod("cuda-1"))
     stored = installed.pod("cuda-1")
     assert _tolerates_gpu(stored)
@@ -427,7 +443,7 @@ def test_pods_without_gpus_never_reach_the_webhook(installed: Installed) -> None
     def reviews() -> float:
         return installed.reviews("mutate") + installed.reviews("validate")
 
-    before = reviews()
+    before = _settled(reviews)
     for i in range(5):
         installed.plane.create(_cpu_pod(f"cpu-{i}"))
     result = installed.kubectl(
