@@ -223,7 +223,9 @@ def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Pol
     """Parse a policy document; ``configFile`` references resolve against ``base``."""
     doc = single_document(text, source=source)
     if doc is None:
-        raise PolicyError(source, "", "expected one YAML document, found 0")
+        # An empty file (nothing, or only comments) is what the device plugin loads as an
+        # empty config: version v1 with every default (docs/device-plugin.md, "Config file").
+        doc = {}
 
     def read(ref: str) -> str:
         if base is None:
