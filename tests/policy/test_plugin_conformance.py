@@ -18,8 +18,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from tests.builders import gpu, pod
+from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from webhook.files import load_inventory, load_policy
 from webhook.policy import PolicyError, inventory_from_policy, parse_policy, review
 from webhook.policy.plugin_config import PluginConfig, parse_plugin_config, parse_plugin_configmap
