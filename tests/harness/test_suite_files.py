@@ -310,8 +310,8 @@ def test_a_case_sets_its_own_node_selection_mode(tmp_path: Path) -> None:
             "allowed",
             ["but it loads"],
         ),
-        # An empty file is the plugin's empty config (api/config/v1/config.go): it loads.
-        ("", None, "allowed", []),
+        # An empty mapping is the plugin's empty config (api/config/v1/config.go): it loads.
+        ("{}", None, "allowed", []),
     ],
     ids=["refused", "other-reason", "unexpected-refusal", "loads", "empty-loads"],
 )

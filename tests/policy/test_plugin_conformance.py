@@ -1097,23 +1097,29 @@ def test_capability_in_required_node_affinity() -> None:
 def test_an_empty_config_file_is_the_plugins_empty_config(tmp_path: Path, text: str) -> None:
     """config.go parseConfigFrom: yaml.Unmarshal of nothing leaves Config zero, version v1.
 
-    The same whether the file is the policy itself, a configFile, or a ConfigMap key.
+    The same for a configFile, an inline config and a ConfigMap key. An empty policy file is
+    refused instead (the server keeps its last good policy while a file is rewritten), with
+    the plugin's reading in the reason.
     """
     assert _cited(CONFIG)
-    bare = tmp_path / "plugin.yaml"
-    bare.write_text(text)
-    policy = load_policy(bare)
-    assert policy.configs["default"].strategy == "none"
-    assert policy.configs["default"].warnings == ()
     (tmp_path / "empty.yaml").write_text(text)
     referring = tmp_path / "policy.yaml"
     referring.write_text(
         f"apiVersion: {GPU_POLICY_API_VERSION}\nkind: {SHARING_POLICY_KIND}\n"
         "spec: {devicePlugin: {configFile: empty.yaml}}\n"
     )
-    assert load_policy(referring).configs["default"].strategy == "none"
+    config = load_policy(referring).configs["default"]
+    assert (config.strategy, config.mig_strategy, config.warnings) == ("none", "none", ())
     configmap = {"kind": "ConfigMap", "data": {"a": text}}
     assert parse_plugin_configmap(configmap, source="cm")["a"].strategy == "none"
+    inline = {"apiVersion": GPU_POLICY_API_VERSION, "kind": SHARING_POLICY_KIND}
+    inline["spec"] = {"devicePlugin": {"config": text}}
+    assert parse_policy(inline, source="p").configs["default"].strategy == "none"
+    (tmp_path / "bare.yaml").write_text("{}")
+    assert load_policy(tmp_path / "bare.yaml").configs["default"].strategy == "none"
+    with pytest.raises(PolicyError) as caught:
+        load_policy(tmp_path / "empty.yaml")
+    assert "loads an empty config file as version v1" in caught.value.reason
 
 
 RM_NAMES = f"{_V} internal/rm/rm.go AddDefaultResourcesToConfig (read at 4caff141)"
