@@ -19,9 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import gpu, pod
+from tests.support.objects import gpu_node
 from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from webhook.files import load_inventory, load_policy
-from webhook.policy import PolicyError, inventory_from_policy, parse_policy, review
+from webhook.policy import (
+    PolicyError,
+    inventory_from_nodes,
+    inventory_from_policy,
+    parse_policy,
+    review,
+)
 from webhook.policy.plugin_config import PluginConfig, parse_plugin_config, parse_plugin_configmap
 from webhook.policy.products import MIG_PROFILES, product_value
 from webhook.policy.resources import ResourceForm, is_mig_profile, mig_form, parse_resource
@@ -1068,6 +1075,30 @@ def test_capability_labels_of_node_dumps(
     assert decision.allowed == allowed, decision.denial
     if not allowed:
         assert decision.failed == ("gpu-node-selection",)
+
+
+@pytest.mark.parametrize(
+    ("major", "minor", "replicas", "reported"),
+    [("8", "0", 48, False), ("8", "0", 49, True), ("7", "0", 16, False), ("7", "0", 17, True)],
+    ids=str,
+)
+def test_a_node_advertising_mps_past_the_limit_is_a_disagreement(
+    major: str, minor: str, replicas: int, reported: bool
+) -> None:
+    """device.go maxClients by the node's labelled capability: v0.20.0 registers no such
+    resource, so a node object that shows one is stale (or runs another plugin)."""
+    assert _cited(MPS_DEVICE)
+    labels = {
+        "nvidia.com/gpu.sharing-strategy": "mps",
+        "nvidia.com/mps.capable": "true",
+        "nvidia.com/gpu.compute.major": major,
+        "nvidia.com/gpu.compute.minor": minor,
+    }
+    node = gpu_node("n1", gpus=1, replicas=replicas, extra_labels=labels, heavy=False)
+    policy = parse_policy({"version": "v1"}, source="cfg")
+    inventory = inventory_from_nodes([node], policy, source="nodes")
+    found = [d for d in inventory.disagreements if "MPS control daemon accepts at most" in d]
+    assert bool(found) == reported, inventory.disagreements
 
 
 def test_capability_in_required_node_affinity() -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from webhook.policy.model import DeclaredPool, Policy
-from webhook.policy.plugin_config import PluginConfig
+from webhook.policy.plugin_config import PluginConfig, mps_max_clients
 from webhook.policy.products import (
     CAPABILITY_LABELS,
     MIG_CAPABLE,
@@ -498,6 +498,7 @@ def _node_offer(
             "shared"
         )
         replicas = 1
+    problems += _mps_limit_problems(node, resource, strategy, replicas)
     profile = form.profile
     if profile is None and product is not None:
         # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.
@@ -520,6 +521,25 @@ def _node_offer(
         ),
     )
     return offer, problems
+
+
+def _mps_limit_problems(node: _Node, resource: str, strategy: str, replicas: int) -> list[str]:
+    """A node advertising more MPS replicas than the control daemon admits on its GPUs.
+
+    v0.20.0 never registers such a resource (docs/device-plugin.md, "When the plugin serves
+    nothing"): the node object is older than the config, or the plugin is not v0.20.0.
+    """
+    major = _int(node.labels.get("nvidia.com/gpu.compute.major"))
+    minor = _int(node.labels.get("nvidia.com/gpu.compute.minor"))
+    capability = (major, minor) if major is not None and minor is not None else None
+    limit = mps_max_clients(capability)
+    if strategy != "mps" or replicas <= limit:
+        return []
+    return [
+        f"node {node.name}: allocatable has {resource} shared {replicas} ways by MPS, but the "
+        f"MPS control daemon accepts at most {limit} per GPU here: the device plugin v0.20.0 "
+        "registers nothing with this config, so these slots will not last"
+    ]
 
 
 def _label_problems(
