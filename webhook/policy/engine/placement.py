@@ -51,6 +51,8 @@ def _selection_admits(intent: Intent, offer: Offer) -> bool:
     Judged on the GFD labels known for the offer (its product label, its capability labels):
     a label the offer's nodes are not known to carry is not judged.
     """
+    if not (intent.selectors or intent.capabilities or intent.affinity_terms):
+        return True  # the common case: no GFD label is selected on, nothing to build
     labels = offer.labels()
     for sel_key, sel_value in intent.selectors + intent.capabilities:
         if sel_key in labels and sel_value not in labels[sel_key]:
