@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Finding, Ref, format_age, worst
-from webhook.audit.nodes import NodeView, node_views
+from webhook.policy.nodes import NodeView, node_views
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR

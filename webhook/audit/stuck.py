@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Ref
-from webhook.audit.nodes import (
+from webhook.policy.nodes import (
     UNSCHEDULABLE_TAINT,
     NodeView,
     Taint,

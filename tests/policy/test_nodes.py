@@ -8,7 +8,7 @@ import pytest
 
 from tests.audit.objects import node
 from tests.support.objects import cpu_node
-from webhook.audit.nodes import (
+from webhook.policy.nodes import (
     NodeView,
     Taint,
     affinity_matches,
