@@ -8,6 +8,7 @@ import pytest
 
 from tests.audit.objects import node
 from tests.support.objects import cpu_node
+from webhook.kube.trim import trim_node
 from webhook.policy.nodes import (
     NodeView,
     Taint,
@@ -16,7 +17,6 @@ from webhook.policy.nodes import (
     selector_matches,
     untolerated,
 )
-from webhook.kube.trim import trim_node
 
 L20 = NodeView(
     name="gpu-1",

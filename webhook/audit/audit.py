@@ -25,13 +25,13 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Finding, Ref, format_age, worst
-from webhook.policy.nodes import NodeView, node_views
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
 from webhook.policy.decision import RULES, RuleResult, Status
+from webhook.policy.nodes import NodeView, node_views
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
 

@@ -40,6 +40,7 @@ MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 _LISTS: Final = ("initContainers", "containers")
 _DOCS: Final = "docs/isolation.md"
 _NO_GPU: Final = (VISIBLE_DEVICES_VOID, VISIBLE_DEVICES_NONE)
+_SHORT: Final = 60  # a longer value is quoted shortened
 
 
 def visible_devices(value: str) -> str:
@@ -196,7 +197,7 @@ def _exposing(
         what = "sets NVIDIA_VISIBLE_DEVICES from a source the webhook cannot read (valueFrom)"
         sees = "it would see whatever GPUs that value names"
     else:
-        what = f"sets NVIDIA_VISIBLE_DEVICES={shown(value)}"
+        what = f"sets NVIDIA_VISIBLE_DEVICES={value if len(value) <= _SHORT else shown(value)}"
         sees = (
             "it would see every GPU of the node"
             if shows == "all"
