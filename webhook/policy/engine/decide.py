@@ -32,7 +32,8 @@ from webhook.policy.workloads import Workload, locate
 
 # Judged only once the containers and the annotations pass.
 _PLACEMENT_RULES = ("gpu-node-selection", "gpu-shared-request-above-one", "gpu-resource-offered")
-_ISOLATION_OFF = skipping(ISOLATION_RULES, "GPU isolation is off")
+# While GPU isolation is off its rules are not in force: no result at all, not even a skip.
+_ISOLATION_OFF = frozenset(ISOLATION_RULES)
 _FIX_FIRST = skipping(_PLACEMENT_RULES, "fix the errors above first")
 # A pod that asks for no GPU is judged by the isolation rules alone.
 _NO_GPU = skipping((r for r in RULES if r not in ISOLATION_RULES), "asks for no GPU")
@@ -88,12 +89,12 @@ def review(
         return _isolated(
             obj, workload, isolation, kind=kind, namespace=namespace, name=name, mode=mode
         )
-    skipped: Mapping[str, str] = {} if policy.isolation.on else _ISOLATION_OFF
+    omit = frozenset() if policy.isolation.on else _ISOLATION_OFF
     asks, intent, findings = _checked(found, workload, policy, inventory)
     if intent is None or not asks:
         # Every finding so far is a failure: nothing to place.
         findings += isolation.findings
-        results = rule_results(findings, {**_FIX_FIRST, **skipped})
+        results = rule_results(findings, _FIX_FIRST, omit)
         return _decision(
             obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=False
         )
@@ -109,7 +110,7 @@ def review(
         changes += with_void(spec, isolation.to_void)
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
-    results = rule_results(findings, skipped)
+    results = rule_results(findings, omit=omit)
     return _decision(
         obj,
         results,

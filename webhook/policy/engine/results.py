@@ -22,16 +22,21 @@ def skipping(rules: Iterable[str], reason: str) -> dict[str, str]:
 
 
 def rule_results(
-    findings: Sequence[RuleResult], skipped: Mapping[str, str] | None = None
+    findings: Sequence[RuleResult],
+    skipped: Mapping[str, str] | None = None,
+    omit: frozenset[str] = frozenset(),
 ) -> tuple[RuleResult, ...]:
     """Every rule's result: its findings in the order found, else skipped (rule -> reason in
-    ``skipped``) or pass."""
+    ``skipped``) or pass; the rules in ``omit`` (not in force: GPU isolation when it is off)
+    have none."""
     if not findings:
-        return _clean(tuple(sorted((skipped or {}).items())))
+        return _clean(tuple(sorted((skipped or {}).items())), omit)
     skip = skipped or {}
     touched = {r.rule for r in findings}
     out: list[RuleResult] = []
     for rule in RULES:
+        if rule in omit and rule not in touched:
+            continue
         if rule in touched:
             out += [r for r in findings if r.rule == rule]
         elif rule in skip:
@@ -42,13 +47,15 @@ def rule_results(
 
 
 @cache
-def _clean(skipped: tuple[tuple[str, str], ...]) -> tuple[RuleResult, ...]:
+def _clean(skipped: tuple[tuple[str, str], ...], omit: frozenset[str]) -> tuple[RuleResult, ...]:
     # A review without findings skips one of a few fixed sets of rules: one shared tuple each.
-    if not skipped:
+    if not skipped and not omit:
         return ALL_PASS
     skip = dict(skipped)
     return tuple(
-        RuleResult(rule, "skip", skip[rule]) if rule in skip else _PASS[rule] for rule in RULES
+        RuleResult(rule, "skip", skip[rule]) if rule in skip else _PASS[rule]
+        for rule in RULES
+        if rule not in omit
     )
 
 
