@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Finding, Ref, format_age, worst
+from webhook.audit.isolation import isolation_findings
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
@@ -520,6 +521,8 @@ def audit(
         findings += scheduling
         placements.append(placement)
     findings += _node_findings(views, capacity, inventory, waiters)
+    gpu_nodes = {n.name for n in views} | {n.name for n in inventory.gpu_nodes.nodes or ()}
+    findings += isolation_findings(collected.exposed, gpu_nodes, policy)
     findings.sort(key=Finding.sort_key)
     pods = collected.pods
     bound = sum(1 for p in pods if _is_bound(p))

@@ -61,6 +61,11 @@ def visible_devices(value: str) -> str:
     return ",".join(items)
 
 
+def exposes_gpus(value: str) -> bool:
+    """True when a ``NVIDIA_VISIBLE_DEVICES`` value gives the container GPUs (not void, none)."""
+    return visible_devices(value) not in _NO_GPU
+
+
 @per_review_record
 class Isolation:
     """What isolation makes of one pod: its findings, and the containers to give ``void``."""
@@ -160,7 +165,7 @@ def judge(
                 else:
                     findings.append(_unisolated(label, where))
                 continue
-            if value is None or visible_devices(value) not in _NO_GPU:
+            if value is None or exposes_gpus(value):
                 findings.append(_exposing(label, value, where, inventory, mode))
     if opted_out and open_:
         findings.append(
