@@ -103,11 +103,13 @@ def review(
     findings += isolation.findings
     changes: list[str] = []
     mutated = None
-    if mode != "audit" and (choices or isolation.to_void):
+    # A pod that fails a rule gets no patch (the API server refuses it anyway).
+    to_void = () if any(f.status == "fail" for f in findings) else isolation.to_void
+    if mode != "audit" and (choices or to_void):
         spec = dict(workload.spec)
         if choices:
             spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
-        changes += with_void(spec, isolation.to_void)
+        changes += with_void(spec, to_void)
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
     results = rule_results(findings, omit=omit)
@@ -153,7 +155,8 @@ def _isolated(
     """The Decision on a pod that asks for no GPU and can be placed on a GPU node."""
     changes: list[str] = []
     mutated = None
-    if isolation.to_void and mode != "audit":
+    failed = any(f.status == "fail" for f in isolation.findings)
+    if isolation.to_void and mode != "audit" and not failed:
         spec = dict(workload.spec)
         changes = with_void(spec, isolation.to_void)
         if kind == "Pod":
