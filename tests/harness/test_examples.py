@@ -57,6 +57,7 @@ MUTATIONS = {
     # GFD's spelling of a +me profile: a dot, never the + (not valid in a label value).
     "MIG single +me steering": r"^nodeSelector nvidia\.com/gpu\.product=.*-MIG-1g\.10gb\.me-SHARED$",
     "rename of a +me resource": r"nvidia\.com/mig-1g\.10gb\.me -> nvidia\.com/gpu$",
+    "GPU isolation": r'^init container "setup": env NVIDIA_VISIBLE_DEVICES=void$',
 }
 
 
