@@ -295,6 +295,18 @@ def test_isolation_sends_exactly_the_pods_that_reach_a_gpu_node(
     assert all(cel.evaluate(e, context) is True for e in expressions) is expected
 
 
+def test_isolation_sends_no_pod_update_that_asks_for_no_gpu(isolation_render) -> None:  # type: ignore[no-untyped-def]
+    tolerating = pod(_with(pod_spec(CPU), tolerations=[{"operator": "Exists"}]))
+    expressions = _conditions_for(isolation_render, "pods", mutating=False)
+    for operation, sent in (("CREATE", True), ("UPDATE", False)):
+        context = {
+            "object": tolerating,
+            "oldObject": None,
+            "request": {"operation": operation, "namespace": "monitoring"},
+        }
+        assert all(cel.evaluate(e, context) is True for e in expressions) is sent
+
+
 def test_isolation_covers_pod_templates(isolation_render) -> None:  # type: ignore[no-untyped-def]
     daemonset = workload(
         "DaemonSet", "apps/v1", _with(pod_spec(CPU), tolerations=[{"operator": "Exists"}])

@@ -163,7 +163,7 @@ key with Exists every key, Exists any value, Equal (the default) the same value.
 CEL: true when the pod spec at .spec can be placed on a GPU node: it is bound by name
 (spec.nodeName; the webhook checks which node), or it tolerates every taint of one of
 webhook.isolation.gpuNodeTaints (an empty list, an untainted GPU node: every pod). The
-namespaces the rendered policy exempts from isolation are left out.
+namespaces the rendered policy exempts from isolation are left out, and so are pod UPDATEs.
 */}}
 {{- define "gpu-policy-webhook.reachesGpuNode" -}}
 {{- $spec := .spec }}
@@ -182,6 +182,10 @@ namespaces the rendered policy exempts from isolation are left out.
 {{- $reach := "true" }}
 {{- if not $everyPod }}
 {{- $reach = join " || " (prepend $sets (printf "has(%s.nodeName)" $spec)) }}
+{{- end }}
+{{- if eq $spec "object.spec" }}
+{{- /* A pod's containers cannot change after CREATE: its UPDATEs need no isolation review. */}}
+{{- $reach = printf "request.operation == 'CREATE' && (%s)" $reach }}
 {{- end }}
 {{- $exempt := list }}
 {{- if not .root.Values.policy.existingConfigMap }}
