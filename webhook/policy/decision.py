@@ -21,6 +21,11 @@ RULES: dict[str, str] = {
     "gpu-node-selection": "node selection agrees with the GPU request",
     "gpu-shared-request-above-one": "at most one shared GPU per container",
     "gpu-resource-offered": "some node offers what the pod asks for",
+    # GPU isolation (docs/isolation.md): the containers that ask for no GPU.
+    "gpu-isolation": "containers that ask for no GPU see none (NVIDIA_VISIBLE_DEVICES=void)",
+    "gpu-visible-devices": "containers that ask for no GPU do not name GPUs in "
+    "NVIDIA_VISIBLE_DEVICES",
+    "gpu-privileged-without-gpu": "no privileged container without a GPU request on GPU nodes",
 }
 
 # The rules whose breach the API server's own validation also refuses, after the mutating
