@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.audit.findings import Ref
+from webhook.audit.isolation import exposure
 from webhook.audit.trim import API_VERSIONS, trim
 
 __all__ = ["Collector", "Group", "as_utc", "parse_time", "ref_of"]
@@ -94,6 +95,9 @@ class Collector:
         self.dra: dict[str, list[Mapping[str, Any]]] = {k: [] for k in DRA_KINDS}
         #: Objects read per kind, GPU or not (what the audit looked at).
         self.scanned: Counter[str] = Counter()
+        #: Bound pods with containers that see GPUs without asking for one, cut down to
+        #: those containers (webhook.audit.isolation.exposure).
+        self.exposed: list[dict[str, Any]] = []
 
     def add(self, obj: Mapping[str, Any], kind: str | None = None) -> None:
         """Read one object; a ``List`` (or ``PodList``, ...) is read item by item.
@@ -114,6 +118,11 @@ class Collector:
         if kind in self.dra:
             self.dra[kind].append(obj)
             return
+        if kind == "Pod":
+            seen = exposure(obj)
+            if seen is not None:
+                seen["created"] = parse_time(seen["created"])
+                self.exposed.append(seen)
         trimmed = trim(obj, kind)
         if trimmed is None:
             return

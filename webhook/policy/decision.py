@@ -28,6 +28,11 @@ RULES: dict[str, str] = {
     "gpu-claim-shared-request-above-one": "a request that shares its device asks for one",
     "gpu-claim-mig-profile": "a MIG profile a claim asks for is one a ResourceSlice offers",
     "gpu-claim-devices-available": "some node has the devices every claim request asks for",
+    # GPU isolation (docs/isolation.md): the containers that ask for no GPU.
+    "gpu-isolation": "containers that ask for no GPU see none (NVIDIA_VISIBLE_DEVICES=void)",
+    "gpu-visible-devices": "containers that ask for no GPU do not name GPUs in "
+    "NVIDIA_VISIBLE_DEVICES",
+    "gpu-privileged-without-gpu": "no privileged container without a GPU request on GPU nodes",
 }
 
 # The rules of a pod's own resources, and those of claims: a review reports the rules of what

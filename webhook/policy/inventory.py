@@ -25,9 +25,13 @@ from typing import Any, Literal
 
 from webhook.policy.dra import Device, DeviceClass, DraSnapshot
 from webhook.policy.model import DeclaredPool, Policy
+from webhook.policy.nodes import GpuNodes, Taint, node_views
 from webhook.policy.nodeselect import selector_matches
-from webhook.policy.plugin_config import PluginConfig
+from webhook.policy.plugin_config import PluginConfig, mps_max_clients
 from webhook.policy.products import (
+    CAPABILITY_LABELS,
+    MIG_CAPABLE,
+    MPS_CAPABLE,
     base_model,
     product_label,
     product_mig_profile,
@@ -61,6 +65,9 @@ class Offer:
     # The most one node offers of it (its slots on one node: the scheduler fits a container's
     # request on one node); None where no node is known (pools declared or at zero).
     most_on_a_node: int | None = None
+    # GFD's capability labels (key, value) on the offer's nodes (products.CAPABILITY_LABELS);
+    # a key absent here is not known, and node selection on it is not judged.
+    capabilities: frozenset[tuple[str, str]] = frozenset()
     # The model as product annotations are compared with it (see products.model_key), derived
     # once per snapshot: placement reads it for every candidate of a pod that names products.
     model_key: str | None = field(init=False, repr=False, compare=False)
@@ -78,6 +85,15 @@ class Offer:
     def model(self) -> str | None:
         """The GPU model, without ``-MIG-...`` and ``-SHARED``."""
         return None if self.product is None else base_model(self.product)
+
+    def labels(self) -> dict[str, set[str]]:
+        """The GFD labels known to select this offer's nodes: key -> the values they carry."""
+        out: dict[str, set[str]] = {}
+        if self.selector is not None:
+            out[self.selector[0]] = {self.selector[1]}
+        for key, value in self.capabilities:
+            out.setdefault(key, set()).add(value)
+        return out
 
     def describe(self) -> str:
         """``NVIDIA-L20-SHARED (8 slots)``: how messages name an offer."""
@@ -178,6 +194,10 @@ def describe_pair(pool: Pool, offer: Offer) -> str:
     return offer.describe()
 
 
+# Nothing known of the GPU nodes and no taint assumed: every pod can reach one.
+_UNKNOWN_GPU_NODES = GpuNodes(None)
+
+
 @dataclass(frozen=True)
 class Inventory:
     """An immutable snapshot of the pools; a request reads one snapshot from start to end.
@@ -193,6 +213,9 @@ class Inventory:
     # What DRA offers (DeviceClasses, ResourceSlice devices, claims), None where the source
     # has no DRA objects: claims are then not judged.
     dra: DraSnapshot | None = field(default=None, compare=False)
+    # Which pods can be placed on a GPU node (docs/isolation.md): the GPU nodes' names, labels
+    # and taints, or, without Node objects, the taints the policy's tolerations are for.
+    gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
@@ -276,6 +299,14 @@ def _offer_from_config(
     selector = (
         (product_label(form, mig_strategy), product) if product is not None else selector_fallback
     )
+    capabilities: set[tuple[str, str]] = set()
+    if config is not None:
+        # internal/lm/nvml.go newSharingLabeler: "true" only under MPS (MIG-enabled GPUs under
+        # MPS fail GFD and the plugin, and have no offer at all).
+        capabilities.add((MPS_CAPABLE, "true" if config.strategy == "mps" else "false"))
+    if profile is not None:
+        # newMigCapabilityLabeler: a GPU split into MIG instances is MIG-capable.
+        capabilities.add((MIG_CAPABLE, "true"))
     return Offer(
         form=form.with_renamed(renamed),
         profile=profile,
@@ -287,6 +318,7 @@ def _offer_from_config(
         slots=None if devices is None else devices * replicas,
         memory_mib=memory,
         selector=selector,
+        capabilities=frozenset(capabilities),
     )
 
 
@@ -298,7 +330,11 @@ def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
     fallback = _config_selector(policy, pool.config)
     offers: list[Offer] = []
     gpu = ResourceForm(None, False)
-    if mig == "mixed" and pool.mig_devices:
+    if config is not None and config.never_served() is not None:
+        # MPS past the control daemon's client limit, or sharing nothing: the plugin never
+        # registers a resource (docs/device-plugin.md, "When the plugin serves nothing").
+        pass
+    elif mig == "mixed" and pool.mig_devices:
         for profile, count in pool.mig_devices:
             form = ResourceForm(profile, False)
             offers.append(
@@ -360,6 +396,9 @@ def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
     forms = [ResourceForm(None, False)]
     if config.mig_strategy == "mixed":
         forms += [r.form for r in config.resources if r.form.profile is not None]
+    if config.never_served() is not None:
+        # docs/device-plugin.md, "When the plugin serves nothing".
+        forms = []
     offers = tuple(
         _offer_from_config(
             form,
@@ -376,17 +415,35 @@ def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
     return Pool(name=key, config_key=key, mig_strategy=config.mig_strategy, nodes=(), offers=offers)
 
 
+def assumed_taints(policy: Policy) -> tuple[Taint, ...]:
+    """The taints GPU nodes are taken to carry when no Node object says: those the policy's
+    tolerations (``spec.mutation.tolerations``, added to GPU pods) are there to tolerate."""
+    taints = []
+    for tol in policy.tolerations:
+        key = str(tol.get("key") or "")
+        if not key:
+            continue  # a catch-all toleration names no taint
+        value = str(tol.get("value") or "") if tol.get("operator", "Equal") == "Equal" else ""
+        taints.append(Taint(key, value, str(tol.get("effect") or "NoSchedule")))
+    return tuple(dict.fromkeys(taints))
+
+
 def inventory_from_policy(policy: Policy) -> Inventory:
     """The inventory the policy implies: its declared pools, or one pool per config key.
 
     Each declared pool has the nodes it says it has (``nodes``); an autoscaled one with none
     is at zero.
     """
+    gpu_nodes = GpuNodes(None, assumed_taints(policy))
     if policy.pools:
         pools = tuple(_declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
-        return Inventory(pools=pools, source=f"pools declared in {policy.source}")
+        return Inventory(
+            pools=pools, source=f"pools declared in {policy.source}", gpu_nodes=gpu_nodes
+        )
     pools = tuple(_config_pool(policy, k, c) for k, c in policy.configs.items())
-    return Inventory(pools=pools, source=f"device-plugin config in {policy.source}")
+    return Inventory(
+        pools=pools, source=f"device-plugin config in {policy.source}", gpu_nodes=gpu_nodes
+    )
 
 
 @dataclass(slots=True)
@@ -481,6 +538,7 @@ def _node_offer(
             "shared"
         )
         replicas = 1
+    problems += _mps_limit_problems(node, resource, strategy, replicas)
     profile = form.profile
     if profile is None and product is not None:
         # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.
@@ -500,8 +558,30 @@ def _node_offer(
         selector=(product_label(form, node.mig_strategy), product) if product else None,
         # The scheduler fits a container's request on one node: no more than it advertises.
         most_on_a_node=slots,
+        capabilities=frozenset(
+            (key, labels[key]) for key in CAPABILITY_LABELS if labels.get(key) is not None
+        ),
     )
     return offer, problems
+
+
+def _mps_limit_problems(node: _Node, resource: str, strategy: str, replicas: int) -> list[str]:
+    """A node advertising more MPS replicas than the control daemon admits on its GPUs.
+
+    v0.20.0 never registers such a resource (docs/device-plugin.md, "When the plugin serves
+    nothing"): the node object is older than the config, or the plugin is not v0.20.0.
+    """
+    major = _int(node.labels.get("nvidia.com/gpu.compute.major"))
+    minor = _int(node.labels.get("nvidia.com/gpu.compute.minor"))
+    capability = (major, minor) if major is not None and minor is not None else None
+    limit = mps_max_clients(capability)
+    if strategy != "mps" or replicas <= limit:
+        return []
+    return [
+        f"node {node.name}: allocatable has {resource} shared {replicas} ways by MPS, but the "
+        f"MPS control daemon accepts at most {limit} per GPU here: the device plugin v0.20.0 "
+        "registers nothing with this config, so these slots will not last"
+    ]
 
 
 def _label_problems(
@@ -569,6 +649,7 @@ def _merge(offers: list[Offer], extra: list[Offer]) -> list[Offer]:
             memory_mib=prev.memory_mib,
             selector=prev.selector,
             most_on_a_node=_most(prev.most_on_a_node, o.most_on_a_node),
+            capabilities=prev.capabilities | o.capabilities,
         )
     return list(merged.values())
 
@@ -632,6 +713,7 @@ def inventory_from_nodes(
     nodes = list(nodes)
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
     problems: list[str] = []
+    nodes = list(nodes)
     for node in nodes:
         found = _node_offers(node, policy)
         if found is None:
@@ -668,7 +750,13 @@ def inventory_from_nodes(
     )
     if origins:
         source += " + pools that can appear: " + ", ".join(o.describe() for o in origins)
-    return Inventory(pools=everything, source=source, disagreements=tuple(problems), dra=dra)
+    return Inventory(
+        pools=everything,
+        source=source,
+        disagreements=tuple(problems),
+        dra=dra,
+        gpu_nodes=GpuNodes(node_views(nodes, labelled=True)),
+    )
 
 
 # --- pools of DRA devices ------------------------------------------------------------------

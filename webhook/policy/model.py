@@ -14,6 +14,7 @@ spec:
   mutation: {rewriteResourceNames, injectNodeSelection: intent | always | when-needed | never,
              tolerations}
   dra: {deviceClassSuffixes, failRequestsGreaterThanOne, adminAccessNamespaces}
+  isolation: {mode: off | warn | enforce, exemptNamespaces: [...]}
 ```
 
 ``dra`` is about claims (ResourceClaims, ResourceClaimTemplates, pods' ``resourceClaims``;
@@ -24,6 +25,15 @@ plugin's word for the same rule, refuses a request for more than one device whos
 the device (the driver's ``GpuConfig`` / ``MigDeviceConfig`` sharing TimeSlicing or MPS) and a
 consumable-capacity ``shares`` request above one; ``adminAccessNamespaces`` (default none) are
 the namespaces whose claims may set ``adminAccess: true``.
+
+``isolation`` is about the containers that ask for no GPU (docs/isolation.md): ``off`` (the
+default) leaves them alone and the webhook never looks at a pod without a GPU request; ``warn``
+and ``enforce`` review every pod that can be placed on a GPU node. Under ``enforce`` each of its
+containers that asks for no GPU gets ``NVIDIA_VISIBLE_DEVICES=void`` and one that sets the
+variable to GPUs itself is refused; ``warn`` says so instead. ``exemptNamespaces`` (the GPU
+Operator's own ``gpu-operator`` is the usual one: its pods reach the GPUs on purpose, without a
+request) are left alone, as is a pod annotated ``gpu-policy.io/isolation: disabled`` (which is
+reported).
 
 ``injectNodeSelection`` says when the webhook adds the product node selection: ``intent`` (the
 default) whenever the pod states what it wants (a sharing, product or MIG profile annotation)
@@ -64,6 +74,11 @@ Enforcement = Literal["enforce", "warn", "audit"]
 SharingIntent = Literal["any", "shared", "exclusive"]
 NodeSelection = Literal["intent", "always", "when-needed", "never"]
 NODE_SELECTION_MODES: tuple[NodeSelection, ...] = ("intent", "always", "when-needed", "never")
+IsolationMode = Literal["off", "warn", "enforce"]
+ISOLATION_MODES: tuple[IsolationMode, ...] = ("off", "warn", "enforce")
+# The GPU Operator's namespace: its device plugin, DCGM exporter and validators use the GPUs
+# without a device-plugin request, on purpose (docs/isolation.md).
+DEFAULT_ISOLATION_EXEMPT: tuple[str, ...] = ("gpu-operator",)
 DEFAULT_NODE_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -97,6 +112,19 @@ class DeclaredPool:
     def autoscaled(self) -> bool:
         """True when an autoscaler sizes the pool (the policy gives minNodes or maxNodes)."""
         return self.min_nodes is not None or self.max_nodes is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """What the webhook does with containers that ask for no GPU (docs/isolation.md)."""
+
+    mode: IsolationMode = "off"
+    exempt_namespaces: frozenset[str] = frozenset(DEFAULT_ISOLATION_EXEMPT)
+
+    @property
+    def on(self) -> bool:
+        """True when pods without a GPU request are reviewed at all."""
+        return self.mode != "off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +192,7 @@ class Policy:
     source: str = "<policy>"
     plugin_source: PluginSource | None = None
     dra: DraPolicy = DraPolicy()
+    isolation: Isolation = Isolation()
 
     def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
         """What the device plugin would silently ignore in the configs, each warning once."""
@@ -382,9 +411,6 @@ def _plugin_configs(
     return parse_plugin_configmap(doc, source=value), configmap_source(doc)
 
 
-_SPEC_FIELDS = frozenset(
-    {"enforcement", "defaultIntent", "exemptNamespaces", "devicePlugin", "pools", "mutation", "dra"}
-)
 _DRA_FIELDS = frozenset(
     {"deviceClassSuffixes", "failRequestsGreaterThanOne", "adminAccessNamespaces"}
 )
@@ -420,6 +446,47 @@ def _dra(spec: Mapping[str, Any], source: str) -> DraPolicy:
             "spec.dra.failRequestsGreaterThanOne",
         ),
         admin_access_namespaces=frozenset(str(n) for n in namespaces),
+    )
+
+
+_SPEC_FIELDS = frozenset(
+    {
+        "enforcement",
+        "defaultIntent",
+        "exemptNamespaces",
+        "devicePlugin",
+        "pools",
+        "mutation",
+        "isolation",
+        "dra",
+    }
+)
+_ISOLATION_FIELDS = frozenset({"mode", "exemptNamespaces"})
+
+
+def _isolation(spec: Mapping[str, Any], source: str) -> Isolation:
+    body = _get(spec, "isolation", Mapping, {}, source, "spec.isolation")
+    unknown = sorted(set(body) - _ISOLATION_FIELDS)
+    if unknown:
+        raise PolicyError(
+            source,
+            f"spec.isolation.{unknown[0]}",
+            f"unknown field (known: {', '.join(sorted(_ISOLATION_FIELDS))})",
+        )
+    # YAML 1.1 reads a bare `off` as false: take it for the mode it was meant to be.
+    raw = body.get("mode", "off")
+    mode = "off" if raw is False else raw
+    exempt = _get(
+        body,
+        "exemptNamespaces",
+        list,
+        list(DEFAULT_ISOLATION_EXEMPT),
+        source,
+        "spec.isolation.exemptNamespaces",
+    )
+    return Isolation(
+        mode=_choice(mode, ISOLATION_MODES, source, "spec.isolation.mode"),
+        exempt_namespaces=frozenset(str(n) for n in exempt),
     )
 
 
@@ -464,7 +531,8 @@ def parse_policy(
 
 
 def _bare_config(doc: Mapping[str, Any], source: str, text: str | None) -> Policy:
-    if "version" in doc or "sharing" in doc or "flags" in doc:
+    # An empty document is the device plugin's empty config: v1, every default.
+    if not doc or "version" in doc or "sharing" in doc or "flags" in doc:
         config = parse_plugin_config(doc, key="default", source=source)
         return Policy(
             configs={"default": config},
@@ -506,6 +574,7 @@ def _sharing_policy(
         configs, ((f"spec.pools[{i}].config", p.config) for i, p in enumerate(pools)), source
     )
     dra = _dra(spec, source)
+    isolation = _isolation(spec, source)
     metadata = _get(doc, "metadata", Mapping, {}, source, "metadata")
     return Policy(
         configs=configs,
@@ -542,6 +611,7 @@ def _sharing_policy(
         source=source,
         plugin_source=plugin_source,
         dra=dra,
+        isolation=isolation,
     )
 
 
