@@ -9,6 +9,7 @@ import pytest
 
 from webhook.harness import Case, LocalRunner, Suite, load_suites, run_suites
 from webhook.policy import NODE_SELECTION_MODES, RULES, review
+from webhook.policy.decision import WARNING_RULES
 
 from .conftest import SUITES, cli
 
@@ -30,7 +31,19 @@ def test_every_example_case_passes(examples) -> None:  # type: ignore[no-untyped
 
 def test_every_rule_fails_in_some_case(examples) -> None:  # type: ignore[no-untyped-def]
     pinned = {rule for s in examples for c in s.cases for rule in c.expect.failed or ()}
-    assert pinned == set(RULES)
+    assert pinned == set(RULES) - WARNING_RULES
+
+
+def test_every_warning_rule_warns_in_some_case(examples) -> None:  # type: ignore[no-untyped-def]
+    results, _ = run_suites(examples, LocalRunner())
+    pinned = {
+        rule
+        for r in results
+        if r.status == "pass" and r.case.expect.warnings and r.observed is not None
+        for rule in WARNING_RULES
+        if any(f"[{rule}]" in w for w in r.observed.warnings)
+    }
+    assert pinned == WARNING_RULES
 
 
 MUTATIONS = {
