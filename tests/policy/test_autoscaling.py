@@ -93,7 +93,7 @@ def test_products_from_requirements(
 ) -> None:
     policy = load_policy(AUTOSCALED / "policy.yaml")
     pools, _ = karpenter_pools([nodepool("gpu", None, *requirements)], policy)
-    assert sorted(o.model for p in pools for o in p.offers) == products
+    assert sorted(o.model or "" for p in pools for o in p.offers) == products
     names = [p.name for p in pools]
     assert names == (["gpu"] if len(products) == 1 else [f"gpu/{m}" for m in products])
 
