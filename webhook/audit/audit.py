@@ -31,6 +31,7 @@ from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_messag
 from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
+from webhook.policy.autoscaling import karpenter_pools
 from webhook.policy.decision import RULES, RuleResult, Status
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
@@ -279,7 +280,8 @@ def _stuck_findings(
         details: dict[str, str] = {"reasons": ", ".join(codes), "pods": str(count)}
         for reason in entry.reasons:
             details.update({k: v for k, v in reason.details.items() if v})
-        result: Status = "warn" if codes == ("gated",) else "fail"
+        # A gated pod waits for its gate, a scale-up one for its node: both as they should.
+        result: Status = "warn" if set(codes) <= {"gated", "scale-up"} else "fail"
         out.append(
             Finding(
                 rule=rule,
@@ -491,17 +493,22 @@ def audit(
     policy: Policy,
     now: datetime,
     inventory: Inventory | None = None,
+    nodepools: Iterable[Mapping[str, Any]] = (),
 ) -> AuditResult:
     """Judge the collected GPU workloads and pods against the policy and the nodes.
 
     ``nodes`` are Node objects (full or trimmed): they give the per-node view (allocatable,
     labels, taints) the stuck-pod reasons need. ``inventory`` defaults to the one those
-    nodes make with ``policy``, as the webhook builds it. ``now`` dates the waiting times.
+    nodes make with ``policy`` and Karpenter's ``nodepools``, as the webhook builds it (pools
+    that can appear included). ``now`` dates the waiting times.
     """
     now = as_utc(now)
     node_list = list(nodes)
     if inventory is None:
-        inventory = inventory_from_nodes(node_list, policy, source="nodes")
+        can_appear, notes = karpenter_pools(nodepools, policy)
+        inventory = inventory_from_nodes(
+            node_list, policy, source="nodes", can_appear=can_appear, notes=notes
+        )
     views = node_views(node_list)
     capacity = Capacity(views, inventory)
     groups = collected.groups()
