@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.support import gunicorn
+from tests.support.cli import run_cli
 from tests.support.controlplane import ControlPlane
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs
@@ -259,8 +260,22 @@ def _a10g_node() -> dict[str, Any]:
 
 @pytest.mark.usefixtures("karpenter")
 def test_a_pod_a_karpenter_nodepool_can_serve_is_created_with_the_warning(
-    webhook: Cluster, make_gpu_node: MakeNode
+    webhook: Cluster, make_gpu_node: MakeNode, control_plane: ControlPlane
 ) -> None:
+    # `gpu-policy inventory` says where each pool comes from.
+    shown = run_cli(
+        "inventory",
+        "--policy",
+        str(AUTOSCALED / "policy.yaml"),
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+    )
+    assert shown.returncode == 0, shown.stderr
+    origins = {line.split()[0]: line for line in shown.stdout.splitlines()[1:4]}
+    assert "NodePool gpu-a10g, from zero" in origins["gpu-a10g"]
+    assert "policy, 0-4 nodes" in origins["gpu-t4"]
+    assert "Karpenter NodePool gpu-a10g" in shown.stdout.splitlines()[-1]
+
     a10g = {"gpu-policy.io/product": "NVIDIA-A10G"}
     waiting, warnings = webhook.create(_pod("train", **a10g))
     (warning,) = warnings
