@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Finding, Ref, format_age, worst
-from webhook.audit.nodes import NodeView, node_views
+from webhook.audit.isolation import isolation_findings
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
@@ -33,6 +33,7 @@ from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
 from webhook.policy.autoscaling import karpenter_pools
 from webhook.policy.decision import RULES, RuleResult, Status
+from webhook.policy.nodes import NodeView, node_views
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
 
@@ -527,6 +528,8 @@ def audit(
         findings += scheduling
         placements.append(placement)
     findings += _node_findings(views, capacity, inventory, waiters)
+    gpu_nodes = {n.name for n in views} | {n.name for n in inventory.gpu_nodes.nodes or ()}
+    findings += isolation_findings(collected.exposed, gpu_nodes, policy)
     findings.sort(key=Finding.sort_key)
     pods = collected.pods
     bound = sum(1 for p in pods if _is_bound(p))

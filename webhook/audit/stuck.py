@@ -34,7 +34,10 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Ref
-from webhook.audit.nodes import (
+from webhook.audit.owners import parse_time
+from webhook.policy import Inventory
+from webhook.policy.inventory import Offer
+from webhook.policy.nodes import (
     UNSCHEDULABLE_TAINT,
     NodeView,
     Taint,
@@ -44,9 +47,6 @@ from webhook.audit.nodes import (
     selector_matches,
     untolerated,
 )
-from webhook.audit.owners import parse_time
-from webhook.policy import Inventory
-from webhook.policy.inventory import Offer
 from webhook.policy.products import base_model
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.resources import parse_resource

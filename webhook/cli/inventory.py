@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.audit.stuck import pod_requests
 from webhook.cli.main import EXIT_OK, print_plugin_warnings
-from webhook.cli.render import cell, table, to_json
+from webhook.cli.render import cell, table, to_json, to_yaml
 from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Inventory, Policy, PolicyError
 
@@ -43,6 +43,12 @@ def add_parser(sub: Any) -> None:
     cluster_arguments(p, required=False)
     p.add_argument("--pods", help="a pod dump (kubectl get pods -A -o yaml) for --nodes")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--gpu-node-taints",
+        action="store_true",
+        help="print the chart value webhook.isolation.gpuNodeTaints for this cluster's GPU "
+        "nodes instead (docs/isolation.md)",
+    )
     p.set_defaults(func=run)
 
 
@@ -82,11 +88,31 @@ def run(args: argparse.Namespace) -> int:
         inventory = load_inventory(policy, args.nodes)
         if args.pods:
             pods = [d.value for d in kubernetes_objects(read_text(args.pods), source=args.pods)]
-    if args.output == "json":
+    if args.gpu_node_taints:
+        print(gpu_node_taints(inventory), end="")
+    elif args.output == "json":
         print(as_json(inventory, pods))
     else:
         print(text(inventory, pods), end="")
     return EXIT_OK
+
+
+def gpu_node_taints(inventory: Inventory) -> str:
+    """The chart's ``webhook.isolation.gpuNodeTaints`` for the inventory's GPU nodes, as YAML.
+
+    One list per distinct set of NoSchedule / NoExecute taints; ``[]`` for untainted GPU nodes
+    (every pod then reaches one, and every pod is sent to the webhook).
+    """
+    sets = [
+        [
+            {"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect}
+            for t in taints
+        ]
+        for taints in inventory.gpu_nodes.taint_sets()
+    ]
+    where = "the GPU nodes" if inventory.gpu_nodes.known else "the policy's tolerations"
+    values = {"webhook": {"isolation": {"gpuNodeTaints": sets}}}
+    return f"# From {where} ({inventory.source}).\n" + to_yaml(values)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from webhook.policy.model import DeclaredPool, Policy
+from webhook.policy.nodes import GpuNodes, Taint, node_views
 from webhook.policy.plugin_config import PluginConfig, mps_max_clients
 from webhook.policy.products import (
     CAPABILITY_LABELS,
@@ -184,6 +185,10 @@ def describe_pair(pool: Pool, offer: Offer) -> str:
     return offer.describe()
 
 
+# Nothing known of the GPU nodes and no taint assumed: every pod can reach one.
+_UNKNOWN_GPU_NODES = GpuNodes(None)
+
+
 @dataclass(frozen=True)
 class Inventory:
     """An immutable snapshot of the pools; a request reads one snapshot from start to end.
@@ -194,6 +199,9 @@ class Inventory:
     pools: tuple[Pool, ...]
     source: str
     disagreements: tuple[str, ...] = ()
+    # Which pods can be placed on a GPU node (docs/isolation.md): the GPU nodes' names, labels
+    # and taints, or, without Node objects, the taints the policy's tolerations are for.
+    gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
@@ -399,17 +407,35 @@ def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
     return Pool(name=key, config_key=key, mig_strategy=config.mig_strategy, nodes=(), offers=offers)
 
 
+def assumed_taints(policy: Policy) -> tuple[Taint, ...]:
+    """The taints GPU nodes are taken to carry when no Node object says: those the policy's
+    tolerations (``spec.mutation.tolerations``, added to GPU pods) are there to tolerate."""
+    taints = []
+    for tol in policy.tolerations:
+        key = str(tol.get("key") or "")
+        if not key:
+            continue  # a catch-all toleration names no taint
+        value = str(tol.get("value") or "") if tol.get("operator", "Equal") == "Equal" else ""
+        taints.append(Taint(key, value, str(tol.get("effect") or "NoSchedule")))
+    return tuple(dict.fromkeys(taints))
+
+
 def inventory_from_policy(policy: Policy) -> Inventory:
     """The inventory the policy implies: its declared pools, or one pool per config key.
 
     Each declared pool has the nodes it says it has (``nodes``); an autoscaled one with none
     is at zero.
     """
+    gpu_nodes = GpuNodes(None, assumed_taints(policy))
     if policy.pools:
         pools = tuple(declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
-        return Inventory(pools=pools, source=f"pools declared in {policy.source}")
+        return Inventory(
+            pools=pools, source=f"pools declared in {policy.source}", gpu_nodes=gpu_nodes
+        )
     pools = tuple(_config_pool(policy, k, c) for k, c in policy.configs.items())
-    return Inventory(pools=pools, source=f"device-plugin config in {policy.source}")
+    return Inventory(
+        pools=pools, source=f"device-plugin config in {policy.source}", gpu_nodes=gpu_nodes
+    )
 
 
 @dataclass(slots=True)
@@ -670,6 +696,7 @@ def inventory_from_nodes(
     """
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
     problems: list[str] = []
+    nodes = list(nodes)
     for node in nodes:
         found = _node_offers(node, policy)
         if found is None:
@@ -701,4 +728,9 @@ def inventory_from_nodes(
     )
     if origins:
         source += " + pools that can appear: " + ", ".join(o.describe() for o in origins)
-    return Inventory(pools=everything, source=source, disagreements=(*problems, *notes))
+    return Inventory(
+        pools=everything,
+        source=source,
+        disagreements=(*problems, *notes),
+        gpu_nodes=GpuNodes(node_views(nodes, labelled=True)),
+    )
