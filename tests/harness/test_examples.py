@@ -9,6 +9,7 @@ import pytest
 
 from webhook.harness import Case, LocalRunner, Suite, load_suites, run_suites
 from webhook.policy import NODE_SELECTION_MODES, RULES, review
+from webhook.policy.decision import WARNING_RULES
 
 from .conftest import SUITES, cli
 
@@ -28,22 +29,18 @@ def test_every_example_case_passes(examples) -> None:  # type: ignore[no-untyped
     assert failed == {}
 
 
-# Rules that warn and never refuse (docs/isolation.md): pinned by a warning a case expects.
-WARNING_ONLY = {"gpu-isolation", "gpu-privileged-without-gpu"}
-
-
 def test_every_rule_fails_in_some_case(examples) -> None:  # type: ignore[no-untyped-def]
     pinned = {rule for s in examples for c in s.cases for rule in c.expect.failed or ()}
-    assert pinned == set(RULES) - WARNING_ONLY
+    assert pinned == set(RULES) - WARNING_RULES
     warned = {
         rule
         for s in examples
         for c in s.cases
         for pattern in c.expect.warnings or ()
-        for rule in WARNING_ONLY
+        for rule in WARNING_RULES
         if f"[{rule}]" in pattern.pattern.replace("\\", "")
     }
-    assert warned == WARNING_ONLY
+    assert warned == WARNING_RULES
 
 
 MUTATIONS = {

@@ -33,6 +33,7 @@ from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_messag
 from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
+from webhook.policy.autoscaling import karpenter_pools
 from webhook.policy.decision import RULES, RuleResult, Status
 from webhook.policy.dra import dra_snapshot
 from webhook.policy.nodes import NodeView, node_views
@@ -289,7 +290,8 @@ def _stuck_findings(
         details: dict[str, str] = {"reasons": ", ".join(codes), "pods": str(count)}
         for reason in entry.reasons:
             details.update({k: v for k, v in reason.details.items() if v})
-        result: Status = "warn" if codes == ("gated",) else "fail"
+        # A gated pod waits for its gate, a scale-up one for its node: both as they should.
+        result: Status = "warn" if set(codes) <= {"gated", "scale-up"} else "fail"
         out.append(
             Finding(
                 rule=rule,
@@ -549,13 +551,15 @@ def audit(
     policy: Policy,
     now: datetime,
     inventory: Inventory | None = None,
+    nodepools: Iterable[Mapping[str, Any]] = (),
 ) -> AuditResult:
     """Judge the collected GPU workloads and pods against the policy and the nodes.
 
     ``nodes`` are Node objects (full or trimmed): they give the per-node view (allocatable,
     labels, taints) the stuck-pod reasons need. ``inventory`` defaults to the one those
-    nodes make with ``policy``, as the webhook builds it, with the DRA objects the collector
-    read. ``now`` dates the waiting times.
+    nodes make with ``policy`` and Karpenter's ``nodepools``, as the webhook builds it (pools
+    that can appear included), with the DRA objects the collector read. ``now`` dates the
+    waiting times.
     """
     now = as_utc(now)
     node_list = list(nodes)
@@ -569,7 +573,15 @@ def audit(
             found["ResourceClaimTemplate"],
         )
     if inventory is None:
-        inventory = inventory_from_nodes(node_list, policy, source="nodes", dra=snapshot)
+        can_appear, notes = karpenter_pools(nodepools, policy)
+        inventory = inventory_from_nodes(
+            node_list,
+            policy,
+            source="nodes",
+            can_appear=can_appear,
+            notes=notes,
+            dra=snapshot,
+        )
     elif inventory.dra is None and snapshot is not None:
         inventory = replace(inventory, dra=snapshot)
     views = node_views(node_list)

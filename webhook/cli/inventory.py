@@ -4,6 +4,8 @@ The view a cluster admin wants before and after a sharing rollout: per pool
 (config key and GPU model) the nodes, product, physical GPUs, sharing strategy, replicas, the
 advertised resource, its slots, the slots requested by running pods and the free ones; then the
 total ("GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)") and any label/allocatable disagreement.
+ORIGIN says where each pool comes from: the nodes, the policy (``spec.pools``) or a Karpenter
+NodePool, with an autoscaled pool's bounds; a pool with no node yet shows 0 nodes and slots.
 """
 
 from __future__ import annotations
@@ -120,6 +122,9 @@ class Row:
 
     pool: str
     config: str | None
+    origin: str
+    origin_name: str | None
+    scaling: str | None
     nodes: int
     product: str | None
     gpus: int | None
@@ -179,6 +184,9 @@ def rows(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> list[R
                 Row(
                     pool=pool.name,
                     config=pool.config_key,
+                    origin=pool.origin.kind,
+                    origin_name=pool.origin.name,
+                    scaling=None if pool.scaling is None else pool.scaling.describe(),
                     nodes=pool.node_count or len(pool.nodes),
                     product=offer.product,
                     gpus=offer.devices,
@@ -208,6 +216,7 @@ def total_line(found: list[Row]) -> str:
 
 HEADERS = (
     "POOL",
+    "ORIGIN",
     "NODES",
     "PRODUCT",
     "GPUS",
@@ -221,6 +230,16 @@ HEADERS = (
 )
 
 
+def origin_cell(row: Row) -> str:
+    """``nodes``, ``policy, 0-4 nodes``, ``NodePool gpu-t4, from zero``: the ORIGIN column.
+
+    The policy file is named once, in the ``source:`` line; a NodePool by its name.
+    """
+    where = {"karpenter": "NodePool", "resourceslice": "ResourceSlice"}.get(row.origin)
+    what = f"{where} {row.origin_name}" if where else row.origin
+    return what if row.scaling is None else f"{what}, {row.scaling}"
+
+
 def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
     """The table, the total and the disagreements, for a terminal."""
     found = rows(inventory, pods)
@@ -229,6 +248,7 @@ def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
             cell(v)
             for v in (
                 r.pool,
+                origin_cell(r),
                 r.nodes,
                 r.product,
                 r.gpus,

@@ -1,14 +1,14 @@
 """Cluster inventory from the API server, handed to the engine as immutable snapshots.
 
 :class:`ClusterSource` runs one :class:`~webhook.kube.watcher.ResourceWatcher` per kind
-(Nodes, GPU Pods, the device-plugin ConfigMap, and where the cluster serves
-``resource.k8s.io/v1`` the DRA kinds: DeviceClasses, ResourceSlices, optionally
-ResourceClaims) and one publisher thread. Whether DRA is served is asked once, by API
-discovery (``webhook.kube.discovery``), on a thread of its own that retries like a watcher;
-the first snapshot waits for that answer, so that a DRA cluster is never judged without it.
-Watchers only update their own dict and raise a flag; the publisher coalesces bursts (5,000
-ADDED events on start, a rolling relabel of a node pool) into one :class:`ClusterState` and
-swaps it in.
+(Nodes, GPU Pods, the device-plugin ConfigMap, Karpenter NodePools where the cluster serves
+them, and where the cluster serves ``resource.k8s.io/v1`` the DRA kinds: DeviceClasses,
+ResourceSlices, ResourceClaimTemplates, optionally ResourceClaims) and one publisher thread.
+Whether DRA is served is asked once, by API discovery (``webhook.kube.discovery``), on a
+thread of its own that retries like a watcher; the first snapshot waits for that answer, so
+that a DRA cluster is never judged without it. Watchers only update their own dict and raise
+a flag; the publisher coalesces bursts (5,000 ADDED events on start, a rolling relabel of a
+node pool) into one :class:`ClusterState` and swaps it in.
 A request reads one ``ClusterState`` from start to end: nothing in it changes under it.
 """
 
@@ -27,7 +27,7 @@ from kubernetes import client
 
 from webhook.contract import DRA_MODES
 from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
-from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_pod
+from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_nodepool, trim_pod
 from webhook.kube.watcher import (
     KindSpec,
     ResourceWatcher,
@@ -40,6 +40,9 @@ from webhook.policy.dra import API_GROUP
 __all__ = ["DRA_KINDS", "ClusterSource", "ClusterState", "Health"]
 
 log = logging.getLogger(__name__)
+
+#: Karpenter's NodePools (docs/autoscaling.md): group, version, plural.
+NODEPOOLS = ("karpenter.sh", "v1", "nodepools")
 
 #: The field selector for pods that can hold a device: completed pods are left out by the
 #: API server itself (a pod that completes arrives as DELETED).
@@ -101,6 +104,9 @@ class ClusterState:
     dra: str = "DRA turned off"
     #: True when the DRA kinds above are watched (DRA available).
     dra_available: bool = False
+    #: Trimmed Karpenter NodePools (:func:`~webhook.kube.trim.trim_nodepool`), sorted by
+    #: name; empty where the cluster has no Karpenter (the CRD is not installed).
+    nodepools: tuple[dict[str, Any], ...] = ()
 
     def node_list(self) -> dict[str, Any]:
         """The nodes as a ``kind: List`` document, the shape of ``kubectl get nodes -o yaml``."""
@@ -150,8 +156,10 @@ class ClusterSource:
     ``configmap`` is ``(namespace, name)`` of the device-plugin ConfigMap, or None to not
     watch one; it is watched with ``fieldSelector=metadata.name=<name>`` so that RBAC can
     grant just that ConfigMap. ``watch_pods=False`` leaves pods out (``gpu_pods`` stays
-    empty). ``on_snapshot`` runs on the publisher thread after each new snapshot; it should
-    only swap a reference. The first snapshot is published once every kind has been listed.
+    empty); ``watch_nodepools=False`` leaves Karpenter's NodePools out (an optional kind:
+    a cluster without the CRD has none). ``on_snapshot`` runs on the publisher thread after
+    each new snapshot; it should only swap a reference. The first snapshot is published once
+    every kind has been listed.
 
     ``dra`` is ``auto`` (watch DeviceClasses and ResourceSlices where discovery finds
     ``resource.k8s.io/v1`` and they may be listed) or ``off``; ``watch_claims`` adds
@@ -168,6 +176,7 @@ class ClusterSource:
         configmap: tuple[str, str] | None,
         on_snapshot: Callable[[ClusterState], None] | None = None,
         watch_pods: bool = True,
+        watch_nodepools: bool = True,
         timings: WatchTimings | None = None,
         dra: str = "auto",
         watch_claims: bool = False,
@@ -209,6 +218,12 @@ class ClusterSource:
                 core.list_namespaced_config_map, namespace, field_selector=f"metadata.name={name}"
             )
             specs.append(KindSpec("configmap", cms, key_by_name, configmap_data))
+        if watch_nodepools:
+            custom = client.CustomObjectsApi(api_client)
+            nodepools = functools.partial(custom.list_cluster_custom_object, *NODEPOOLS)
+            specs.append(
+                KindSpec("nodepools", nodepools, key_by_name, trim_nodepool, optional=True)
+            )
         self.watchers: dict[str, ResourceWatcher] = {
             spec.name: ResourceWatcher(spec, self.timings, self._changed, self._status_changed)
             for spec in specs
@@ -472,6 +487,7 @@ class ClusterSource:
             resource_claim_templates=views.get("resourceclaimtemplates", ()),
             dra="DRA not asked yet" if self.dra is None else self.dra.describe(),
             dra_available=self.dra is not None and self.dra.available,
+            nodepools=views.get("nodepools", ()),
         )
 
 

@@ -140,14 +140,14 @@ class Scaling:
     max_nodes: int | None = None
 
     def describe(self) -> str:
-        """``0-4 nodes``, ``at most 4 nodes``, ``autoscaled``."""
+        """``0-4 nodes``, ``at most 4 nodes``, ``from zero``, ``autoscaled``."""
         low, high = self.min_nodes, self.max_nodes
         if low is not None and high is not None:
             return f"{low}-{high} nodes"
         if high is not None:
             return f"at most {high} nodes"
         if low is not None:
-            return f"at least {low} nodes"
+            return "from zero" if low == 0 else f"at least {low} nodes"
         return "autoscaled"
 
 
@@ -322,8 +322,14 @@ def _offer_from_config(
     )
 
 
-def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
-    """The pool ``pool`` describes, with ``nodes`` nodes (0: an autoscaled pool at zero)."""
+def declared_pool(
+    policy: Policy, pool: DeclaredPool, *, nodes: int, origin: PoolOrigin | None = None
+) -> Pool:
+    """The pool ``pool`` describes, with ``nodes`` nodes (0: an autoscaled pool at zero).
+
+    Its offers are what the device plugin and GFD give each such node under the pool's config
+    key; ``origin`` defaults to the policy.
+    """
     config = policy.configs.get(pool.config)
     mig = config.mig_strategy if config is not None else "none"
     common: dict[str, Any] = {"model": pool.product, "memory": pool.memory_mib, "mig_strategy": mig}
@@ -381,7 +387,7 @@ def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
         nodes=(),
         offers=tuple(offers),
         node_count=nodes,
-        origin=PoolOrigin("policy", policy.source),
+        origin=origin or PoolOrigin("policy", policy.source),
         scaling=Scaling(pool.min_nodes, pool.max_nodes) if pool.autoscaled else None,
         device_class=pool.device_class,
     )
@@ -436,7 +442,7 @@ def inventory_from_policy(policy: Policy) -> Inventory:
     """
     gpu_nodes = GpuNodes(None, assumed_taints(policy))
     if policy.pools:
-        pools = tuple(_declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
+        pools = tuple(declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
         return Inventory(
             pools=pools, source=f"pools declared in {policy.source}", gpu_nodes=gpu_nodes
         )
@@ -665,7 +671,7 @@ def pool_key(pool: Pool) -> tuple[str | None, str | None]:
 
 def autoscaled_pools(policy: Policy) -> tuple[Pool, ...]:
     """The policy's autoscaled pools as they are with no node: what each can add."""
-    return tuple(_declared_pool(policy, p, nodes=0) for p in policy.pools if p.autoscaled)
+    return tuple(declared_pool(policy, p, nodes=0) for p in policy.pools if p.autoscaled)
 
 
 def with_pools_that_can_appear(
@@ -701,6 +707,7 @@ def inventory_from_nodes(
     source: str,
     can_appear: Iterable[Pool] = (),
     dra: DraSnapshot | None = None,
+    notes: Iterable[str] = (),
 ) -> Inventory:
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
@@ -709,6 +716,9 @@ def inventory_from_nodes(
     resource names the classes serve (:func:`dra_pools`). The policy's autoscaled pools, then
     ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools at zero,
     unless the nodes already form them.
+    The policy's autoscaled pools, then ``can_appear`` (pools the cluster's autoscaler objects
+    describe), join as pools at zero, unless the nodes already form them. ``notes`` (what
+    those objects keep the autoscaler from doing) join the disagreements.
     """
     nodes = list(nodes)
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
@@ -753,7 +763,7 @@ def inventory_from_nodes(
     return Inventory(
         pools=everything,
         source=source,
-        disagreements=tuple(problems),
+        disagreements=(*problems, *notes),
         dra=dra,
         gpu_nodes=GpuNodes(node_views(nodes, labelled=True)),
     )

@@ -20,6 +20,7 @@ from webhook.policy.engine.mutation import MUTABLE, mutated_copy, mutated_spec
 from webhook.policy.engine.placement import (
     Choice,
     Pair,
+    awaiting_nodes,
     candidates,
     choose_names,
     selection,
@@ -33,7 +34,12 @@ from webhook.policy.patch import diff
 from webhook.policy.workloads import Workload, locate
 
 # Judged only once the containers and the annotations pass.
-_PLACEMENT_RULES = ("gpu-node-selection", "gpu-shared-request-above-one", "gpu-resource-offered")
+_PLACEMENT_RULES = (
+    "gpu-node-selection",
+    "gpu-shared-request-above-one",
+    "gpu-resource-offered",
+    "gpu-pool-at-zero",
+)
 # While GPU isolation is off its rules are not in force: no result at all, not even a skip.
 _ISOLATION_OFF = frozenset(ISOLATION_RULES)
 _FIX_FIRST = skipping(_PLACEMENT_RULES, "fix the errors above first")
@@ -322,6 +328,9 @@ def _placed(
     choices = choose_names(asks, found, policy)
     if isinstance(choices, RuleResult):
         return [], {}, [*findings, choices]
+    # A pod only pools at zero can serve is what makes the autoscaler add their node: it is
+    # allowed and mutated as it would be with the node there, and told that it waits.
+    findings += [w for w in map(awaiting_nodes, choices) if w is not None]
     mode = policy.inject_node_selection
     if mode == "never" or policy.enforcement == "audit":
         return choices, {}, findings
