@@ -62,7 +62,12 @@ def live_view(
         policy = base.with_configs(previous.policy.configs)
     dra = None
     if state.dra_available:
-        dra = dra_snapshot(state.device_classes, state.resource_slices, state.resource_claims)
+        # The previous view's snapshot: its devices of unchanged slices (the same objects in
+        # successive states) and what was evaluated on them are not read again.
+        before = previous.inventory.dra if previous is not None else None
+        dra = dra_snapshot(
+            state.device_classes, state.resource_slices, state.resource_claims, previous=before
+        )
     else:
         source = f"{source}; {state.dra}"
     inventory = inventory_from_nodes(state.nodes, policy, source=source, dra=dra)
