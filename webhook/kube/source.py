@@ -1,7 +1,8 @@
 """Cluster inventory from the API server, handed to the engine as immutable snapshots.
 
 :class:`ClusterSource` runs one :class:`~webhook.kube.watcher.ResourceWatcher` per kind
-(Nodes, GPU Pods, the device-plugin ConfigMap, and where the cluster serves
+(Nodes, GPU Pods, the device-plugin ConfigMap, Karpenter NodePools where the cluster serves
+them, and where it serves
 ``resource.k8s.io/v1`` the DRA kinds: DeviceClasses, ResourceSlices, optionally
 ResourceClaims) and one publisher thread. Whether DRA is served is asked once, by API
 discovery (``webhook.kube.discovery``), on a thread of its own that retries like a watcher;
@@ -27,7 +28,7 @@ from kubernetes import client
 
 from webhook.contract import DRA_MODES
 from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
-from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_pod
+from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_nodepool, trim_pod
 from webhook.kube.watcher import (
     KindSpec,
     ResourceWatcher,
@@ -40,6 +41,9 @@ from webhook.policy.dra import API_GROUP
 __all__ = ["DRA_KINDS", "ClusterSource", "ClusterState", "Health"]
 
 log = logging.getLogger(__name__)
+
+#: Karpenter's NodePools (docs/autoscaling.md): group, version, plural.
+NODEPOOLS = ("karpenter.sh", "v1", "nodepools")
 
 #: The field selector for pods that can hold a device: completed pods are left out by the
 #: API server itself (a pod that completes arrives as DELETED).
@@ -88,6 +92,9 @@ class ClusterState:
     generation: int
     #: ``time.monotonic()`` when this snapshot was built.
     built_monotonic: float
+    #: Trimmed Karpenter NodePools (:func:`~webhook.kube.trim.trim_nodepool`), sorted by
+    #: name; empty where the cluster has no Karpenter (the CRD is not installed).
+    nodepools: tuple[dict[str, Any], ...] = ()
     #: DeviceClasses, ResourceSlices and (when watched) ResourceClaims, trimmed, sorted by
     #: key; empty where DRA is not available.
     device_classes: tuple[dict[str, Any], ...] = ()
@@ -147,8 +154,10 @@ class ClusterSource:
     ``configmap`` is ``(namespace, name)`` of the device-plugin ConfigMap, or None to not
     watch one; it is watched with ``fieldSelector=metadata.name=<name>`` so that RBAC can
     grant just that ConfigMap. ``watch_pods=False`` leaves pods out (``gpu_pods`` stays
-    empty). ``on_snapshot`` runs on the publisher thread after each new snapshot; it should
-    only swap a reference. The first snapshot is published once every kind has been listed.
+    empty); ``watch_nodepools=False`` leaves Karpenter's NodePools out (an optional kind:
+    a cluster without the CRD has none). ``on_snapshot`` runs on the publisher thread after
+    each new snapshot; it should only swap a reference. The first snapshot is published once
+    every kind has been listed.
 
     ``dra`` is ``auto`` (watch DeviceClasses and ResourceSlices where discovery finds
     ``resource.k8s.io/v1`` and they may be listed) or ``off``; ``watch_claims`` adds
@@ -165,6 +174,7 @@ class ClusterSource:
         configmap: tuple[str, str] | None,
         on_snapshot: Callable[[ClusterState], None] | None = None,
         watch_pods: bool = True,
+        watch_nodepools: bool = True,
         timings: WatchTimings | None = None,
         dra: str = "auto",
         watch_claims: bool = False,
@@ -206,6 +216,12 @@ class ClusterSource:
                 core.list_namespaced_config_map, namespace, field_selector=f"metadata.name={name}"
             )
             specs.append(KindSpec("configmap", cms, key_by_name, configmap_data))
+        if watch_nodepools:
+            custom = client.CustomObjectsApi(api_client)
+            nodepools = functools.partial(custom.list_cluster_custom_object, *NODEPOOLS)
+            specs.append(
+                KindSpec("nodepools", nodepools, key_by_name, trim_nodepool, optional=True)
+            )
         self.watchers: dict[str, ResourceWatcher] = {
             spec.name: ResourceWatcher(spec, self.timings, self._changed, self._status_changed)
             for spec in specs
@@ -463,6 +479,7 @@ class ClusterSource:
             api_reachable=self.api_reachable,
             generation=1 if previous is None else previous.generation + 1,
             built_monotonic=now,
+            nodepools=views.get("nodepools", ()),
             device_classes=views.get("deviceclasses", ()),
             resource_slices=views.get("resourceslices", ()),
             resource_claims=views.get("resourceclaims", ()),
