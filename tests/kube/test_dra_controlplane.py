@@ -231,6 +231,10 @@ def test_a_gpu_pod_on_a_dra_only_node_is_allowed_and_bound(
     dra_objects(two_gpu_cluster(node))
     policy = EXAMPLES / "dra-a100" / "policy.yaml"
     core = client.CoreV1Api(control_plane.client)
+    # Without the webhook, the scheduler binds it and makes its claim.
+    assert create_pod(core, kube_namespace, gpu_pod("unchecked", {"nvidia.com/gpu": "1"})) is None
+    assert bound_to(core, kube_namespace, "unchecked") == node
+    delete_pod(control_plane, core, kube_namespace, "unchecked")
     with webhook_watching(
         control_plane, policy, register_webhooks, kube_namespace, tmp_path
     ) as server:

@@ -406,3 +406,31 @@ def test_cel_sees_allow_multiple_allocations():
     snapshot = dra_snapshot([device_class("shared", "device.allowMultipleAllocations")], [shared])
     devices, problems = snapshot.class_devices("shared")
     assert [d.name for d in devices] == ["gpu-0"] and problems == ()
+
+
+def test_a_snapshot_built_from_the_previous_one_reuses_its_unchanged_devices():
+    classes = [device_class("gpu.nvidia.com", GPU_CLASS_CEL, extended="nvidia.com/gpu")]
+    same, changed = slice_("node-a", gpu(0)), slice_("node-b", gpu(0))
+    first = dra_snapshot(classes, [same, changed])
+    assert len(first.class_devices("gpu.nvidia.com")[0]) == 2
+    edited = slice_("node-b", gpu(0), gpu(1), generation=2)
+    second = dra_snapshot(classes, [same, edited], previous=first)
+    kept = {d.slice: d for d in first.devices}
+    again = [d for d in second.devices if d.pool == "node-a"]
+    assert again == [kept["node-a-gpu.nvidia.com"]] and again[0] is kept["node-a-gpu.nvidia.com"]
+    assert [d.name for d in second.devices if d.pool == "node-b"] == ["gpu-0", "gpu-1"]
+    assert second.selectors is first.selectors
+    assert len(second.class_devices("gpu.nvidia.com")[0]) == 3
+
+
+def test_a_remembered_result_never_mixes_true_with_one():
+    flags = slice_(
+        "node-a",
+        {"name": "a", "attributes": {"x": {"bool": True}}},
+        {"name": "b", "attributes": {"x": {"int": 1}}},
+    )
+    flags["spec"]["driver"] = "dra.example.com"
+    snapshot = dra_snapshot(
+        [device_class("t", "device.attributes['dra.example.com'].x == true")], [flags]
+    )
+    assert [d.name for d in snapshot.class_devices("t")[0]] == ["a"]

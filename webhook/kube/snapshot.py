@@ -65,11 +65,15 @@ def live_view(
         policy = base.with_configs(previous.policy.configs)
     dra = None
     if state.dra_available:
+        # The previous view's snapshot: its devices of unchanged slices (the same objects in
+        # successive states) and what was evaluated on them are not read again.
+        before = previous.inventory.dra if previous is not None else None
         dra = dra_snapshot(
             state.device_classes,
             state.resource_slices,
             state.resource_claims,
             state.resource_claim_templates,
+            previous=before,
         )
     else:
         source = f"{source}; {state.dra}"

@@ -2,13 +2,14 @@
 
 :class:`ClusterSource` runs one :class:`~webhook.kube.watcher.ResourceWatcher` per kind
 (Nodes, GPU Pods, the device-plugin ConfigMap, Karpenter NodePools where the cluster serves
-them, and where the cluster serves ``resource.k8s.io/v1`` the DRA kinds: DeviceClasses,
-ResourceSlices, ResourceClaimTemplates, optionally ResourceClaims) and one publisher thread.
-Whether DRA is served is asked once, by API discovery (``webhook.kube.discovery``), on a
-thread of its own that retries like a watcher; the first snapshot waits for that answer, so
-that a DRA cluster is never judged without it. Watchers only update their own dict and raise
-a flag; the publisher coalesces bursts (5,000 ADDED events on start, a rolling relabel of a
-node pool) into one :class:`ClusterState` and swaps it in.
+them, and where it serves
+``resource.k8s.io/v1`` the DRA kinds: DeviceClasses, ResourceSlices, ResourceClaimTemplates,
+optionally ResourceClaims) and one publisher thread. Whether DRA is served is asked once, by API
+discovery (``webhook.kube.discovery``), on a thread of its own that retries like a watcher;
+the first snapshot waits for that answer, so that a DRA cluster is never judged without it.
+Watchers only update their own dict and raise a flag; the publisher coalesces bursts (5,000
+ADDED events on start, a rolling relabel of a node pool) into one :class:`ClusterState` and
+swaps it in.
 A request reads one ``ClusterState`` from start to end: nothing in it changes under it.
 """
 
@@ -93,6 +94,9 @@ class ClusterState:
     generation: int
     #: ``time.monotonic()`` when this snapshot was built.
     built_monotonic: float
+    #: Trimmed Karpenter NodePools (:func:`~webhook.kube.trim.trim_nodepool`), sorted by
+    #: name; empty where the cluster has no Karpenter (the CRD is not installed).
+    nodepools: tuple[dict[str, Any], ...] = ()
     #: DeviceClasses, ResourceSlices, ResourceClaimTemplates and (when watched)
     #: ResourceClaims, trimmed, sorted by key; empty where DRA is not available.
     device_classes: tuple[dict[str, Any], ...] = ()
@@ -104,9 +108,6 @@ class ClusterState:
     dra: str = "DRA turned off"
     #: True when the DRA kinds above are watched (DRA available).
     dra_available: bool = False
-    #: Trimmed Karpenter NodePools (:func:`~webhook.kube.trim.trim_nodepool`), sorted by
-    #: name; empty where the cluster has no Karpenter (the CRD is not installed).
-    nodepools: tuple[dict[str, Any], ...] = ()
 
     def node_list(self) -> dict[str, Any]:
         """The nodes as a ``kind: List`` document, the shape of ``kubectl get nodes -o yaml``."""
@@ -481,13 +482,13 @@ class ClusterSource:
             api_reachable=self.api_reachable,
             generation=1 if previous is None else previous.generation + 1,
             built_monotonic=now,
+            nodepools=views.get("nodepools", ()),
             device_classes=views.get("deviceclasses", ()),
             resource_slices=views.get("resourceslices", ()),
             resource_claims=views.get("resourceclaims", ()),
             resource_claim_templates=views.get("resourceclaimtemplates", ()),
             dra="DRA not asked yet" if self.dra is None else self.dra.describe(),
             dra_available=self.dra is not None and self.dra.available,
-            nodepools=views.get("nodepools", ()),
         )
 
 

@@ -20,9 +20,11 @@ a problem string and matches nothing, as in the scheduler, where it aborts the a
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property, lru_cache
 from threading import Lock
 from typing import Any
 
@@ -57,7 +59,7 @@ class Capacity:
     valid_range: tuple[Fraction | None, Fraction | None, Fraction | None] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Device:
     """One device of one ResourceSlice, where it may be used and what it is.
 
@@ -77,10 +79,11 @@ class Device:
     attributes: Mapping[str, Attribute]
     capacity: Mapping[str, Capacity]
     allow_multiple_allocations: bool = False
-    # The `device` variable of a CEL selector, built once: every selector reads the same one.
-    cel_input: Mapping[str, Any] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    @cached_property
+    def cel_input(self) -> Mapping[str, Any]:
+        """The `device` variable of a CEL selector, built once, when a selector reads the
+        device whole (most read a few attributes: :meth:`cel_value`)."""
         attributes: dict[str, dict[str, Any]] = {}
         for key, value in self.attributes.items():
             domain, ident = split_qualified(key, self.driver)
@@ -95,7 +98,24 @@ class Device:
             "capacity": capacity,
             "allowMultipleAllocations": self.allow_multiple_allocations,
         }
-        object.__setattr__(self, "cel_input", device)
+        return device
+
+    @cached_property
+    def _qualified(self) -> Mapping[tuple[str, str, str], Attribute | Capacity]:
+        out: dict[tuple[str, str, str], Attribute | Capacity] = {}
+        for key, value in self.attributes.items():
+            out[("attributes", *split_qualified(key, self.driver))] = value
+        for key, cap in self.capacity.items():
+            out[("capacity", *split_qualified(key, self.driver))] = cap
+        return out
+
+    def cel_value(self, kind: str, domain: str, ident: str) -> Any:
+        """``device.attributes[domain].ident`` (``kind`` ``attributes`` or ``capacity``) as
+        CEL reads it; None when the device has none."""
+        found = self._qualified.get((kind, domain, ident))
+        if found is None:
+            return None
+        return _quantity(found.value) if isinstance(found, Capacity) else _cel_value(found)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -283,11 +303,34 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 _DOMAIN_INDEX = re.compile(r"""\b(?:attributes|capacity)\s*\[\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*\]""")
 
 
+# Every way an expression reads the device, when each is a plain field or one attribute or
+# capacity of a literal domain: ``device.driver``, ``device.attributes["d"].name``. Then the
+# expression depends on those values alone, and is evaluated once per distinct set of them.
+_DEVICE = re.compile(r"\bdevice\b")
+_READ = re.compile(
+    r"""\bdevice\s*\.\s*(?:(driver|allowMultipleAllocations)\b|(attributes|capacity)\s*\[\s*"""
+    r"""(?:"([^"\\]*)"|'([^'\\]*)')\s*\]\s*\.\s*([A-Za-z_]\w*))"""
+)
+
+Read = tuple[str, str, str]  # ("attributes" | "capacity", domain, id)
+
+
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     program: Any  # cel.Program, or None when the expression did not compile
     problem: str | None
     domains: tuple[str, ...]
+    # The attributes and capacities it reads, when it reads nothing else of the device.
+    reads: tuple[Read, ...] | None = None
+    # Whether it calls the Kubernetes functions (quantity(), semver(), compareTo()...).
+    functions: bool = True
+
+
+def _reads(expression: str) -> tuple[Read, ...] | None:
+    found = _READ.findall(expression)
+    if len(found) != len(_DEVICE.findall(expression)):
+        return None  # the device is read whole somewhere (a macro over its maps, a binding)
+    return tuple(sorted({(kind, a or b, ident) for _, kind, a, b, ident in found if kind}))
 
 
 def _bind_to_map(expression: str) -> str:
@@ -340,19 +383,25 @@ def _compile(expression: str) -> _Compiled:
     except (ValueError, RuntimeError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return _Compiled(None, f"CEL expression {expression!r} does not compile: {first}", ())
-    return _Compiled(program, None, domains)
+    calls = set(program.functions()) & set(_FUNCTIONS)
+    return _Compiled(program, None, domains, _reads(expression), bool(calls))
 
 
 class Selectors:
-    """CEL selectors compiled once each (per snapshot), and evaluated on devices.
+    """CEL selectors compiled once each, and evaluated on devices.
 
-    Safe to share between the threads of one process: compiling the same expression twice
-    by a race costs time, never a wrong answer.
+    An expression that reads a few attributes of a device (``device.driver``,
+    ``device.attributes["gpu.nvidia.com"].type``) is evaluated once per distinct set of those
+    values and remembered: thousands of GPUs of a few kinds cost a few evaluations. A
+    snapshot built from the previous one shares its Selectors. Safe to share between the
+    threads of one process: a race costs a second evaluation, never a wrong answer.
     """
 
     def __init__(self) -> None:
         self._compiled: dict[str, _Compiled] = {}
+        self._known: dict[tuple[Any, ...], bool] = {}
         self._lock = Lock()
+        self._local = threading.local()
 
     def problem(self, expression: str) -> str | None:
         """Why ``expression`` cannot be evaluated (it does not compile), or None."""
@@ -366,22 +415,63 @@ class Selectors:
                 self._compiled.setdefault(expression, found)
         return found
 
+    def _context(self, device: Mapping[str, Any]) -> Any:
+        # A Context with the functions registered costs more than most evaluations: one per
+        # thread, its `device` variable replaced for each evaluation.
+        context = getattr(self._local, "context", None)
+        if context is None:
+            context = self._local.context = cel.Context(None, _FUNCTIONS)
+        context.add_variable("device", device)
+        return context
+
+    def _input(self, device: Device, compiled: _Compiled) -> tuple[Mapping[str, Any], Any]:
+        """The `device` variable for ``compiled``, and the key of its result (None: none)."""
+        if compiled.reads is None:
+            value = device.cel_input
+            missing = [d for d in compiled.domains if d not in value["attributes"]]
+            missing_cap = [d for d in compiled.domains if d not in value["capacity"]]
+            if missing or missing_cap:
+                value = {
+                    **value,
+                    "attributes": {**{d: {} for d in missing}, **value["attributes"]},
+                    "capacity": {**{d: {} for d in missing_cap}, **value["capacity"]},
+                }
+            return value, None
+        # Only what it reads: a domain it indexes is there (empty when the device has none
+        # of it, as in the scheduler), an attribute the device lacks is absent.
+        maps: dict[str, dict[str, dict[str, Any]]] = {"attributes": {}, "capacity": {}}
+        for domain in compiled.domains:
+            maps["attributes"][domain] = {}
+            maps["capacity"][domain] = {}
+        key: list[Any] = [device.driver, device.allow_multiple_allocations]
+        for kind, domain, ident in compiled.reads:
+            found = device.cel_value(kind, domain, ident)
+            if found is not None:
+                maps[kind][domain][ident] = found
+            # The type too: True == 1 in Python, not in CEL.
+            key.append((type(found).__name__, _hashable(found)))
+        value = {
+            "driver": device.driver,
+            "allowMultipleAllocations": device.allow_multiple_allocations,
+            **maps,
+        }
+        return value, tuple(key)
+
     def evaluate(self, device: Device, expression: str) -> Match:
         """Does ``device`` pass ``expression``? A problem string when it cannot be told."""
         compiled = self._get(expression)
         if compiled.program is None:
             return Match(False, compiled.problem)
-        value = device.cel_input
-        missing = [d for d in compiled.domains if d not in value["attributes"]]
-        missing_cap = [d for d in compiled.domains if d not in value["capacity"]]
-        if missing or missing_cap:
-            value = {
-                **value,
-                "attributes": {**{d: {} for d in missing}, **value["attributes"]},
-                "capacity": {**{d: {} for d in missing_cap}, **value["capacity"]},
-            }
+        value, key = self._input(device, compiled)
+        if key is not None:
+            known = self._known.get((expression, *key))
+            if known is not None:
+                return Match(known)
         try:
-            result = compiled.program.execute(cel.Context({"device": value}, _FUNCTIONS))
+            if compiled.functions:
+                result = compiled.program.execute(self._context(value))
+            else:
+                result = compiled.program.execute({"device": value})
         except Exception as err:  # the cel package raises several types for runtime errors
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             return Match(
@@ -395,15 +485,39 @@ class Selectors:
                 f"CEL expression {expression!r} gives {result!r} on device {device.name}, "
                 "not true or false",
             )
+        if key is not None:
+            if len(self._known) > _KNOWN_MAX:
+                self._known.clear()  # a bound on memory, whatever the cluster publishes
+            self._known[(expression, *key)] = result
         return Match(result)
 
     def matches(self, device: Device, expressions: Iterable[str]) -> Match:
-        """True when ``device`` passes every expression (selectors are ANDed, as in the API)."""
-        for expression in expressions:
+        """True when ``device`` passes every expression (selectors are ANDed, as in the API).
+
+        Remembered on the device: a device unchanged from one snapshot to the next (the same
+        object, see :func:`dra_snapshot`) is not evaluated again.
+        """
+        key = tuple(expressions)
+        known: dict[tuple[str, ...], Match] = device.__dict__.setdefault("_cel_matches", {})
+        found = known.get(key)
+        if found is not None:
+            return found
+        found = Match(True)
+        for expression in key:
             found = self.evaluate(device, expression)
             if not found.matched:
-                return found
-        return Match(True)
+                break
+        known[key] = found
+        return found
+
+
+_KNOWN_MAX = 100_000
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted(value.items()))
+    return value
 
 
 # --- parsing the objects -------------------------------------------------------------------
@@ -443,18 +557,30 @@ def _attribute(raw: Any) -> Attribute | None:
             value = raw[kind]
             return value if kind == "string" else bool(value) if kind == "bool" else int(value)
     if "version" in raw:
-        try:
-            return semver.Version.parse(str(raw["version"]))
-        except ValueError:
-            return None
+        return _version(str(raw["version"]))
     return None
 
 
-def _fraction(raw: Any) -> Fraction | None:
-    if raw is None:
-        return None
+@lru_cache(maxsize=4096)
+def _version(text: str) -> semver.Version | None:
+    # Thousands of devices publish the same few driver and CUDA versions.
     try:
-        return quantity_value(raw)
+        return semver.Version.parse(text)
+    except ValueError:
+        return None
+
+
+def _fraction(raw: Any) -> Fraction | None:
+    if raw is None or isinstance(raw, bool):
+        return None
+    return _quantity_of(str(raw))
+
+
+@lru_cache(maxsize=4096)
+def _quantity_of(text: str) -> Fraction | None:
+    # Thousands of devices publish the same few capacities.
+    try:
+        return quantity_value(text)
     except QuantityError:
         return None
 
@@ -603,6 +729,12 @@ class DraSnapshot:
     # namespace, name): what a pod's spec.resourceClaims asks for (docs/dra-claims.md).
     claim_specs: Mapping[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
     selectors: Selectors = field(default_factory=Selectors, repr=False, compare=False)
+    # Each ResourceSlice object read, by id: (the object, its devices, its problems). The next
+    # snapshot reuses the devices of a slice that is the same object (the watch keeps an
+    # unchanged object as it is), with what was evaluated on them.
+    slices: Mapping[int, tuple[Mapping[str, Any], tuple[Device, ...], tuple[str, ...]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
     _class_devices: dict[str, tuple[tuple[Device, ...], tuple[str, ...]]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -688,9 +820,15 @@ def dra_snapshot(
     resource_slices: Iterable[Mapping[str, Any]],
     resource_claims: Iterable[Mapping[str, Any]] = (),
     resource_claim_templates: Iterable[Mapping[str, Any]] = (),
+    *,
+    previous: DraSnapshot | None = None,
 ) -> DraSnapshot:
     """Read DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate objects into
-    one snapshot."""
+    one snapshot.
+
+    ``previous``: the snapshot before this one, whose compiled selectors and whose devices of
+    the ResourceSlices that are still the same objects are reused.
+    """
     resource_claims = tuple(resource_claims)
     # Of several classes with one extendedResourceName, the scheduler uses the newest, and of
     # those created in the same second the lowest name (docs/dra.md, "Extended resources"):
@@ -714,10 +852,16 @@ def dra_snapshot(
     slices, trouble = _latest_generation(resource_slices)
     problems += trouble
     devices: list[Device] = []
+    read: dict[int, tuple[Mapping[str, Any], tuple[Device, ...], tuple[str, ...]]] = {}
+    before = previous.slices if previous is not None else {}
     for obj in slices:
-        found, trouble = parse_resource_slice(obj)
-        devices += found
-        problems += trouble
+        known = before.get(id(obj))
+        if known is None or known[0] is not obj:
+            found, found_problems = parse_resource_slice(obj)
+            known = (obj, tuple(found), tuple(found_problems))
+        read[id(obj)] = known
+        devices += known[1]
+        problems += known[2]
     return DraSnapshot(
         classes=classes,
         extended=extended,
@@ -725,4 +869,6 @@ def dra_snapshot(
         allocations=tuple(parse_allocation(c) for c in resource_claims),
         read_problems=tuple(problems),
         claim_specs=_claim_specs(resource_claims, resource_claim_templates),
+        selectors=previous.selectors if previous is not None else Selectors(),
+        slices=read,
     )

@@ -25,8 +25,7 @@ from typing import Any, Literal
 
 from webhook.policy.dra import Device, DeviceClass, DraSnapshot
 from webhook.policy.model import DeclaredPool, Policy
-from webhook.policy.nodes import GpuNodes, Taint, node_views
-from webhook.policy.nodeselect import selector_matches
+from webhook.policy.nodes import GpuNodes, Taint, node_selector_matches, node_views
 from webhook.policy.plugin_config import PluginConfig, mps_max_clients
 from webhook.policy.products import (
     CAPABILITY_LABELS,
@@ -210,12 +209,10 @@ class Inventory:
     pools: tuple[Pool, ...]
     source: str
     disagreements: tuple[str, ...] = ()
-    # What DRA offers (DeviceClasses, ResourceSlice devices, claims), None where the source
-    # has no DRA objects: claims are then not judged.
-    dra: DraSnapshot | None = field(default=None, compare=False)
     # Which pods can be placed on a GPU node (docs/isolation.md): the GPU nodes' names, labels
     # and taints, or, without Node objects, the taints the policy's tolerations are for.
     gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES
+    dra: DraSnapshot | None = field(default=None, compare=False)
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
@@ -706,8 +703,8 @@ def inventory_from_nodes(
     *,
     source: str,
     can_appear: Iterable[Pool] = (),
-    dra: DraSnapshot | None = None,
     notes: Iterable[str] = (),
+    dra: DraSnapshot | None = None,
 ) -> Inventory:
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
@@ -715,10 +712,8 @@ def inventory_from_nodes(
     With ``dra``, the devices its DeviceClasses select are pools too, under the extended
     resource names the classes serve (:func:`dra_pools`). The policy's autoscaled pools, then
     ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools at zero,
-    unless the nodes already form them.
-    The policy's autoscaled pools, then ``can_appear`` (pools the cluster's autoscaler objects
-    describe), join as pools at zero, unless the nodes already form them. ``notes`` (what
-    those objects keep the autoscaler from doing) join the disagreements.
+    unless the nodes already form them. ``notes`` (what those objects keep the autoscaler
+    from doing) join the disagreements.
     """
     nodes = list(nodes)
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
@@ -764,8 +759,8 @@ def inventory_from_nodes(
         pools=everything,
         source=source,
         disagreements=(*problems, *notes),
-        dra=dra,
         gpu_nodes=GpuNodes(node_views(nodes, labelled=True)),
+        dra=dra,
     )
 
 
@@ -789,7 +784,9 @@ def _where(device: Device, nodes: Mapping[str, Mapping[str, str]]) -> list[str]:
         return [device.node]
     if device.all_nodes:
         return [ALL_NODES]
-    return [n for n, labels in nodes.items() if selector_matches(device.node_selector, n, labels)]
+    return [
+        n for n, labels in nodes.items() if node_selector_matches(device.node_selector, n, labels)
+    ]
 
 
 def _served_forms(dra: DraSnapshot, device_class: DeviceClass) -> list[ResourceForm]:

@@ -150,13 +150,14 @@ def review(
     findings += isolation.findings
     changes: list[str] = []
     mutated = None
-    # A pod that fails a rule gets no patch (the API server refuses it anyway).
-    to_void = () if any(f.status == "fail" for f in findings) else isolation.to_void
-    if mode != "audit" and (choices or to_void):
+    # A pod that fails a rule gets no patch at all (the API server refuses it anyway): an
+    # isolation failure comes after placement has chosen, so it must also drop the choices.
+    failed = any(f.status == "fail" for f in findings)
+    if mode != "audit" and not failed and (choices or isolation.to_void):
         spec = dict(workload.spec)
         if choices:
             spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
-        changes += with_void(spec, to_void)
+        changes += with_void(spec, isolation.to_void)
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
     results = rule_results(findings, omit=omit)
