@@ -25,9 +25,10 @@ after ``-c`` override them. What matters and why:
 * **Metrics of this server only.** Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes a
   directory of its own and removes it at exit: two servers on one host never share one.
 * **A bad policy edit never stops the server.** The master keeps the texts of the policy
-  files as they were when they last loaded (``webhook.server.state.LastGoodFiles``, followed
-  from a thread); a worker that gunicorn starts while the files are bad serves those instead
-  of failing to boot, which would make gunicorn stop every worker.
+  files (the policy, every file it names, the node dump) as they were when they last loaded
+  (``webhook.server.state.LastGoodFiles``, followed from a thread that survives any error); a
+  worker that gunicorn starts while the files are bad serves those instead of failing to
+  boot, which would make gunicorn stop every worker.
 * **graceful shutdown.** On SIGTERM workers stop accepting and finish the requests in flight
   (up to ``graceful_timeout``), so a rolling update fails no admission request.
 """
@@ -158,7 +159,7 @@ _stop_following = threading.Event()
 def on_starting(server: Any) -> None:
     """Master, before binding: certificates (made first when self-managed), stale metrics."""
     global _cert_manager, last_good_files  # noqa: PLW0603 - one of each per master
-    last_good_files = LastGoodFiles(settings)
+    last_good_files = LastGoodFiles(settings, report=server.log.error)
     if cert_settings is not None:
         from webhook.server.selfmanaged import start_in_master
 
