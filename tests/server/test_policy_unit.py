@@ -92,7 +92,9 @@ def test_an_edit_to_a_file_the_policy_names_is_reloaded(cluster: Path) -> None:
 
 @pytest.mark.parametrize("which", ["policy.yaml", CONFIG])
 @pytest.mark.parametrize("name", sorted(BAD_TEXTS))
-def test_bad_bytes_in_any_file_keep_the_last_good_unit(cluster: Path, which: str, name: str) -> None:
+def test_bad_bytes_in_any_file_keep_the_last_good_unit(
+    cluster: Path, which: str, name: str
+) -> None:
     reloads: list[bool] = []
     state = PolicyState(Settings(policy_file=cluster / "policy.yaml"), on_reload=reloads.append)
     write(cluster / which, BAD_TEXTS[name])
