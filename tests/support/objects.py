@@ -317,18 +317,30 @@ EXAMPLE_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "clusters" 
 PLUGIN_CONFIGMAP = ("gpu-operator", "device-plugin-config")
 
 
+def example_cluster(
+    configmap_ref: tuple[str, str] = PLUGIN_CONFIGMAP,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """EXAMPLE_CLUSTER's nodes and its device-plugin ConfigMap, named ``configmap_ref``
+    (namespace, name)."""
+    nodes = yaml.safe_load((EXAMPLE_CLUSTER / "nodes.yaml").read_text())["items"]
+    configmap = yaml.safe_load((EXAMPLE_CLUSTER / "device-plugin-config.yaml").read_text())
+    configmap["metadata"] = {"name": configmap_ref[1], "namespace": configmap_ref[0]}
+    return nodes, configmap
+
+
 def load_example_cluster(fake: FakeApiServer) -> dict[str, Any]:
     """Add EXAMPLE_CLUSTER's nodes and its ConfigMap (as PLUGIN_CONFIGMAP) to ``fake``; return
     the ConfigMap as stored."""
-    fake.add_many(yaml.safe_load((EXAMPLE_CLUSTER / "nodes.yaml").read_text())["items"])
-    configmap = yaml.safe_load((EXAMPLE_CLUSTER / "device-plugin-config.yaml").read_text())
-    configmap["metadata"] = {"name": PLUGIN_CONFIGMAP[1], "namespace": PLUGIN_CONFIGMAP[0]}
+    nodes, configmap = example_cluster()
+    fake.add_many(nodes)
     return fake.add(configmap)
 
 
-def configmap_ref_policy(enforcement: str = "enforce") -> str:
-    """A SharingPolicy that reads its device-plugin configs from PLUGIN_CONFIGMAP."""
-    namespace, name = PLUGIN_CONFIGMAP
+def configmap_ref_policy(
+    enforcement: str = "enforce", configmap_ref: tuple[str, str] = PLUGIN_CONFIGMAP
+) -> str:
+    """A SharingPolicy that reads its device-plugin configs from ``configmap_ref``."""
+    namespace, name = configmap_ref
     return (
         "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n"
         f"  enforcement: {enforcement}\n"
