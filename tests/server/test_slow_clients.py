@@ -115,9 +115,13 @@ def test_a_client_that_never_closes_does_not_stall_the_worker(server: Server) ->
 
 
 def test_the_pool_serves_answered_connections_first_and_keeps_threads_for_them() -> None:
+    class Progress:
+        def __init__(self, first_class: bool) -> None:
+            self.first_class = first_class
+
     class Conn:
-        def __init__(self, initialized: bool) -> None:
-            self.initialized = initialized
+        def __init__(self, first_class: bool) -> None:
+            self.review_progress = Progress(first_class)
 
     pool = AnsweredFirstPool(4)
     assert pool.new_limit == 2

@@ -20,8 +20,9 @@ changes two things, the least that bounds every way a client holds a thread:
   What still reads blocking (a chunked body, a body after ``Expect: 100-continue``) is bounded
   by the socket deadlines of ``webhook.certs.serving``.
 * **Connections that have answered go first** (:class:`AnsweredFirstPool`, through
-  ``get_thread_pool``, the method gunicorn offers for it): a review on a connection the API
-  server keeps alive never waits behind new connections, which use at most half the threads.
+  ``get_thread_pool``, the method gunicorn offers for it), and so do connections with a whole
+  request to answer: a review on a connection the API server keeps alive never waits behind
+  new connections, whose steps (handshake, gathering a request) use at most half the threads.
 
 Only HTTP/1.1 over TLS is stepped this way (the webhook serves no HTTP/2: its context offers
 no ALPN); anything else is left to gthread as it is.
@@ -53,8 +54,8 @@ _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
 class AnsweredFirstPool:
     """A fixed pool of threads with two queues: connections that have answered, then new ones.
 
-    ``submit(fn, conn)`` is how gthread hands over a connection; ``conn.initialized`` says it
-    has been served before. New connections run on at most ``new_limit`` threads at once.
+    ``submit(fn, conn)`` is how gthread hands over a connection; :func:`first_class` says
+    which queue it goes to. New connections run on at most ``new_limit`` threads at once.
     """
 
     def __init__(self, threads: int, new_limit: int | None = None) -> None:
@@ -75,7 +76,7 @@ class AnsweredFirstPool:
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
         """Queue ``fn(*args)``; its Future, as ``concurrent.futures`` executors return."""
         future: Future[Any] = Future()
-        answered = bool(args) and bool(getattr(args[0], "initialized", False))
+        answered = bool(args) and first_class(args[0])
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("cannot submit after shutdown")
@@ -137,11 +138,21 @@ _MAX_HEAD = 2048 + 50 * 8192
 
 @dataclass
 class _Progress:
-    """Where a connection is: its handshake's start, the request being gathered."""
+    """Where a connection is: its handshake's start, the request being gathered, and whether
+    it goes ahead of new connections (:func:`first_class`)."""
 
     handshake_started: float | None = None
     request_started: float | None = None
     buffer: bytearray = field(default_factory=bytearray)
+    first_class: bool = False
+    streamed: bool = False  # the request's body is read as it comes (chunked, Expect)
+
+
+def first_class(conn: Any) -> bool:
+    """True for a connection that has answered a request, or has a whole request to answer:
+    it goes ahead of new connections, whose steps are short and which may be slow clients."""
+    progress = getattr(conn, "review_progress", None)
+    return bool(getattr(progress, "first_class", False))
 
 
 class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type hints
@@ -174,7 +185,15 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return _DEFER
         if step == "close":
             return False
-        return super().handle(conn)
+        if not progress.first_class and not progress.streamed:
+            # A whole request is here: it goes back to the pool as first class (gthread
+            # submits a connection again at once when its parser holds bytes), so that the
+            # threads kept for new connections only ever do their short steps.
+            progress.first_class = True
+            return True
+        keep = super().handle(conn)
+        progress.first_class = True  # it has answered
+        return keep
 
     def _step(self, conn: Any, progress: _Progress) -> str:
         """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request)."""
@@ -209,10 +228,22 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             if not chunk:
                 return "close"  # the client went away
             progress.buffer += chunk
+        progress.streamed = self._streamed(progress.buffer)
         conn.parser.unreader.unread(bytes(progress.buffer))
         progress.request_started = None
         progress.buffer = bytearray()
         return "ready"
+
+    def _streamed(self, data: bytearray) -> bool:
+        """True when gunicorn will read the body as it comes (it is not all in ``data``)."""
+        end = data.find(_HEAD_END)
+        if end < 0:
+            return True
+        head = bytes(data[:end])
+        match = _CONTENT_LENGTH.search(head)
+        return bool(_STREAMED.search(head)) or (
+            match is not None and int(match.group(1)) > self.max_body
+        )
 
     def _whole(self, data: bytearray) -> bool:
         """True when ``data`` holds a whole request, or all of it gunicorn should read here."""
