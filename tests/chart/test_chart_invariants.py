@@ -394,7 +394,12 @@ def test_rbac_is_minimal(default_render) -> None:
     # The watch's RBAC; the certificates' is in test_chart_selfmanaged.py.
     cluster_role = default_render.one("ClusterRole", FULLNAME)
     assert cluster_role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": ["karpenter.sh"],
+            "resources": ["nodepools"],
+            "verbs": ["get", "list", "watch"],
+        },
     ]
     role = default_render.one("Role", f"{FULLNAME}-device-plugin-config")
     assert role["metadata"]["namespace"] == "gpu-operator"
@@ -486,6 +491,22 @@ def test_rendered_policy_loads_in_the_server(default_render) -> None:
     assert policy.node_label == "nvidia.com/device-plugin.config"
     assert policy.default_config == "any"
     assert policy.enforcement == "enforce"
+
+
+def test_declared_pools_reach_the_server(renderer: Renderer) -> None:
+    """policy.spec.pools is rendered as written, and the server reads the autoscaled pool."""
+    model = pytest.importorskip("webhook.policy.model")
+    rendered = renderer.render_case(CASES["ci/autoscaled-values.yaml"])
+    policy = model.parse_policy(_policy(rendered), source="chart policy.yaml")
+    (pool,) = policy.pools
+    assert (pool.name, pool.config, pool.product) == ("gpu-t4", "t4", "Tesla-T4")
+    assert (pool.min_nodes, pool.max_nodes, pool.nodes) == (0, 4, 0)
+    assert pool.autoscaled
+
+
+def test_a_misspelt_pool_field_fails_the_schema(renderer: Renderer) -> None:
+    error = renderer.fails("--set-json", 'policy.spec.pools=[{"config": "t4", "minNode": 0}]')
+    assert "minNode" in error
 
 
 # --- optional objects ---------------------------------------------------------------------

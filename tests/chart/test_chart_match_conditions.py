@@ -198,3 +198,144 @@ def test_guards_are_needed(default_render) -> None:
         cel.evaluate("object.spec.template.spec.containers.size() > 0", {"object": {"spec": {}}})
     deployment = _conditions_for(default_render, "deployments", mutating=False)
     assert _matches(deployment, {"spec": {"template": {}}}) is False
+
+
+# ---- GPU isolation (ci/isolation-values.yaml): pods that can reach a GPU node are sent too.
+H100_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}
+L4_TOLERATIONS = [
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "pool", "operator": "Equal", "value": "l4", "effect": "NoExecute"},
+]
+
+
+def _with(spec: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**spec, **fields}
+
+
+ISOLATION_SAMPLES = [
+    ("GPU pod", pod(pod_spec(GPU)), "default", True),
+    ("plain pod", pod(pod_spec(CPU)), "default", False),
+    (
+        "tolerates the H100 taint",
+        pod(_with(pod_spec(CPU), tolerations=[H100_TOLERATION])),
+        "default",
+        True,
+    ),
+    (
+        "tolerates the H100 taint with another value",
+        pod(_with(pod_spec(CPU), tolerations=[{**H100_TOLERATION, "value": "true"}])),
+        "default",
+        False,
+    ),
+    (
+        "catch-all toleration",
+        pod(_with(pod_spec(CPU), tolerations=[{"operator": "Exists"}])),
+        "default",
+        True,
+    ),
+    (
+        # (nvidia.com/gpu Exists alone would also tolerate the H100s' taint.)
+        "tolerates half of the L4 taints",
+        pod(_with(pod_spec(CPU), tolerations=L4_TOLERATIONS[1:])),
+        "default",
+        False,
+    ),
+    (
+        "tolerates both L4 taints",
+        pod(_with(pod_spec(CPU), tolerations=L4_TOLERATIONS)),
+        "default",
+        True,
+    ),
+    (
+        "NoExecute-only toleration",
+        pod(
+            _with(
+                pod_spec(CPU),
+                tolerations=[
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}
+                ],
+            )
+        ),
+        "default",
+        False,
+    ),
+    ("bound by nodeName", pod(_with(pod_spec(CPU), nodeName="node-1")), "default", True),
+    (
+        "exempt namespace",
+        pod(_with(pod_spec(CPU), tolerations=[{"operator": "Exists"}])),
+        "gpu-operator",
+        False,
+    ),
+    ("GPU pod in the exempt namespace", pod(pod_spec(GPU)), "gpu-operator", True),
+]
+
+
+@pytest.fixture(scope="module")
+def isolation_render(renderer):  # type: ignore[no-untyped-def]
+    from chart_helpers import CASES
+
+    return renderer.render_case(CASES["ci/isolation-values.yaml"])
+
+
+@pytest.mark.parametrize("mutating", [True, False], ids=["mutating", "validating"])
+@pytest.mark.parametrize(
+    ("obj", "namespace", "expected"),
+    [s[1:] for s in ISOLATION_SAMPLES],
+    ids=[s[0] for s in ISOLATION_SAMPLES],
+)
+def test_isolation_sends_exactly_the_pods_that_reach_a_gpu_node(
+    isolation_render, mutating: bool, obj: dict[str, Any], namespace: str, expected: bool
+) -> None:
+    expressions = _conditions_for(isolation_render, "pods", mutating=mutating)
+    context = {
+        "object": copy.deepcopy(obj),
+        "oldObject": None,
+        "request": {"operation": "CREATE", "namespace": namespace},
+    }
+    assert all(cel.evaluate(e, context) is True for e in expressions) is expected
+
+
+def test_isolation_sends_no_pod_update_that_asks_for_no_gpu(isolation_render) -> None:  # type: ignore[no-untyped-def]
+    tolerating = pod(_with(pod_spec(CPU), tolerations=[{"operator": "Exists"}]))
+    expressions = _conditions_for(isolation_render, "pods", mutating=False)
+    for operation, sent in (("CREATE", True), ("UPDATE", False)):
+        context = {
+            "object": tolerating,
+            "oldObject": None,
+            "request": {"operation": operation, "namespace": "monitoring"},
+        }
+        assert all(cel.evaluate(e, context) is True for e in expressions) is sent
+
+
+def test_isolation_covers_pod_templates(isolation_render) -> None:  # type: ignore[no-untyped-def]
+    daemonset = workload(
+        "DaemonSet", "apps/v1", _with(pod_spec(CPU), tolerations=[{"operator": "Exists"}])
+    )
+    context = {
+        "object": daemonset,
+        "oldObject": None,
+        "request": {"operation": "CREATE", "namespace": "monitoring"},
+    }
+    expressions = _conditions_for(isolation_render, "daemonsets", mutating=False)
+    assert all(cel.evaluate(e, context) is True for e in expressions)
+    plain = workload("Deployment", "apps/v1", pod_spec(CPU))
+    context["object"] = plain
+    assert not all(cel.evaluate(e, context) is True for e in expressions)
+
+
+def test_untainted_gpu_nodes_send_every_pod(renderer) -> None:  # type: ignore[no-untyped-def]
+    rendered = renderer.render(
+        "--set",
+        "policy.spec.isolation.mode=warn",
+        "--set-json",
+        "webhook.isolation.gpuNodeTaints=[[]]",
+    )
+    expressions = _conditions_for(rendered, "pods", mutating=True)
+    context = {
+        "object": pod(pod_spec(CPU)),
+        "oldObject": None,
+        "request": {"operation": "CREATE", "namespace": "web"},
+    }
+    assert all(cel.evaluate(e, context) is True for e in expressions)
+    context["request"]["namespace"] = "gpu-operator"
+    assert not all(cel.evaluate(e, context) is True for e in expressions)

@@ -25,13 +25,15 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Finding, Ref, format_age, worst
-from webhook.audit.nodes import NodeView, node_views
+from webhook.audit.isolation import isolation_findings
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
+from webhook.policy.autoscaling import karpenter_pools
 from webhook.policy.decision import RULES, RuleResult, Status
+from webhook.policy.nodes import NodeView, node_views
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
 
@@ -279,7 +281,8 @@ def _stuck_findings(
         details: dict[str, str] = {"reasons": ", ".join(codes), "pods": str(count)}
         for reason in entry.reasons:
             details.update({k: v for k, v in reason.details.items() if v})
-        result: Status = "warn" if codes == ("gated",) else "fail"
+        # A gated pod waits for its gate, a scale-up one for its node: both as they should.
+        result: Status = "warn" if set(codes) <= {"gated", "scale-up"} else "fail"
         out.append(
             Finding(
                 rule=rule,
@@ -491,17 +494,22 @@ def audit(
     policy: Policy,
     now: datetime,
     inventory: Inventory | None = None,
+    nodepools: Iterable[Mapping[str, Any]] = (),
 ) -> AuditResult:
     """Judge the collected GPU workloads and pods against the policy and the nodes.
 
     ``nodes`` are Node objects (full or trimmed): they give the per-node view (allocatable,
     labels, taints) the stuck-pod reasons need. ``inventory`` defaults to the one those
-    nodes make with ``policy``, as the webhook builds it. ``now`` dates the waiting times.
+    nodes make with ``policy`` and Karpenter's ``nodepools``, as the webhook builds it (pools
+    that can appear included). ``now`` dates the waiting times.
     """
     now = as_utc(now)
     node_list = list(nodes)
     if inventory is None:
-        inventory = inventory_from_nodes(node_list, policy, source="nodes")
+        can_appear, notes = karpenter_pools(nodepools, policy)
+        inventory = inventory_from_nodes(
+            node_list, policy, source="nodes", can_appear=can_appear, notes=notes
+        )
     views = node_views(node_list)
     capacity = Capacity(views, inventory)
     groups = collected.groups()
@@ -520,6 +528,8 @@ def audit(
         findings += scheduling
         placements.append(placement)
     findings += _node_findings(views, capacity, inventory, waiters)
+    gpu_nodes = {n.name for n in views} | {n.name for n in inventory.gpu_nodes.nodes or ()}
+    findings += isolation_findings(collected.exposed, gpu_nodes, policy)
     findings.sort(key=Finding.sort_key)
     pods = collected.pods
     bound = sum(1 for p in pods if _is_bound(p))

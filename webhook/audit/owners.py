@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.audit.findings import Ref
+from webhook.audit.isolation import exposure
 from webhook.audit.trim import API_VERSIONS, trim
 
 __all__ = ["Collector", "Group", "as_utc", "parse_time", "ref_of"]
@@ -89,6 +90,9 @@ class Collector:
         self.workloads: list[dict[str, Any]] = []
         #: Objects read per kind, GPU or not (what the audit looked at).
         self.scanned: Counter[str] = Counter()
+        #: Bound pods with containers that see GPUs without asking for one, cut down to
+        #: those containers (webhook.audit.isolation.exposure).
+        self.exposed: list[dict[str, Any]] = []
 
     def add(self, obj: Mapping[str, Any], kind: str | None = None) -> None:
         """Read one object; a ``List`` (or ``PodList``, ...) is read item by item.
@@ -106,6 +110,11 @@ class Collector:
         if not kind:
             return
         self.scanned[kind] += 1
+        if kind == "Pod":
+            seen = exposure(obj)
+            if seen is not None:
+                seen["created"] = parse_time(seen["created"])
+                self.exposed.append(seen)
         trimmed = trim(obj, kind)
         if trimmed is None:
             return

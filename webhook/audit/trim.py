@@ -25,7 +25,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.audit.nodes import is_gpu_resource
+from webhook.policy.nodes import is_gpu_resource
 from webhook.policy.workloads import TEMPLATE_PATHS, dig
 
 __all__ = [

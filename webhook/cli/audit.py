@@ -162,7 +162,13 @@ def from_dumps(policy: Policy, args: argparse.Namespace, now: datetime) -> Audit
 def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> int:
     """Audit the live cluster, read page by page; print it, and apply the reports if asked."""
     # kubernetes is imported only for this mode.
-    from webhook.kube.lister import ClusterError, connect_audit, read_configmap, read_for_audit
+    from webhook.kube.lister import (
+        ClusterError,
+        connect_audit,
+        read_configmap,
+        read_for_audit,
+        read_nodepools,
+    )
     from webhook.kube.reports import apply_reports
     from webhook.kube.snapshot import with_configmap
 
@@ -186,7 +192,8 @@ def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> int
                     # As the server and `inventory`: a ConfigMap that does not parse is not used.
                     print(f"warning: device-plugin ConfigMap refused: {refused}", file=sys.stderr)
             nodes = read_for_audit(api, collector, page_size=args.page_size, timeout=args.timeout)
-            result = audit(collector, nodes, policy=policy, now=now)
+            nodepools = read_nodepools(api, page_size=args.page_size, timeout=args.timeout)
+            result = audit(collector, nodes, policy=policy, now=now, nodepools=nodepools)
             print(render(result, args), end="", flush=True)
             if args.apply:
                 written = reports(result, api=args.report_api)

@@ -12,6 +12,7 @@ the engine reads and returned.
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -23,7 +24,8 @@ from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.client import load_client
 from webhook.kube.dryrun import connect
-from webhook.kube.trim import trim_node
+from webhook.kube.source import NODEPOOLS
+from webhook.kube.trim import trim_node, trim_nodepool
 from webhook.kube.watcher import _describe, status_message
 
 __all__ = [
@@ -139,6 +141,30 @@ def read_configmap(
         raise failure(f"reading ConfigMap {namespace}/{name}", exc, fix) from None
     doc: dict[str, Any] = api.sanitize_for_serialization(found)  # type: ignore[no-untyped-call]
     return doc
+
+
+def read_nodepools(
+    api: client.ApiClient, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """Karpenter's NodePools, trimmed; none where the cluster has no Karpenter.
+
+    A 404 (the CRD is not installed) or a 403 (the audit's role does not grant them) reads as
+    none, as the webhook's watch does: the audit then knows no pools that can appear besides
+    the policy's. Other failures raise ClusterError.
+    """
+    call = functools.partial(client.CustomObjectsApi(api).list_cluster_custom_object, *NODEPOOLS)
+    try:
+        return [
+            trim_nodepool(item)
+            for page in list_pages(call, page_size=page_size, timeout=timeout)
+            for item in page
+        ]
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return []
+        raise failure("listing NodePools", exc) from None
+    except Exception as exc:  # urllib3's several connection errors
+        raise failure("listing NodePools", exc) from None
 
 
 @contextmanager

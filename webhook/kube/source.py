@@ -1,7 +1,8 @@
 """Cluster inventory from the API server, handed to the engine as immutable snapshots.
 
 :class:`ClusterSource` runs one :class:`~webhook.kube.watcher.ResourceWatcher` per kind
-(Nodes, GPU Pods, the device-plugin ConfigMap) and one publisher thread. Watchers only
+(Nodes, GPU Pods, the device-plugin ConfigMap, Karpenter NodePools where the cluster serves
+them) and one publisher thread. Watchers only
 update their own dict and raise a flag; the publisher coalesces bursts (5,000 ADDED events
 on start, a rolling relabel of a node pool) into one :class:`ClusterState` and swaps it in.
 A request reads one ``ClusterState`` from start to end: nothing in it changes under it.
@@ -20,7 +21,7 @@ from typing import Any
 
 from kubernetes import client
 
-from webhook.kube.trim import configmap_data, trim_node, trim_pod
+from webhook.kube.trim import configmap_data, trim_node, trim_nodepool, trim_pod
 from webhook.kube.watcher import (
     KindSpec,
     ResourceWatcher,
@@ -32,6 +33,9 @@ from webhook.kube.watcher import (
 __all__ = ["ClusterSource", "ClusterState", "Health"]
 
 log = logging.getLogger(__name__)
+
+#: Karpenter's NodePools (docs/autoscaling.md): group, version, plural.
+NODEPOOLS = ("karpenter.sh", "v1", "nodepools")
 
 #: The field selector for pods that can hold a device: completed pods are left out by the
 #: API server itself (a pod that completes arrives as DELETED).
@@ -73,6 +77,9 @@ class ClusterState:
     generation: int
     #: ``time.monotonic()`` when this snapshot was built.
     built_monotonic: float
+    #: Trimmed Karpenter NodePools (:func:`~webhook.kube.trim.trim_nodepool`), sorted by
+    #: name; empty where the cluster has no Karpenter (the CRD is not installed).
+    nodepools: tuple[dict[str, Any], ...] = ()
 
     def node_list(self) -> dict[str, Any]:
         """The nodes as a ``kind: List`` document, the shape of ``kubectl get nodes -o yaml``."""
@@ -118,8 +125,10 @@ class ClusterSource:
     ``configmap`` is ``(namespace, name)`` of the device-plugin ConfigMap, or None to not
     watch one; it is watched with ``fieldSelector=metadata.name=<name>`` so that RBAC can
     grant just that ConfigMap. ``watch_pods=False`` leaves pods out (``gpu_pods`` stays
-    empty). ``on_snapshot`` runs on the publisher thread after each new snapshot; it should
-    only swap a reference. The first snapshot is published once every kind has been listed.
+    empty); ``watch_nodepools=False`` leaves Karpenter's NodePools out (an optional kind:
+    a cluster without the CRD has none). ``on_snapshot`` runs on the publisher thread after
+    each new snapshot; it should only swap a reference. The first snapshot is published once
+    every kind has been listed.
 
     Call :meth:`start`, then read :attr:`current` (or wait with :meth:`wait_synced`);
     :meth:`stop` ends the threads. Also a context manager.
@@ -132,6 +141,7 @@ class ClusterSource:
         configmap: tuple[str, str] | None,
         on_snapshot: Callable[[ClusterState], None] | None = None,
         watch_pods: bool = True,
+        watch_nodepools: bool = True,
         timings: WatchTimings | None = None,
     ) -> None:
         self.timings = timings or WatchTimings()
@@ -161,6 +171,12 @@ class ClusterSource:
                 core.list_namespaced_config_map, namespace, field_selector=f"metadata.name={name}"
             )
             specs.append(KindSpec("configmap", cms, key_by_name, configmap_data))
+        if watch_nodepools:
+            custom = client.CustomObjectsApi(api_client)
+            nodepools = functools.partial(custom.list_cluster_custom_object, *NODEPOOLS)
+            specs.append(
+                KindSpec("nodepools", nodepools, key_by_name, trim_nodepool, optional=True)
+            )
         self.watchers: dict[str, ResourceWatcher] = {
             spec.name: ResourceWatcher(spec, self.timings, self._changed, self._status_changed)
             for spec in specs
@@ -357,4 +373,5 @@ class ClusterSource:
             api_reachable=self.api_reachable,
             generation=1 if previous is None else previous.generation + 1,
             built_monotonic=now,
+            nodepools=views.get("nodepools", ()),
         )

@@ -19,7 +19,14 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["GPU_RESOURCE_PREFIX", "TERMINAL_PHASES", "configmap_data", "trim_node", "trim_pod"]
+__all__ = [
+    "GPU_RESOURCE_PREFIX",
+    "TERMINAL_PHASES",
+    "configmap_data",
+    "trim_node",
+    "trim_nodepool",
+    "trim_pod",
+]
 
 #: Extended resources the engine cares about on pods.
 GPU_RESOURCE_PREFIX = "nvidia.com/"
@@ -127,3 +134,35 @@ def configmap_data(configmap: Mapping[str, Any]) -> dict[str, str]:
     """A ConfigMap's ``data`` (the device-plugin config files, one per key)."""
     data = configmap.get("data") or {}
     return {str(k): str(v) for k, v in data.items()}
+
+
+def trim_nodepool(nodepool: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Karpenter NodePool that say which nodes it can launch, in its shape.
+
+    Kept: ``metadata.name``, ``spec.template.metadata.labels`` and
+    ``spec.template.spec.requirements`` (key, operator, values): what
+    :func:`webhook.policy.autoscaling.karpenter_pools` reads. Status (resources in use, node
+    counts) changes with every launch and is dropped, so it costs no new snapshot.
+    """
+    meta = nodepool.get("metadata") or {}
+    template = (nodepool.get("spec") or {}).get("template") or {}
+    requirements = [
+        {
+            "key": str(r.get("key", "")),
+            "operator": str(r.get("operator", "")),
+            "values": [str(v) for v in r.get("values") or ()],
+        }
+        for r in (template.get("spec") or {}).get("requirements") or ()
+        if isinstance(r, Mapping)
+    ]
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": str(meta.get("name", ""))},
+        "spec": {
+            "template": {
+                "metadata": {"labels": _str_map((template.get("metadata") or {}).get("labels"))},
+                "spec": {"requirements": requirements},
+            }
+        },
+    }

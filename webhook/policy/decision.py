@@ -21,7 +21,23 @@ RULES: dict[str, str] = {
     "gpu-node-selection": "node selection agrees with the GPU request",
     "gpu-shared-request-above-one": "at most one shared GPU per container",
     "gpu-resource-offered": "some node offers what the pod asks for",
+    "gpu-pool-at-zero": (
+        "what the pod asks for is offered only by pools with no node yet, that an "
+        "autoscaler can grow (a warning: the pod waits for its node)"
+    ),
+    # GPU isolation (docs/isolation.md): the containers that ask for no GPU.
+    "gpu-isolation": "containers that ask for no GPU see none (NVIDIA_VISIBLE_DEVICES=void)",
+    "gpu-visible-devices": "containers that ask for no GPU do not name GPUs in "
+    "NVIDIA_VISIBLE_DEVICES",
+    "gpu-privileged-without-gpu": "no privileged container without a GPU request on GPU nodes",
 }
+
+# The rules that never fail: they warn under every enforcement mode (a pod a pool at zero can
+# serve is exactly the pod that must be admitted for the autoscaler to add the node; the
+# isolation warnings of docs/isolation.md).
+WARNING_RULES: frozenset[str] = frozenset(
+    {"gpu-pool-at-zero", "gpu-isolation", "gpu-privileged-without-gpu"}
+)
 
 # The rules whose breach the API server's own validation also refuses, after the mutating
 # webhooks and before the validating ones, with a terse message of its own ("must be an

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from webhook.policy.model import DeclaredPool, Policy
+from webhook.policy.nodes import GpuNodes, Taint, node_views
 from webhook.policy.plugin_config import PluginConfig, mps_max_clients
 from webhook.policy.products import (
     CAPABILITY_LABELS,
@@ -133,14 +134,14 @@ class Scaling:
     max_nodes: int | None = None
 
     def describe(self) -> str:
-        """``0-4 nodes``, ``at most 4 nodes``, ``autoscaled``."""
+        """``0-4 nodes``, ``at most 4 nodes``, ``from zero``, ``autoscaled``."""
         low, high = self.min_nodes, self.max_nodes
         if low is not None and high is not None:
             return f"{low}-{high} nodes"
         if high is not None:
             return f"at most {high} nodes"
         if low is not None:
-            return f"at least {low} nodes"
+            return "from zero" if low == 0 else f"at least {low} nodes"
         return "autoscaled"
 
 
@@ -184,6 +185,10 @@ def describe_pair(pool: Pool, offer: Offer) -> str:
     return offer.describe()
 
 
+# Nothing known of the GPU nodes and no taint assumed: every pod can reach one.
+_UNKNOWN_GPU_NODES = GpuNodes(None)
+
+
 @dataclass(frozen=True)
 class Inventory:
     """An immutable snapshot of the pools; a request reads one snapshot from start to end.
@@ -194,6 +199,9 @@ class Inventory:
     pools: tuple[Pool, ...]
     source: str
     disagreements: tuple[str, ...] = ()
+    # Which pods can be placed on a GPU node (docs/isolation.md): the GPU nodes' names, labels
+    # and taints, or, without Node objects, the taints the policy's tolerations are for.
+    gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
@@ -300,8 +308,14 @@ def _offer_from_config(
     )
 
 
-def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
-    """The pool ``pool`` describes, with ``nodes`` nodes (0: an autoscaled pool at zero)."""
+def declared_pool(
+    policy: Policy, pool: DeclaredPool, *, nodes: int, origin: PoolOrigin | None = None
+) -> Pool:
+    """The pool ``pool`` describes, with ``nodes`` nodes (0: an autoscaled pool at zero).
+
+    Its offers are what the device plugin and GFD give each such node under the pool's config
+    key; ``origin`` defaults to the policy.
+    """
     config = policy.configs.get(pool.config)
     mig = config.mig_strategy if config is not None else "none"
     common: dict[str, Any] = {"model": pool.product, "memory": pool.memory_mib, "mig_strategy": mig}
@@ -359,7 +373,7 @@ def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
         nodes=(),
         offers=tuple(offers),
         node_count=nodes,
-        origin=PoolOrigin("policy", policy.source),
+        origin=origin or PoolOrigin("policy", policy.source),
         scaling=Scaling(pool.min_nodes, pool.max_nodes) if pool.autoscaled else None,
         device_class=pool.device_class,
     )
@@ -393,17 +407,35 @@ def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
     return Pool(name=key, config_key=key, mig_strategy=config.mig_strategy, nodes=(), offers=offers)
 
 
+def assumed_taints(policy: Policy) -> tuple[Taint, ...]:
+    """The taints GPU nodes are taken to carry when no Node object says: those the policy's
+    tolerations (``spec.mutation.tolerations``, added to GPU pods) are there to tolerate."""
+    taints = []
+    for tol in policy.tolerations:
+        key = str(tol.get("key") or "")
+        if not key:
+            continue  # a catch-all toleration names no taint
+        value = str(tol.get("value") or "") if tol.get("operator", "Equal") == "Equal" else ""
+        taints.append(Taint(key, value, str(tol.get("effect") or "NoSchedule")))
+    return tuple(dict.fromkeys(taints))
+
+
 def inventory_from_policy(policy: Policy) -> Inventory:
     """The inventory the policy implies: its declared pools, or one pool per config key.
 
     Each declared pool has the nodes it says it has (``nodes``); an autoscaled one with none
     is at zero.
     """
+    gpu_nodes = GpuNodes(None, assumed_taints(policy))
     if policy.pools:
-        pools = tuple(_declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
-        return Inventory(pools=pools, source=f"pools declared in {policy.source}")
+        pools = tuple(declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
+        return Inventory(
+            pools=pools, source=f"pools declared in {policy.source}", gpu_nodes=gpu_nodes
+        )
     pools = tuple(_config_pool(policy, k, c) for k, c in policy.configs.items())
-    return Inventory(pools=pools, source=f"device-plugin config in {policy.source}")
+    return Inventory(
+        pools=pools, source=f"device-plugin config in {policy.source}", gpu_nodes=gpu_nodes
+    )
 
 
 @dataclass(slots=True)
@@ -618,7 +650,7 @@ def pool_key(pool: Pool) -> tuple[str | None, str | None]:
 
 def autoscaled_pools(policy: Policy) -> tuple[Pool, ...]:
     """The policy's autoscaled pools as they are with no node: what each can add."""
-    return tuple(_declared_pool(policy, p, nodes=0) for p in policy.pools if p.autoscaled)
+    return tuple(declared_pool(policy, p, nodes=0) for p in policy.pools if p.autoscaled)
 
 
 def with_pools_that_can_appear(
@@ -653,15 +685,18 @@ def inventory_from_nodes(
     *,
     source: str,
     can_appear: Iterable[Pool] = (),
+    notes: Iterable[str] = (),
 ) -> Inventory:
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
     Nodes without any ``nvidia.com/`` GPU resource in ``status.allocatable`` are not pools.
     The policy's autoscaled pools, then ``can_appear`` (pools the cluster's autoscaler objects
-    describe), join as pools at zero, unless the nodes already form them.
+    describe), join as pools at zero, unless the nodes already form them. ``notes`` (what
+    those objects keep the autoscaler from doing) join the disagreements.
     """
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
     problems: list[str] = []
+    nodes = list(nodes)
     for node in nodes:
         found = _node_offers(node, policy)
         if found is None:
@@ -693,4 +728,9 @@ def inventory_from_nodes(
     )
     if origins:
         source += " + pools that can appear: " + ", ".join(o.describe() for o in origins)
-    return Inventory(pools=everything, source=source, disagreements=tuple(problems))
+    return Inventory(
+        pools=everything,
+        source=source,
+        disagreements=(*problems, *notes),
+        gpu_nodes=GpuNodes(node_views(nodes, labelled=True)),
+    )

@@ -13,7 +13,17 @@ spec:
            migDevices, deviceClass}]
   mutation: {rewriteResourceNames, injectNodeSelection: intent | always | when-needed | never,
              tolerations}
+  isolation: {mode: off | warn | enforce, exemptNamespaces: [...]}
 ```
+
+``isolation`` is about the containers that ask for no GPU (docs/isolation.md): ``off`` (the
+default) leaves them alone and the webhook never looks at a pod without a GPU request; ``warn``
+and ``enforce`` review every pod that can be placed on a GPU node. Under ``enforce`` each of its
+containers that asks for no GPU gets ``NVIDIA_VISIBLE_DEVICES=void`` and one that sets the
+variable to GPUs itself is refused; ``warn`` says so instead. ``exemptNamespaces`` (the GPU
+Operator's own ``gpu-operator`` is the usual one: its pods reach the GPUs on purpose, without a
+request) are left alone, as is a pod annotated ``gpu-policy.io/isolation: disabled`` (which is
+reported).
 
 ``injectNodeSelection`` says when the webhook adds the product node selection: ``intent`` (the
 default) whenever the pod states what it wants (a sharing, product or MIG profile annotation)
@@ -54,6 +64,11 @@ Enforcement = Literal["enforce", "warn", "audit"]
 SharingIntent = Literal["any", "shared", "exclusive"]
 NodeSelection = Literal["intent", "always", "when-needed", "never"]
 NODE_SELECTION_MODES: tuple[NodeSelection, ...] = ("intent", "always", "when-needed", "never")
+IsolationMode = Literal["off", "warn", "enforce"]
+ISOLATION_MODES: tuple[IsolationMode, ...] = ("off", "warn", "enforce")
+# The GPU Operator's namespace: its device plugin, DCGM exporter and validators use the GPUs
+# without a device-plugin request, on purpose (docs/isolation.md).
+DEFAULT_ISOLATION_EXEMPT: tuple[str, ...] = ("gpu-operator",)
 DEFAULT_NODE_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -87,6 +102,19 @@ class DeclaredPool:
     def autoscaled(self) -> bool:
         """True when an autoscaler sizes the pool (the policy gives minNodes or maxNodes)."""
         return self.min_nodes is not None or self.max_nodes is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """What the webhook does with containers that ask for no GPU (docs/isolation.md)."""
+
+    mode: IsolationMode = "off"
+    exempt_namespaces: frozenset[str] = frozenset(DEFAULT_ISOLATION_EXEMPT)
+
+    @property
+    def on(self) -> bool:
+        """True when pods without a GPU request are reviewed at all."""
+        return self.mode != "off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +168,7 @@ class Policy:
     name: str = "policy"
     source: str = "<policy>"
     plugin_source: PluginSource | None = None
+    isolation: Isolation = Isolation()
 
     def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
         """What the device plugin would silently ignore in the configs, each warning once."""
@@ -359,8 +388,43 @@ def _plugin_configs(
 
 
 _SPEC_FIELDS = frozenset(
-    {"enforcement", "defaultIntent", "exemptNamespaces", "devicePlugin", "pools", "mutation"}
+    {
+        "enforcement",
+        "defaultIntent",
+        "exemptNamespaces",
+        "devicePlugin",
+        "pools",
+        "mutation",
+        "isolation",
+    }
 )
+_ISOLATION_FIELDS = frozenset({"mode", "exemptNamespaces"})
+
+
+def _isolation(spec: Mapping[str, Any], source: str) -> Isolation:
+    body = _get(spec, "isolation", Mapping, {}, source, "spec.isolation")
+    unknown = sorted(set(body) - _ISOLATION_FIELDS)
+    if unknown:
+        raise PolicyError(
+            source,
+            f"spec.isolation.{unknown[0]}",
+            f"unknown field (known: {', '.join(sorted(_ISOLATION_FIELDS))})",
+        )
+    # YAML 1.1 reads a bare `off` as false: take it for the mode it was meant to be.
+    raw = body.get("mode", "off")
+    mode = "off" if raw is False else raw
+    exempt = _get(
+        body,
+        "exemptNamespaces",
+        list,
+        list(DEFAULT_ISOLATION_EXEMPT),
+        source,
+        "spec.isolation.exemptNamespaces",
+    )
+    return Isolation(
+        mode=_choice(mode, ISOLATION_MODES, source, "spec.isolation.mode"),
+        exempt_namespaces=frozenset(str(n) for n in exempt),
+    )
 
 
 def parse_policy(
@@ -446,6 +510,7 @@ def _sharing_policy(
     _check_keys(
         configs, ((f"spec.pools[{i}].config", p.config) for i, p in enumerate(pools)), source
     )
+    isolation = _isolation(spec, source)
     metadata = _get(doc, "metadata", Mapping, {}, source, "metadata")
     return Policy(
         configs=configs,
@@ -481,6 +546,7 @@ def _sharing_policy(
         name=str(metadata.get("name", "policy")),
         source=source,
         plugin_source=plugin_source,
+        isolation=isolation,
     )
 
 

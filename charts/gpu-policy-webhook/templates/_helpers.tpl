@@ -136,19 +136,90 @@ with the failurePolicy) rather than false.
 {{- end }}
 
 {{/*
-A matchConditions list for the pod spec found at the given path ("object.spec.template.spec"),
-guarded by has() on every step of that path below the object.
+"true" when pods that ask for no GPU are sent too, for GPU isolation (docs/isolation.md): the
+rendered policy's spec.isolation.mode is warn or enforce, or webhook.isolation.enabled says so.
+*/}}
+{{- define "gpu-policy-webhook.isolating" -}}
+{{- $mode := "off" }}
+{{- if not .Values.policy.existingConfigMap }}
+{{- $mode = toString (dig "isolation" "mode" "off" .Values.policy.spec) }}
+{{- end }}
+{{- if or .Values.webhook.isolation.enabled (has $mode (list "warn" "enforce")) }}true{{ end }}
+{{- end }}
+
+{{/*
+CEL: true when the toleration t tolerates the taint given as a dict (key, value, effect), as
+the scheduler's TaintToleration filter decides: an empty effect matches every effect, an empty
+key with Exists every key, Exists any value, Equal (the default) the same value.
+*/}}
+{{- define "gpu-policy-webhook.toleratesTaint" -}}
+{{- $effect := printf "(!has(t.effect) || t.effect == '' || t.effect == '%s')" .effect }}
+{{- $any := "((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists')" }}
+{{- $value := printf "((has(t.operator) && t.operator == 'Exists') || ((!has(t.operator) || t.operator == 'Equal') && (has(t.value) ? t.value : '') == '%s'))" (.value | default "") }}
+{{- printf "%s && (%s || (has(t.key) && t.key == '%s' && %s))" $effect $any .key $value }}
+{{- end }}
+
+{{/*
+CEL: true when the pod spec at .spec can be placed on a GPU node: it is bound by name
+(spec.nodeName; the webhook checks which node), or it tolerates every taint of one of
+webhook.isolation.gpuNodeTaints (an empty list, an untainted GPU node: every pod). The
+namespaces the rendered policy exempts from isolation are left out, and so are pod UPDATEs.
+*/}}
+{{- define "gpu-policy-webhook.reachesGpuNode" -}}
+{{- $spec := .spec }}
+{{- $sets := list }}
+{{- $everyPod := false }}
+{{- range .root.Values.webhook.isolation.gpuNodeTaints }}
+{{- if not . }}{{ $everyPod = true }}{{ end }}
+{{- $each := list }}
+{{- range . }}
+{{- $each = append $each (printf "%s.tolerations.exists(t, %s)" $spec (include "gpu-policy-webhook.toleratesTaint" .)) }}
+{{- end }}
+{{- if $each }}
+{{- $sets = append $sets (printf "(has(%s.tolerations) && %s)" $spec (join " && " $each)) }}
+{{- end }}
+{{- end }}
+{{- $reach := "true" }}
+{{- if not $everyPod }}
+{{- $reach = join " || " (prepend $sets (printf "has(%s.nodeName)" $spec)) }}
+{{- end }}
+{{- if eq $spec "object.spec" }}
+{{- /* A pod's containers cannot change after CREATE: its UPDATEs need no isolation review. */}}
+{{- $reach = printf "request.operation == 'CREATE' && (%s)" $reach }}
+{{- end }}
+{{- $exempt := list }}
+{{- if not .root.Values.policy.existingConfigMap }}
+{{- $exempt = dig "isolation" "exemptNamespaces" (list "gpu-operator") .root.Values.policy.spec }}
+{{- end }}
+{{- if $exempt }}
+{{- printf "!(request.namespace in %s) && (%s)" (toJson $exempt | replace "\"" "'") $reach }}
+{{- else }}
+{{- $reach }}
+{{- end }}
+{{- end }}
+
+{{/*
+A matchConditions list for the pod spec found at .spec ("object.spec.template.spec"),
+guarded by has() on every step of that path below the object. Without GPU isolation only pods
+that ask for an nvidia.com/* resource are sent; with it, also those that can be placed on a GPU
+node (gpu-policy-webhook.reachesGpuNode).
 */}}
 {{- define "gpu-policy-webhook.matchConditions" -}}
-{{- $steps := splitList "." . }}
+{{- $steps := splitList "." .spec }}
 {{- $prefix := first $steps }}
 {{- $guards := list }}
 {{- range rest $steps }}
 {{- $prefix = printf "%s.%s" $prefix . }}
 {{- $guards = append $guards (printf "has(%s)" $prefix) }}
 {{- end -}}
+{{- $asks := include "gpu-policy-webhook.asksForNvidia" .spec }}
+{{- if include "gpu-policy-webhook.isolating" .root -}}
+- name: asks-for-nvidia-resource-or-reaches-gpu-node
+  expression: {{ printf "%s && ((%s) || (%s))" (join " && " $guards) $asks (include "gpu-policy-webhook.reachesGpuNode" .) | quote }}
+{{- else -}}
 - name: asks-for-nvidia-resource
-  expression: {{ printf "%s && (%s)" (join " && " $guards) (include "gpu-policy-webhook.asksForNvidia" .) | quote }}
+  expression: {{ printf "%s && (%s)" (join " && " $guards) $asks | quote }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -178,7 +249,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" "object.spec.template.spec" | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.template.spec") | nindent 4 }}
   {{- $common | nindent 2 }}
 - name: cronjobs.{{ $verb }}.gpu-policy.io
   {{- $client | nindent 2 }}
@@ -189,7 +260,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" "object.spec.jobTemplate.spec.template.spec" | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.jobTemplate.spec.template.spec") | nindent 4 }}
   {{- $common | nindent 2 }}
 - name: podtemplates.{{ $verb }}.gpu-policy.io
   {{- $client | nindent 2 }}
@@ -200,7 +271,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" "object.template.spec" | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.template.spec") | nindent 4 }}
   {{- $common | nindent 2 }}
 {{- end }}
 

@@ -10,19 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.policy.decision import Decision, RuleResult
+from webhook.policy.decision import RULES, Decision, RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container, gpu_containers
 from webhook.policy.engine.intent import Intent, read_intent
+from webhook.policy.engine.isolation import ISOLATION_RULES, Isolation, judge, reach, with_void
 from webhook.policy.engine.mutation import MUTABLE, mutated_copy, mutated_spec
 from webhook.policy.engine.placement import (
     Choice,
     Pair,
+    awaiting_nodes,
     candidates,
     choose_names,
     selection,
     several_shared,
 )
-from webhook.policy.engine.results import as_warnings, rule_results
+from webhook.policy.engine.results import as_warnings, rule_results, skipping
 from webhook.policy.engine.scope import skip_reason
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
@@ -30,7 +32,18 @@ from webhook.policy.patch import diff
 from webhook.policy.workloads import Workload, locate
 
 # Judged only once the containers and the annotations pass.
-_PLACEMENT_RULES = ("gpu-node-selection", "gpu-shared-request-above-one", "gpu-resource-offered")
+_PLACEMENT_RULES = (
+    "gpu-node-selection",
+    "gpu-shared-request-above-one",
+    "gpu-resource-offered",
+    "gpu-pool-at-zero",
+)
+# While GPU isolation is off its rules are not in force: no result at all, not even a skip.
+_ISOLATION_OFF = frozenset(ISOLATION_RULES)
+_FIX_FIRST = skipping(_PLACEMENT_RULES, "fix the errors above first")
+# A pod that asks for no GPU is judged by the isolation rules alone.
+_NO_GPU = skipping((r for r in RULES if r not in ISOLATION_RULES), "asks for no GPU")
+_GPU_POD = "the GPU node it asks for"
 
 
 def _str_or_none(value: object) -> str | None:
@@ -60,34 +73,53 @@ def review(
     mode = policy.enforcement
     workload = locate(obj)
     found = gpu_containers(workload.spec) if workload is not None else []
+    isolating = policy.isolation.on and workload is not None
     why = skip_reason(
         kind,
         operation,
         namespace,
         has_pod_spec=workload is not None,
-        asks_for_gpu=bool(found),
+        asks_for_gpu=bool(found) or isolating,
         exempt=policy.exempt_namespaces,
     )
+    where = _GPU_POD
+    if why is None and not found:
+        assert workload is not None  # isolating says so
+        why, where = reach(workload, namespace, policy, inventory)
     if why is not None:
-        skipped = (RuleResult("gpu-policy", "skip", why),)
-        return Decision(kind, namespace, name, True, skipped, enforcement=mode)
+        out_of_scope = (RuleResult("gpu-policy", "skip", why),)
+        return Decision(kind, namespace, name, True, out_of_scope, enforcement=mode)
     assert workload is not None  # skip_reason says so otherwise
+    isolation = _isolation(workload, found, where, namespace, policy=policy, inventory=inventory)
+    if not found:
+        return _isolated(
+            obj, workload, isolation, kind=kind, namespace=namespace, name=name, mode=mode
+        )
+    omit = frozenset() if policy.isolation.on else _ISOLATION_OFF
     asks, intent, findings = _checked(found, workload, policy, inventory)
     if intent is None or not asks:
         # Every finding so far is a failure: nothing to place.
-        results = rule_results(findings, _PLACEMENT_RULES, "fix the errors above first")
+        findings += isolation.findings
+        results = rule_results(findings, _FIX_FIRST, omit)
         return _decision(
             obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=False
         )
     # No finding so far: _checked gives an intent only then.
     choices, wanted, findings = _placed(asks, intent, policy, inventory)
-    changes: Sequence[str] = ()
+    findings += isolation.findings
+    changes: list[str] = []
     mutated = None
-    if choices and mode != "audit":
-        spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
+    # A pod that fails a rule gets no patch at all (the API server refuses it anyway): an
+    # isolation failure comes after placement has chosen, so it must also drop the choices.
+    failed = any(f.status == "fail" for f in findings)
+    if mode != "audit" and not failed and (choices or isolation.to_void):
+        spec = dict(workload.spec)
+        if choices:
+            spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
+        changes += with_void(spec, isolation.to_void)
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
-    results = rule_results(findings)
+    results = rule_results(findings, omit=omit)
     return _decision(
         obj,
         results,
@@ -96,6 +128,55 @@ def review(
         name=name,
         mode=mode,
         clean=not findings,
+        changes=changes,
+        mutated=mutated,
+    )
+
+
+def _isolation(
+    workload: Workload,
+    found: Sequence[Found],
+    where: str,
+    namespace: str | None,
+    *,
+    policy: Policy,
+    inventory: Inventory,
+) -> Isolation:
+    """The isolation findings and writes of a pod under review (none when isolation is off or
+    the namespace is exempt from it)."""
+    if not policy.isolation.on or namespace in policy.isolation.exempt_namespaces:
+        return Isolation([], [])
+    return judge(workload, found, where=where, policy=policy, inventory=inventory)
+
+
+def _isolated(
+    obj: Mapping[str, Any],
+    workload: Workload,
+    isolation: Isolation,
+    *,
+    kind: str,
+    namespace: str | None,
+    name: str | None,
+    mode: str,
+) -> Decision:
+    """The Decision on a pod that asks for no GPU and can be placed on a GPU node."""
+    changes: list[str] = []
+    mutated = None
+    failed = any(f.status == "fail" for f in isolation.findings)
+    if isolation.to_void and mode != "audit" and not failed:
+        spec = dict(workload.spec)
+        changes = with_void(spec, isolation.to_void)
+        if kind == "Pod":
+            mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
+    results = rule_results(isolation.findings, _NO_GPU)
+    return _decision(
+        obj,
+        results,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        mode=mode,
+        clean=not isolation.findings,
         changes=changes,
         mutated=mutated,
     )
@@ -142,6 +223,9 @@ def _placed(
     choices = choose_names(asks, found, policy)
     if isinstance(choices, RuleResult):
         return [], {}, [*findings, choices]
+    # A pod only pools at zero can serve is what makes the autoscaler add their node: it is
+    # allowed and mutated as it would be with the node there, and told that it waits.
+    findings += [w for w in map(awaiting_nodes, choices) if w is not None]
     mode = policy.inject_node_selection
     if mode == "never" or policy.enforcement == "audit":
         return choices, {}, findings
