@@ -23,6 +23,7 @@ import pytest
 
 from tests.support.gunicorn import Server, running
 from tests.support.slow_clients import SlowClients
+from tests.support.waiting import wait_until
 from webhook.certs import issue
 from webhook.contract import HANDSHAKE_TIMEOUT_ENV, READ_TIMEOUT_ENV
 from webhook.server.worker import AnsweredFirstPool
@@ -137,6 +138,7 @@ def test_the_pool_serves_answered_connections_first_and_keeps_threads_for_them()
 
     try:
         held: list[Future[str]] = [pool.submit(hold, Conn(False)) for _ in range(5)]
+        assert wait_until(lambda: len(running_new) >= 2, 10, poll=0.01)
         # New connections take two threads at most; answered ones still run at once.
         answered = [pool.submit(lambda c: "answered", Conn(True)) for _ in range(4)]
         assert [f.result(timeout=10) for f in answered] == ["answered"] * 4
