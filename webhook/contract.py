@@ -16,6 +16,9 @@ from typing import Final
 POLICY_FILE_ENV: Final = "GPU_POLICY_FILE"
 NODES_ENV: Final = "GPU_POLICY_NODES"
 KUBE_ENV: Final = "GPU_POLICY_KUBE"
+# Whether the watched cluster's DRA objects are read: "auto" asks API discovery for
+# resource.k8s.io/v1 (absent before 1.34: no DRA), "off" never reads them.
+DRA_ENV: Final = "GPU_POLICY_DRA"
 TLS_DIR_ENV: Final = "GPU_POLICY_TLS_DIR"
 CLIENT_CA_ENV: Final = "GPU_POLICY_CLIENT_CA"
 BIND_ENV: Final = "GPU_POLICY_BIND"
@@ -48,6 +51,8 @@ DEFAULT_LOG_LEVEL: Final = "info"
 DEFAULT_HANDSHAKE_TIMEOUT: Final = 5.0
 DEFAULT_READ_TIMEOUT: Final = 5.0
 DEFAULT_KUBE: Final = "off"
+DEFAULT_DRA: Final = "auto"
+DRA_MODES: Final = ("auto", "off")
 DEFAULT_CERT_INTERVAL: Final = 30
 # The metrics directory's name: /tmp/gpu-policy-metrics in the image and the chart (an emptyDir).
 METRICS_DIR_NAME: Final = "gpu-policy-metrics"

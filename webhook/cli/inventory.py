@@ -22,6 +22,7 @@ from webhook.cli.main import EXIT_OK, print_plugin_warnings
 from webhook.cli.render import cell, table, to_json, to_yaml
 from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Inventory, Policy, PolicyError
+from webhook.policy.inventory import dra_product
 
 if TYPE_CHECKING:  # kubernetes is imported only when a command reads a cluster
     from webhook.kube import ClusterState
@@ -264,6 +265,13 @@ def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
     ]
     lines = table(HEADERS, data)
     lines.append(total_line(found))
+    classes = dra_classes(inventory)
+    if classes:
+        lines.append("")
+        lines += table(
+            ("DEVICECLASS", "SERVES", "DEVICES"),
+            [[c["name"], ", ".join(c["serves"]), c["devices"]] for c in classes],
+        )
     lines.append(f"source: {inventory.source}")
     lines += [f"disagreement: {problem}" for problem in inventory.disagreements]
     return "\n".join(lines) + "\n"
@@ -279,5 +287,34 @@ def as_json(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str
             "total_slots": sum(r.slots or 0 for r in found),
             "summary": total_line(found),
             "disagreements": list(inventory.disagreements),
+            "deviceClasses": dra_classes(inventory),
         }
     )
+
+
+def dra_classes(inventory: Inventory) -> list[dict[str, Any]]:
+    """Per DRA DeviceClass: the extended resource names it serves and the devices it selects
+    (``8: NVIDIA-A100-SXM4-40GB x 8``); [] where the inventory has no DRA side."""
+    dra = inventory.dra
+    if dra is None:
+        return []
+    out = []
+    for name in sorted(dra.classes):
+        device_class = dra.classes[name]
+        devices, _ = dra.class_devices(name)
+        kinds: dict[str, int] = defaultdict(int)
+        for device in devices:
+            model, profile = dra_product(device)
+            kinds[" ".join(p for p in (model or "unknown product", profile) if p)] += 1
+        listed = ", ".join(f"{k} x {n}" for k, n in sorted(kinds.items()))
+        serves = [
+            n for n in device_class.resource_names if dra.class_for_resource(n) is device_class
+        ]
+        out.append(
+            {
+                "name": name,
+                "serves": serves,
+                "devices": f"{len(devices)}: {listed}" if devices else "0",
+            }
+        )
+    return out

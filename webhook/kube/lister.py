@@ -23,9 +23,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.client import load_client
+from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
 from webhook.kube.dryrun import connect
-from webhook.kube.source import NODEPOOLS
-from webhook.kube.trim import trim_node, trim_nodepool
+from webhook.kube.source import DRA_KINDS, NODEPOOLS
+from webhook.kube.trim import dra_trimmer, trim_node, trim_nodepool
 from webhook.kube.watcher import _describe, status_message
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "failure",
     "list_pages",
     "read_configmap",
+    "read_dra",
     "read_for_audit",
 ]
 
@@ -209,6 +211,35 @@ def read_for_audit(
     except Exception as exc:  # ApiException, and urllib3's several connection errors
         raise failure(f"listing {kind}s", exc) from None
     return nodes
+
+
+def read_dra(
+    api: client.ApiClient, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
+) -> tuple[DraSupport, dict[str, list[dict[str, Any]]]]:
+    """DeviceClasses, ResourceSlices and ResourceClaims (trimmed, by the names of
+    ``webhook.kube.source.DRA_KINDS``), listed page by page where discovery finds DRA; empty
+    lists, and why, where it does not (docs/dra.md, "Detection").
+
+    Raises ClusterError with one line when the API server cannot be asked or a list fails.
+    """
+    kinds = tuple(DRA_KINDS)
+    try:
+        found = discover_dra(api, kinds=kinds, timeout=timeout)
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        raise failure("discovering resource.k8s.io", exc) from None
+    listed: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    if not found.available:
+        return found, listed
+    calls = dra_list_calls(api)
+    kind = kinds[0]
+    try:
+        for kind in kinds:
+            trim = dra_trimmer(DRA_KINDS[kind])
+            for page in list_pages(calls[kind], page_size=page_size, timeout=timeout):
+                listed[kind] += [trim(obj) for obj in page]
+    except Exception as exc:  # as above
+        raise failure(f"listing {kind}", exc) from None
+    return found, listed
 
 
 def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:

@@ -16,6 +16,7 @@ from typing import Any
 from webhook.kube.source import ClusterState
 from webhook.policy import Inventory, Policy, PolicyError, inventory_from_nodes
 from webhook.policy.autoscaling import karpenter_pools
+from webhook.policy.dra import dra_snapshot
 from webhook.policy.plugin_config import parse_plugin_configmap
 
 
@@ -62,9 +63,19 @@ def live_view(
     policy, error = with_configmap(base, state.configmap_document(), state.configmap_ref)
     if error is not None and previous is not None:
         policy = base.with_configs(previous.policy.configs)
+    dra = None
+    if state.dra_available:
+        # The previous view's snapshot: its devices of unchanged slices (the same objects in
+        # successive states) and what was evaluated on them are not read again.
+        before = previous.inventory.dra if previous is not None else None
+        dra = dra_snapshot(
+            state.device_classes, state.resource_slices, state.resource_claims, previous=before
+        )
+    else:
+        source = f"{source}; {state.dra}"
     can_appear, notes = karpenter_pools(state.nodepools, policy)
     inventory = inventory_from_nodes(
-        state.nodes, policy, source=source, can_appear=can_appear, notes=notes
+        state.nodes, policy, source=source, can_appear=can_appear, notes=notes, dra=dra
     )
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
 

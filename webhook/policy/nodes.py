@@ -30,6 +30,7 @@ __all__ = [
     "Taint",
     "affinity_matches",
     "is_gpu_resource",
+    "node_selector_matches",
     "node_views",
     "selector_matches",
     "untolerated",
@@ -122,12 +123,8 @@ def node_views(
     return tuple(sorted(out, key=lambda n: n.name))
 
 
-def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """True when every ``nodeSelector`` entry is one of the node's labels."""
-    return all(labels.get(str(k)) == str(v) for k, v in (selector or {}).items())
-
-
-def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+def expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+    """One ``matchExpressions``/``matchFields`` entry against the value it names (None: absent)."""
     operator = expr.get("operator")
     values = [str(v) for v in expr.get("values") or ()]
     if operator == "In":
@@ -147,7 +144,8 @@ def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
     return False
 
 
-def _term_matches(term: Any, node: NodeView) -> bool:
+def term_matches(term: Any, name: str, labels: Mapping[str, str]) -> bool:
+    """True when the node ``name`` with ``labels`` passes every requirement of ``term``."""
     if not isinstance(term, Mapping):
         return False
     expressions = term.get("matchExpressions") or []
@@ -157,15 +155,28 @@ def _term_matches(term: Any, node: NodeView) -> bool:
     for expr in expressions:
         if not isinstance(expr, Mapping):
             return False
-        if not _expression_matches(expr, node.labels.get(str(expr.get("key")))):
+        if not expression_matches(expr, labels.get(str(expr.get("key")))):
             return False
     for expr in fields:
         # metadata.name is the only field a node selector term may name.
         if not isinstance(expr, Mapping) or expr.get("key") != "metadata.name":
             return False
-        if not _expression_matches(expr, node.name):
+        if not expression_matches(expr, name):
             return False
     return True
+
+
+def node_selector_matches(
+    selector: Mapping[str, Any] | None, name: str, labels: Mapping[str, str]
+) -> bool:
+    """True when a ``NodeSelector`` (its terms ORed) admits the node; no selector admits none."""
+    terms = (selector or {}).get("nodeSelectorTerms") or ()
+    return any(term_matches(term, name, labels) for term in terms)
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """True when every ``nodeSelector`` entry is one of the node's labels."""
+    return all(labels.get(str(k)) == str(v) for k, v in (selector or {}).items())
 
 
 def required_terms(affinity: Any) -> list[Any] | None:
@@ -186,7 +197,7 @@ def affinity_matches(affinity: Any, node: NodeView) -> bool:
     terms = required_terms(affinity)
     if terms is None:
         return True
-    return any(_term_matches(term, node) for term in terms)
+    return any(term_matches(term, node.name, node.labels) for term in terms)
 
 
 def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:

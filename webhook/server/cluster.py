@@ -84,6 +84,7 @@ class ClusterFeed:
             configmap=(ref.namespace, ref.name) if ref is not None else None,
             on_snapshot=feed.on_snapshot,
             watch_pods=False,
+            dra=settings.dra,
         )
         return feed
 
@@ -155,6 +156,8 @@ class ClusterFeed:
         text += f", data {age:.0f} s old" if age is not None else ""
         if not health.api_reachable:
             text += f", API server unreachable: {health.last_error}"
+        if health.dra:
+            text += f", {health.dra}"
         if self._last_error:
             text += f", ConfigMap refused: {self._last_error}"
         return True, text

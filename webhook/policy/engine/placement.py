@@ -188,7 +188,29 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
             f"{_selection_fix(intent, cands)}",
             ask.label,
         )
-    return selected if ask.count == 1 else _for_several(ask, selected)
+    enough = _enough_on_a_node(ask, selected)
+    if isinstance(enough, RuleResult):
+        return enough
+    return enough if ask.count == 1 else _for_several(ask, enough)
+
+
+def _enough_on_a_node(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
+    """The offers with ``ask.count`` devices (or slots) on some node, where that is known: the
+    scheduler fits a container's request on one node, or why none has as many."""
+    enough = [
+        (p, o) for p, o in selected if o.most_on_a_node is None or o.most_on_a_node >= ask.count
+    ]
+    if enough:
+        return enough
+    most = max(o.most_on_a_node or 0 for _, o in selected)
+    return RuleResult(
+        "gpu-resource-offered",
+        "fail",
+        f"{ask.label} asks for {ask.count} {ask.form.name}, but no node has that many: the "
+        f"most one node offers is {most} ({summary(selected)}): the pod would stay Pending. "
+        f"Ask for at most {most}, or spread the work over several pods",
+        ask.label,
+    )
 
 
 def _for_several(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
@@ -296,9 +318,15 @@ def _choose_name(ask: Ask, usable: list[Pair], policy: Policy) -> Choice | RuleR
 
 
 def _needs_selection(choice: Choice, inventory: Inventory) -> bool:
-    # The candidates are some of the pairs that advertise the chosen name, each once: fewer
-    # of them than all means the name alone would also reach nodes that cannot serve it.
-    return len(choice.candidates) < len(inventory.advertising(choice.name))
+    # The name alone would also reach nodes that cannot serve the container: some pair that
+    # advertises it is not a candidate, yet has room for the request on one of its nodes (a
+    # node with fewer devices than asked for is never chosen by the scheduler anyway).
+    chosen = {id(offer) for _, offer in choice.candidates}
+    count = choice.ask.count
+    return any(
+        id(offer) not in chosen and (offer.most_on_a_node is None or offer.most_on_a_node >= count)
+        for _, offer in inventory.advertising(choice.name)
+    )
 
 
 def selection(
