@@ -25,6 +25,10 @@ BIND_ENV: Final = "GPU_POLICY_BIND"
 WORKERS_ENV: Final = "GPU_POLICY_WORKERS"
 THREADS_ENV: Final = "GPU_POLICY_THREADS"
 LOG_LEVEL_ENV: Final = "GPU_POLICY_LOG_LEVEL"
+# Time limits for a client (webhook/certs/serving.py): the whole TLS handshake, and the whole
+# of one request's headers and body, so a slow or silent client cannot hold a thread.
+HANDSHAKE_TIMEOUT_ENV: Final = "GPU_POLICY_HANDSHAKE_TIMEOUT"
+READ_TIMEOUT_ENV: Final = "GPU_POLICY_READ_TIMEOUT"
 # The self-managed certificate mode (chart: certificates.mode=selfManaged); see
 # webhook/certs/manager.py. Set CERT_SECRET_ENV to turn it on.
 CERT_SECRET_ENV: Final = "GPU_POLICY_CERT_SECRET"  # noqa: S105 - a variable's name
@@ -42,6 +46,10 @@ DEFAULT_TLS_DIR: Final = "/etc/gpu-policy/tls"
 DEFAULT_WORKERS: Final = 2
 DEFAULT_THREADS: Final = 4
 DEFAULT_LOG_LEVEL: Final = "info"
+# Seconds. The API server sends a review (a few KB, at most 3 MiB) at once over the cluster
+# network; a client still in its handshake or request after this is slow or hostile.
+DEFAULT_HANDSHAKE_TIMEOUT: Final = 5.0
+DEFAULT_READ_TIMEOUT: Final = 5.0
 DEFAULT_KUBE: Final = "off"
 DEFAULT_DRA: Final = "auto"
 DRA_MODES: Final = ("auto", "off")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -54,6 +54,9 @@ class FileWatch:
     the interval runs, then one ``os.stat`` per file. Files that could not be used are not
     tried again until they change. Thread-safe, and never blocking: while one thread checks or
     rebuilds, the others carry on with what they have.
+
+    Files that name other files (a policy and the device-plugin configs it refers to) are one
+    unit: :meth:`reload_read` watches every file the last reading opened.
     """
 
     def __init__(
@@ -76,6 +79,31 @@ class FileWatch:
         """The files' stamps now."""
         return file_stamps(self.paths)
 
+    def record(self, read: ReadFiles, *, ok: bool) -> None:
+        """Watch the files a reading opened from now on; what they held was used when ``ok``.
+
+        Each stamp was taken just before its file was read: a change made after that gives a
+        different stamp at the next check, so no change is missed.
+        """
+        self.paths = tuple(read.stamps)
+        stamps = tuple(read.stamps.values())
+        if ok:
+            self.loaded, self._failed = stamps, None
+        else:
+            self._failed = stamps
+
+    def _begin(self, force: bool) -> bool:
+        """True, holding the lock, when a check is due and no other thread is checking."""
+        if not self.paths:
+            return False
+        now = self._clock()
+        if not force and now < self._next_check:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        self._next_check = now + self.interval
+        return True
+
     def reload(
         self,
         build: Callable[[Stamps], T | None],
@@ -90,15 +118,9 @@ class FileWatch:
         stamps are then not tried again. When the files changed while ``build`` read them, its
         result is dropped and they are read again at the next call.
         """
-        if not self.paths:
-            return False
-        now = self._clock()
-        if not force and now < self._next_check:
-            return False
-        if not self._lock.acquire(blocking=False):
+        if not self._begin(force):
             return False
         try:
-            self._next_check = now + self.interval
             stamps = self.stamps()
             if stamps in (self.loaded, self._failed):
                 return False
@@ -107,7 +129,7 @@ class FileWatch:
                 self._failed = stamps
                 return False
             if self.stamps() != stamps:
-                self._next_check = now
+                self._next_check = self._clock()
                 return False
             commit(built)
             self.loaded = stamps
@@ -115,6 +137,78 @@ class FileWatch:
             return True
         finally:
             self._lock.release()
+
+    def reload_read(
+        self,
+        attempt: Callable[[], tuple[T | None, ReadFiles]],
+        commit: Callable[[T], None],
+        *,
+        force: bool = False,
+    ) -> bool:
+        """:meth:`reload` for files that name other files; True when committed.
+
+        ``attempt()`` reads the files through a :class:`ReadFiles` and returns what it built
+        (None when they cannot be used; it says why) with that ReadFiles: the files it opened
+        are those watched from then on (:meth:`record`).
+        """
+        if not self._begin(force):
+            return False
+        try:
+            if self.stamps() in (self.loaded, self._failed):
+                return False
+            built, read = attempt()
+            if built is None:
+                self.record(read, ok=False)
+                return False
+            commit(built)
+            self.record(read, ok=True)
+            return True
+        finally:
+            self._lock.release()
+
+
+# How a file is read: its text, or OSError / UnicodeDecodeError.
+Read = Callable[[Path], str]
+
+
+def read_file(path: Path) -> str:
+    """A file's UTF-8 text (OSError, UnicodeDecodeError)."""
+    return path.read_text(encoding="utf-8")
+
+
+class ReadFiles:
+    """The files one reading of a policy opened, as one unit: their stamps and their texts.
+
+    ``read`` is the :data:`Read` to load through. Each file is stamped just before it is read
+    (``always``: stamped first, whether read or not, such as the policy and node files, so a
+    reading that stopped early still watches them). With ``kept`` (the texts of an earlier
+    reading) nothing is read from disk: those texts are served again.
+    """
+
+    def __init__(
+        self, always: Iterable[Path] = (), *, kept: Mapping[Path, str] | None = None
+    ) -> None:
+        """Stamp the ``always`` files now, unless replaying ``kept`` texts."""
+        self.kept = kept
+        self.texts: dict[Path, str] = {}
+        self.stamps: dict[Path, FileStamp] = {}
+        self.last: Path | None = None  # the file read last: the likely culprit of an error
+        if kept is None:
+            for path in always:
+                self.stamps[Path(path)] = file_stamps([path])[0]
+
+    def read(self, path: Path) -> str:
+        """The text of ``path``, recorded with the stamp it had just before."""
+        self.last = path
+        if self.kept is not None:
+            if path not in self.kept:
+                raise OSError(2, "not among the kept files", str(path))
+            text = self.kept[path]
+        else:
+            self.stamps.setdefault(path, file_stamps([path])[0])
+            text = read_file(path)
+        self.texts[path] = text
+        return text
 
 
 class DocumentError(PolicyError):
@@ -130,12 +224,53 @@ class DocumentError(PolicyError):
         super().__init__(source, f"line {line}" if line is not None else "", reason)
 
 
+def one_line(exc: BaseException) -> str:
+    """Any exception as a short one-line reason: what a log line or ``/readyz`` can carry."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return text or type(exc).__name__
+
+
 def yaml_error(exc: yaml.YAMLError, source: str) -> DocumentError:
     """A PyYAML error as a DocumentError naming the line it broke on."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        # Raised before any mark exists (a control character, a bad encoding): the position
+        # is a character offset, the line is counted from it.
+        text = exc.name if isinstance(exc.name, str) else ""
+        line = text.count("\n", 0, exc.position) + 1 if text else None
+        char = f"#x{exc.character:04x}" if isinstance(exc.character, int) else "a byte"
+        return DocumentError(source, line, f"not valid YAML: unacceptable character {char}")
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     line = int(mark.line) + 1 if mark is not None else None
     problem = getattr(exc, "problem", None) or str(exc)
     return DocumentError(source, line, f"not valid YAML: {problem}")
+
+
+# Deeper than any policy, config or node dump is nested (a dozen levels), far below what
+# Python's recursion limit lets PyYAML compose (~450), and cheap: PyYAML's scanner spends time
+# quadratic in the depth (1.7 s for 900 levels).
+MAX_DEPTH = 100
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing nesting deeper than :data:`MAX_DEPTH` as it scans."""
+
+    def _too_deep(self, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"nested more than {MAX_DEPTH} levels deep", self.get_mark()
+            )
+
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        self._too_deep(self.flow_level + 1)
+        super().fetch_flow_collection_start(token_class)
+
+    def add_indent(self, column: int) -> bool:
+        self._too_deep(len(self.indents) + 1)
+        return bool(super().add_indent(column))
 
 
 class Document(NamedTuple):
@@ -146,9 +281,17 @@ class Document(NamedTuple):
 
 
 def _composed(text: str, *, source: str) -> list[tuple[yaml.Node, Any]]:
-    """Every non-empty YAML document: its node (for line numbers) and its value."""
-    loader = yaml.SafeLoader(text)
+    """Every non-empty YAML document: its node (for line numbers) and its value.
+
+    Anything PyYAML raises becomes a DocumentError: a control character (raised by the loader's
+    constructor), nesting deeper than Python's recursion limit, an integer of more digits than
+    Python converts.
+    """
     out: list[tuple[yaml.Node, Any]] = []
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:
+        raise yaml_error(_named(exc, text), source) from None
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -159,9 +302,18 @@ def _composed(text: str, *, source: str) -> list[tuple[yaml.Node, Any]]:
                 out.append((node, value))
     except yaml.YAMLError as exc:
         raise yaml_error(exc, source) from None
+    except (RecursionError, ValueError) as exc:
+        raise DocumentError(source, None, f"not valid YAML: {one_line(exc)}") from None
     finally:
         loader.dispose()
     return out
+
+
+def _named(exc: yaml.YAMLError, text: str) -> yaml.YAMLError:
+    """A ReaderError names the stream "<unicode string>": give it the text to count lines in."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        exc.name = text
+    return exc
 
 
 def _line(node: yaml.Node) -> int:
@@ -211,17 +363,19 @@ def _item_lines(node: yaml.Node, count: int) -> list[int]:
     return [_line(node)] * count
 
 
-def read_text(path: str | Path) -> str:
+def read_text(path: str | Path, read: Read = read_file) -> str:
     """A file's text, with a PolicyError (not a traceback) when it cannot be read."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read(Path(path))
     except OSError as exc:
         raise PolicyError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise PolicyError(str(path), "", "not a UTF-8 text file") from None
 
 
-def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Policy:
+def policy_from_text(
+    text: str, *, source: str, base: Path | None = None, read: Read = read_file
+) -> Policy:
     """Parse a policy document; ``configFile`` references resolve against ``base``."""
     doc = single_document(text, source=source)
     if doc is None:
@@ -235,25 +389,44 @@ def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Pol
             "an empty config file as version v1 with nothing shared: write 'version: v1' for that",
         )
 
-    def read(ref: str) -> str:
+    def read_ref(ref: str) -> str:
         if base is None:
             raise OSError(2, "references need a policy file on disk")
-        return (base / ref).read_text(encoding="utf-8")
+        try:
+            text = read(base / ref)
+        except UnicodeDecodeError:
+            raise PolicyError(ref, "", "not a UTF-8 text file") from None
+        # Checked here, where every PyYAML failure becomes a DocumentError with its line, before
+        # the core parses it (the core knows only PyYAML's own errors).
+        _composed(text, source=ref)
+        return text
 
-    return parse_policy(doc, source=source, read=read, text=text)
+    return parse_policy(doc, source=source, read=read_ref, text=text)
 
 
-def load_policy(path: str | Path | None, *, text: str | None = None) -> Policy:
+def load_policy(path: str | Path | None, *, read: Read = read_file) -> Policy:
     """The policy in ``path``, or the bundled example policy when ``path`` is None.
 
-    ``text``: what ``path`` held when it was read earlier (the file is then not read again).
+    Files (the policy and those it names) are read through ``read``. Whatever goes wrong is a
+    PolicyError, whatever the exception: its file is the one read last.
     """
     if path is None:
         text = resources.files("webhook.data").joinpath(EXAMPLE_POLICY).read_text("utf-8")
         return policy_from_text(text, source=f"<bundled {EXAMPLE_POLICY}>")
     path = Path(path)
-    text = read_text(path) if text is None else text
-    return policy_from_text(text, source=str(path), base=path.parent)
+    last = [path]
+
+    def tracked(p: Path) -> str:
+        last[0] = p
+        return read(p)
+
+    try:
+        text = read_text(path, tracked)
+        return policy_from_text(text, source=str(path), base=path.parent, read=tracked)
+    except PolicyError:
+        raise
+    except Exception as exc:  # any exception: a file must never stop the caller otherwise
+        raise PolicyError(str(last[0]), "", one_line(exc)) from None
 
 
 #: The DRA kinds a node dump may hold besides Nodes (``kubectl get nodes,deviceclasses,
@@ -306,14 +479,19 @@ def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
 
 
 def load_inventory(
-    policy: Policy, nodes_path: str | Path | None, *, text: str | None = None
+    policy: Policy, nodes_path: str | Path | None, *, read: Read = read_file
 ) -> Inventory:
-    """The inventory from a node dump when given, else the one the policy implies.
-
-    ``text``: what ``nodes_path`` held when it was read earlier (the file is then not read).
-    """
+    """The inventory from a node dump (read through ``read``) when given, else the one the
+    policy implies. Whatever goes wrong is a PolicyError naming the file."""
     if nodes_path is None:
         return inventory_from_policy(policy)
-    text = read_text(nodes_path) if text is None else text
-    dump = cluster_from_text(text, source=str(nodes_path))
-    return inventory_from_nodes(dump.nodes, policy, source=f"nodes in {nodes_path}", dra=dump.dra())
+    try:
+        text = read_text(nodes_path, read)
+        dump = cluster_from_text(text, source=str(nodes_path))
+        return inventory_from_nodes(
+            dump.nodes, policy, source=f"nodes in {nodes_path}", dra=dump.dra()
+        )
+    except PolicyError:
+        raise
+    except Exception as exc:  # any exception: a file must never stop the caller otherwise
+        raise PolicyError(str(nodes_path), "", one_line(exc)) from None

@@ -388,6 +388,8 @@ def test_chart_defaults_are_the_contracts(default_render) -> None:
     assert env[contract.BIND_ENV] == contract.DEFAULT_BIND
     assert env[contract.WORKERS_ENV] == str(contract.DEFAULT_WORKERS)
     assert env[contract.THREADS_ENV] == str(contract.DEFAULT_THREADS)
+    assert float(env[contract.HANDSHAKE_TIMEOUT_ENV]) == contract.DEFAULT_HANDSHAKE_TIMEOUT
+    assert float(env[contract.READ_TIMEOUT_ENV]) == contract.DEFAULT_READ_TIMEOUT
     assert env[contract.LOG_LEVEL_ENV] == contract.DEFAULT_LOG_LEVEL
     assert env[contract.METRICS_DIR_ENV] == f"/tmp/{contract.METRICS_DIR_NAME}"
     container = _container(default_render)
@@ -614,6 +616,18 @@ def test_network_policy(renderer: Renderer) -> None:
     assert {(53, "UDP"), (53, "TCP"), (443, "TCP"), (6443, "TCP")} <= egress_ports
     api_rule = next(r for r in spec["egress"] if any(p["port"] == 6443 for p in r["ports"]))
     assert api_rule["to"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}]
+
+
+def test_network_policy_admits_only_the_listed_sources(renderer: Renderer) -> None:
+    """Enabled without sources would admit everybody (or, guessed, block the API server)."""
+    err = renderer.fails("--set", "networkPolicy.enabled=true")
+    assert "networkPolicy.ingressFrom" in err and "API server" in err
+
+
+def test_client_time_limits_reach_the_server(renderer: Renderer) -> None:
+    env = _env(renderer.render_case(CASES["ci/client-timeouts-values.yaml"]))
+    assert env[contract.HANDSHAKE_TIMEOUT_ENV] == "2"
+    assert env[contract.READ_TIMEOUT_ENV] == "2.5"
 
 
 def test_labels_everywhere(default_render) -> None:

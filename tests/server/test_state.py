@@ -9,7 +9,7 @@ import pytest
 
 from webhook.policy import PolicyError
 from webhook.server import Settings
-from webhook.server.state import FileTexts, LastGoodFiles, PolicyState
+from webhook.server.state import LastGoodFiles, PolicyState
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "webhook" / "data" / "example-policy.yaml"
 ENFORCE = EXAMPLE.read_text()
@@ -61,15 +61,15 @@ def test_without_last_good_texts_a_bad_file_still_stops_the_worker(policy: Path)
 
 def test_the_master_keeps_the_newest_good_texts_and_never_a_bad_one(policy: Path) -> None:
     kept = LastGoodFiles(Settings(policy_file=policy))
-    assert kept.texts == FileTexts(ENFORCE, None)
+    assert kept.texts == {policy: ENFORCE}
     assert not kept.check()  # unchanged
     write(policy, WARN, 2_000)
     assert kept.check()
-    assert kept.texts == FileTexts(WARN, None)
+    assert kept.texts == {policy: WARN}
     write(policy, GARBAGE, 3_000)
     assert not kept.check()
-    assert kept.texts == FileTexts(WARN, None)
+    assert kept.texts == {policy: WARN}
     # A file that parses but is not a valid policy is not kept either.
     write(policy, "apiVersion: gpu-policy.io/v1alpha1\nkind: Nope\n", 4_000)
     assert not kept.check()
-    assert kept.texts == FileTexts(WARN, None)
+    assert kept.texts == {policy: WARN}

@@ -58,6 +58,10 @@ MAX_STALENESS = 30.0
 FORK_WAIT = 5.0
 #: Attempts at writing the Secret in one round when other replicas keep writing it first.
 WRITE_ATTEMPTS = 3
+#: Seconds between two looks at the Secret's resourceVersion (one GET): a Secret another
+#: replica changed (a new CA, a renewed certificate) starts a round at once, not after the
+#: interval.
+CHANGE_CHECK = 3.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +170,13 @@ class CertManager:
         self.max_staleness = max_staleness
         self.name = name
         self.last_round: Round | None = None
+        self.change_check = min(CHANGE_CHECK, interval)
         self._remembered: rotation.SecretContent | None = None
+        self._resource_version: str | None = None
+        # The CAs every configuration trusted at the end of the last round (None: no round yet).
+        self._trusted_before: list[x509.Certificate] | None = None
+        # A new serving certificate is waiting for its CA to have been published a round ago.
+        self.waiting = False
         # Held for a whole round; a fork waits for it (see start()).
         self._lock = threading.Lock()
         self._forking = False
@@ -222,6 +232,7 @@ class CertManager:
 
     def _round(self) -> Round:
         record, published, read_at, changes = self._settle_secret()
+        self._resource_version = record.resource_version
         content = rotation.SecretContent(dict(record.data), dict(record.annotations))
         self._remembered = content
         # A caBundle made from a Secret read long ago could undo what a newer one published.
@@ -233,8 +244,12 @@ class CertManager:
         for problem in published.problems:
             logger.warning("%s: %s", self.name, problem)
         trusted = rotation.trusted_by_all(published.bundles)
+        before, self._trusted_before = self._trusted_before, trusted
         self.tls_dir.mkdir(parents=True, exist_ok=True)
         _write_if_changed(self.tls_dir / CA_CERT_FILE, rotation.pem_bundle(trusted), 0o644)
+        self.waiting = self._must_wait(content, before, trusted)
+        if self.waiting:
+            return Round(tuple(changes), fresh, len(trusted), tuple(published.problems))
         # Key first: a server that looks in between sees a mismatched pair and keeps serving
         # the old one until the certificate follows.
         key_changed = _write_if_changed(
@@ -247,10 +262,43 @@ class CertManager:
             logger.info("%s: wrote the serving certificate to %s", self.name, self.tls_dir)
         return Round(tuple(changes), fresh, len(trusted), tuple(published.problems))
 
+    def _must_wait(
+        self,
+        content: rotation.SecretContent,
+        before: list[x509.Certificate] | None,
+        trusted: list[x509.Certificate],
+    ) -> bool:
+        """True when the Secret's serving certificate should not be served yet.
+
+        A certificate whose CA the configurations did not already trust at the previous round
+        waits one more round (``CHANGE_CHECK`` seconds) while the one served now is still
+        trusted: its CA was published moments ago, and an API server may not have loaded that
+        caBundle yet (another replica made the CA, after the Secret was deleted). A server
+        with nothing trusted to serve takes the new one at once (it is not ready until the
+        caBundle verifies it).
+        """
+        now = self.clock()
+        new = x509.load_pem_x509_certificate(content.data[TLS_CERT_FILE])
+        if before is None or rotation.check_served(new, before, now)[0]:
+            return False
+        try:
+            served = x509.load_pem_x509_certificate((self.tls_dir / TLS_CERT_FILE).read_bytes())
+        except (OSError, ValueError):
+            return False
+        if served == new or not rotation.check_served(served, trusted, now)[0]:
+            return False
+        logger.info(
+            "%s: the new serving certificate's CA was published just now; serving the "
+            "current one for one more round",
+            self.name,
+        )
+        return True
+
     # -- the loop --------------------------------------------------------------------------
 
     def start(self) -> CertManager:
-        """Run a round every ``interval`` seconds in a daemon thread (the first after one).
+        """Run a round every ``interval`` seconds in a daemon thread (the first after one),
+        and at once when the Secret changes (looked at every ``CHANGE_CHECK`` seconds).
 
         The thread runs in the gunicorn master, which forks workers. A fork while a round
         holds a lock inside OpenSSL or the HTTP client would leave the child with that lock
@@ -279,8 +327,22 @@ class CertManager:
             self._forking = False
             self._lock.release()
 
+    def secret_changed(self) -> bool:
+        """True when the Secret is not the one the last round left (another replica wrote
+        it, or it was deleted); False when it is, or when it cannot be read now."""
+        with self._lock:
+            try:
+                record = self.store.read_secret()
+            except Exception:  # the next full round says why, once per interval
+                return False
+        return record is None or record.resource_version != self._resource_version
+
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        next_round = time.monotonic() + self.interval
+        while not self._stop.wait(self.change_check):
+            if time.monotonic() < next_round and not self.waiting and not self.secret_changed():
+                continue
+            next_round = time.monotonic() + self.interval
             try:
                 self.run_once()
             except Exception as exc:  # the cluster is unreachable, RBAC refuses...: next round

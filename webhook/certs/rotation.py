@@ -30,9 +30,12 @@ At no point does a replica serve a certificate the published caBundle does not v
 When the Secret is gone or its CA unusable, a replica that remembers the last good Secret puts
 it back and introduces a new CA beside it (deleting the Secret is how an operator asks for a new
 CA, and the overlap keeps every request served meanwhile); a replica that remembers nothing
-makes a new CA and serving certificate, which the API server trusts once the caBundle is
-published (until then the replica is not ready). An expired CA cannot overlap anything and
-is replaced at once.
+(it restarted meanwhile) makes a new CA and serving certificate, which the API server trusts
+once the caBundle is published (until then the replica is not ready). Either way every CA the
+webhook configurations trust at that moment stays in the caBundle, as a retired CA, for
+``overlap``: the other replicas still serve certificates those CAs signed until they read the
+new Secret, and a caBundle without them would make the API server refuse those replicas. An
+expired CA cannot overlap anything and is replaced at once.
 """
 
 from __future__ import annotations
@@ -353,14 +356,49 @@ class _Draft:
         new = x509.load_pem_x509_certificate(crt)
         self.change(f"new serving certificate ({_describe(new)}): {why}")
 
-    def start_over(self, why: str) -> Plan:
-        """A new CA and serving certificate, nothing else kept (no overlap is possible)."""
+    def start_over(self, why: str, published: Sequence[bytes | None]) -> Plan:
+        """A new CA and serving certificate; the CAs published now stay (:meth:`keep`)."""
         pem, key, _ = self.make_ca()
         self.data = {CA_CERT_FILE: pem, CA_KEY_FILE: key}
         self.notes = {k: v for k, v in self.notes.items() if k not in _OURS}
         self.changes = [f"{why}: made a new CA"]
+        self.keep(published)
         self.issue_serving("the CA is new")
         return self.plan()
+
+    def keep(self, published: Sequence[bytes | None]) -> None:
+        """Keep every CA the webhook configurations trust now in the caBundle for ``overlap``.
+
+        Run when this replica cannot follow the Secret it read before (the Secret is gone or
+        its CA unusable): another replica may still serve a certificate one of those CAs
+        signed, until it reads the new Secret. Dropping them from the caBundle now would make
+        the API server refuse that replica meanwhile.
+        """
+        mine = {
+            _fingerprint(c)
+            for key in (CA_CERT_FILE, NEXT_CA_CERT_FILE, PREVIOUS_CA_CERT_FILE)
+            for c in load_certificates(self.data.get(key))
+        }
+        kept: dict[bytes, x509.Certificate] = {}
+        for bundle in published:
+            for cert in load_certificates(bundle):
+                fp = _fingerprint(cert)
+                if fp not in mine and self.now < cert.not_valid_after_utc:
+                    kept[fp] = cert
+        if not kept:
+            return
+        retired = load_certificates(self.data.get(PREVIOUS_CA_CERT_FILE))
+        self.data[PREVIOUS_CA_CERT_FILE] = pem_bundle([*retired, *kept.values()])
+        until = max(
+            self.now + self.timing.overlap,
+            _parse_time(self.notes.get(PREVIOUS_CA_UNTIL_ANNOTATION)) or self.now,
+        )
+        self.notes[PREVIOUS_CA_UNTIL_ANNOTATION] = _format_time(until)
+        self.change(
+            f"kept the {len(kept)} CA(s) the webhook configurations trust now in the caBundle "
+            f"until {_format_time(until)}: other replicas may still serve certificates they "
+            "signed"
+        )
 
     def next_ca(
         self, ca: x509.Certificate, published: Sequence[bytes | None], *, force: bool
@@ -481,11 +519,12 @@ def plan(
         if remembered is not None:
             ca, _ = _usable_ca(remembered.data, CA_CERT_FILE, CA_KEY_FILE, now)
         if ca is None or remembered is None:
-            return draft.start_over(what)
+            return draft.start_over(what, published)
         draft.data = dict(remembered.data)
         draft.notes = {k: v for k, v in draft.notes.items() if k not in _OURS}
         draft.notes.update({k: v for k, v in remembered.annotations.items() if k in _OURS})
         draft.change(f"{what}: put back the CA ({_describe(ca)}) and serving certificate")
+        draft.keep(published)
         force_next = True
 
     ca, switched = draft.next_ca(ca, published, force=force_next)

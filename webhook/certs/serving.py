@@ -10,14 +10,17 @@ reaches every new connection without a restart and without failing a request. It
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
+import socket
 import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -28,7 +31,13 @@ from webhook.files import FileWatch, Stamps
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TLS12_CIPHERS", "ReloadingSSLContext", "TLSStatus", "build_server_context"]
+__all__ = [
+    "TLS12_CIPHERS",
+    "ClientDeadlines",
+    "ReloadingSSLContext",
+    "TLSStatus",
+    "build_server_context",
+]
 
 # TLS 1.2 suites we accept: forward secrecy (ECDHE) and AEAD only. TLS 1.3 suites are all
 # modern and are not affected by set_ciphers. Go's crypto/tls (the API server) offers
@@ -59,6 +68,124 @@ def build_server_context(
         ctx.load_verify_locations(cafile=os.fspath(client_ca_file))
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+@dataclass(frozen=True)
+class ClientDeadlines:
+    """How long a client may take: its whole TLS handshake, and the whole of one request's
+    headers and body (seconds; docs/contracts.md, ``GPU_POLICY_*_TIMEOUT``)."""
+
+    handshake: float
+    read: float
+
+
+class _DeadlineSocket(ssl.SSLSocket):
+    """A server-side TLS connection that a slow client cannot hold for long.
+
+    Why here: gunicorn's gthread worker gives a connection a thread of its pool as soon as its
+    first byte arrives, and that thread then does the TLS handshake and reads the request's
+    headers and body with blocking calls and no time limit. A client sending a byte a second
+    holds the thread for as long as it likes; a few such clients hold them all. gunicorn has
+    no setting for it, and a timeout per ``recv`` would not help (each byte arrives in time).
+    The context's ``sslsocket_class`` is the one place every served connection goes through,
+    whatever the worker does, so the limits are set here, as deadlines for the whole:
+
+    * the handshake: CPython's ``do_handshake`` on a socket with a timeout runs the whole
+      handshake against one deadline (``_ssl.c``), so setting the timeout is all it takes;
+    * a request: its deadline starts at its first ``recv`` and ends when the answer is sent
+      (``sendall``); each ``recv`` waits at most until the deadline. A kept-alive connection
+      starts a new deadline with its next request.
+
+    A client past a deadline is shut down and logged in one line; gunicorn sees an ordinary
+    disconnection (EOF) and frees the thread.
+
+    One more wait is removed: to close a connection, gunicorn 27 half-closes it and then reads
+    until the client closes too (up to 2 s, RFC 9112 section 9.6), and gthread does that in
+    its main loop, which every connection of the worker waits on. A client that never closes
+    stalled the whole worker for 2 s per connection. After the half-close, ``recv`` here takes
+    only what has already arrived (that is all the draining is for) and never waits.
+    """
+
+    deadlines = ClientDeadlines(5.0, 5.0)
+    _deadline: float | None = None
+    _closing = False
+
+    def shutdown(self, how: int) -> None:
+        """Shut down; after a half-close (``SHUT_WR``), reads no longer wait."""
+        if how in (socket.SHUT_WR, socket.SHUT_RDWR):
+            self._closing = True
+        super().shutdown(how)
+
+    def do_handshake(self, block: bool = False) -> None:
+        """The handshake, within ``deadlines.handshake`` seconds in all."""
+        previous = self.gettimeout()
+        if previous == 0.0:  # non-blocking: the caller waits for readiness itself
+            super().do_handshake(block)
+            return
+        self.settimeout(self.deadlines.handshake)
+        try:
+            super().do_handshake(block)
+        except TimeoutError:
+            self._give_up("TLS handshake", self.deadlines.handshake)
+            raise ssl.SSLEOFError(ssl.SSL_ERROR_EOF, "TLS handshake too slow") from None
+        self.settimeout(previous)
+
+    def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
+        """Like ``SSLSocket.recv``, b"" (the end) once the request's deadline passed."""
+        if self._closing:
+            self.setblocking(False)
+            try:
+                return super().recv(buflen, flags)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                return b""
+        timeout = self._arm()
+        if timeout is None:
+            return super().recv(buflen, flags)
+        previous = self.gettimeout()
+        try:
+            if timeout <= 0:
+                raise TimeoutError
+            self.settimeout(timeout if previous is None else min(previous, timeout))
+            return super().recv(buflen, flags)
+        except TimeoutError:
+            if self._deadline is not None and time.monotonic() < self._deadline:
+                raise  # the caller's own, shorter timeout
+            self._give_up("request headers and body", self.deadlines.read)
+            return b""
+        finally:
+            if self.fileno() != -1:
+                self.settimeout(previous)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        """An answer goes out: the request it answers is complete, its deadline ends."""
+        self._deadline = None
+        super().sendall(data, flags)
+
+    def _arm(self) -> float | None:
+        """Seconds left for this request (starting its deadline now if it has none); None
+        for a non-blocking socket, which never waits."""
+        if self.gettimeout() == 0.0:
+            return None
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self.deadlines.read
+        return self._deadline - now
+
+    def _give_up(self, what: str, seconds: float) -> None:
+        try:
+            peer = "%s:%s" % self.getpeername()[:2]  # noqa: UP031 - an address tuple
+        except OSError:
+            peer = "a client"
+        logger.info(
+            "closing the connection from %s: %s not received within %g s", peer, what, seconds
+        )
+        with contextlib.suppress(OSError):
+            self.shutdown(socket.SHUT_RDWR)
+
+
+def deadline_socket_class(deadlines: ClientDeadlines) -> type[ssl.SSLSocket]:
+    """The ``sslsocket_class`` that applies ``deadlines`` to every connection it serves."""
+    return type("DeadlineSocket", (_DeadlineSocket,), {"deadlines": deadlines})
 
 
 @dataclass(frozen=True)
@@ -105,8 +232,13 @@ class ReloadingSSLContext:
         client_ca_file: str | os.PathLike[str] | None = None,
         check_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        deadlines: ClientDeadlines | None = None,
     ) -> None:
-        """Load the files now; raise ``TLSError`` if they cannot be served."""
+        """Load the files now; raise ``TLSError`` if they cannot be served.
+
+        ``deadlines``: the time limits every connection served with these contexts gets.
+        """
+        self.socket_class = deadline_socket_class(deadlines) if deadlines is not None else None
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
         self.client_ca_file = Path(client_ca_file) if client_ca_file is not None else None
@@ -137,6 +269,8 @@ class ReloadingSSLContext:
             context = build_server_context(self.cert_file, self.key_file, self.client_ca_file)
         except (OSError, ssl.SSLError) as e:
             raise TLSError(f"cannot build the TLS context: {e}") from e
+        if self.socket_class is not None:
+            context.sslsocket_class = self.socket_class
         if self._files.stamps() != stamps:
             # The pair we parsed may not be the pair OpenSSL loaded. The stamps differ from
             # the ones recorded, so the next check loads the files again.

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.watcher import status_message
 
-__all__ = ["KubeCertStore", "SecretObject", "WebhookBundles"]
+__all__ = ["ApiRefused", "KubeCertStore", "SecretObject", "WebhookBundles"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,15 @@ SECRET_LABELS = {
     "app.kubernetes.io/component": "admission-webhook",
     "app.kubernetes.io/managed-by": "gpu-policy-webhook",
 }
+
+
+class ApiRefused(RuntimeError):
+    """The API server answered, and refused: ``status`` is its HTTP status (403: RBAC)."""
+
+    def __init__(self, message: str, status: int | None) -> None:
+        """One line for the log, and the status the API server gave."""
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -188,7 +197,7 @@ class KubeCertStore:
         except ApiException as exc:
             if exc.status in absent:
                 return None
-            raise RuntimeError(f"cannot {what} {self.label}: {_message(exc)}") from None
+            raise ApiRefused(f"cannot {what} {self.label}: {_message(exc)}", exc.status) from None
         return self._secret(_body(response))
 
     def read_secret(self) -> SecretObject | None:
@@ -236,7 +245,7 @@ class KubeCertStore:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise RuntimeError(f"cannot read {config.label}: {_message(exc)}") from None
+            raise ApiRefused(f"cannot read {config.label}: {_message(exc)}", exc.status) from None
         return _body(response)
 
     def read_bundles(self) -> WebhookBundles:
@@ -290,8 +299,8 @@ class KubeCertStore:
                 config.name, ops, _preload_content=False, _request_timeout=self.timeout
             )
         except ApiException as exc:
-            raise RuntimeError(
-                f"cannot set the caBundle of {config.label}: {_message(exc)}"
+            raise ApiRefused(
+                f"cannot set the caBundle of {config.label}: {_message(exc)}", exc.status
             ) from None
         log.info("set the caBundle of %s for %s", config.label, ", ".join(stale))
         return _body(response)

@@ -21,8 +21,10 @@ class PolicyError(ValueError):
     def __init__(self, source: str, field: str, reason: str) -> None:
         self.source = source
         self.field = field
-        self.reason = reason
-        super().__init__(located(source, field, reason))
+        # One line, whatever the reason quotes (PyYAML's messages span several): the server
+        # logs it and /readyz shows it.
+        self.reason = " ".join(reason.split())
+        super().__init__(located(source, field, self.reason))
 
 
 @dataclass(frozen=True, slots=True)

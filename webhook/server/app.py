@@ -44,7 +44,7 @@ from webhook.contract import (
 from webhook.server import metrics
 from webhook.server.logs import ReviewLog
 from webhook.server.settings import Settings
-from webhook.server.state import FileTexts, PolicyState
+from webhook.server.state import KeptFiles, PolicyState
 
 if TYPE_CHECKING:
     from webhook.server.cluster import ClusterFeed
@@ -186,7 +186,7 @@ def create_app(
     settings: Settings | None = None,
     *,
     ready_checks: Sequence[ReadyCheck] = (tls_not_served,),
-    last_good: FileTexts | None = None,
+    last_good: KeptFiles | None = None,
 ) -> Flask:
     """The webhook's Flask app, serving the policy the settings name.
 
@@ -224,7 +224,7 @@ def create_app(
 
 
 def start_webhook(
-    settings: Settings, ready_checks: Sequence[ReadyCheck], last_good: FileTexts | None = None
+    settings: Settings, ready_checks: Sequence[ReadyCheck], last_good: KeptFiles | None = None
 ) -> Webhook:
     """Load the policy (PolicyError when unusable) and, when asked, start watching the cluster."""
     state = PolicyState(settings, on_reload=metrics.record_reload, last_good=last_good)

@@ -5,7 +5,19 @@ after ``-c`` override them. What matters and why:
 
 * **gthread workers.** Sync workers close the connection after every response, so each
   admission request would pay a full TLS handshake; gthread keeps connections alive, which is
-  how the API server talks to webhooks (bench/workers.py measures the difference).
+  how the API server talks to webhooks (bench/workers.py measures the difference). The worker
+  class is gthread with one change, its thread pool (``webhook.server.worker``): connections
+  that have answered go first and always have half of the threads.
+* **Slow clients cannot hold the threads.** gthread does a connection's TLS handshake and
+  reads its request in a thread, with no time limit; a client sending a byte a second held
+  a thread for good, and eight of them took the server off the air. Every connection is
+  served with the socket class of ``webhook.certs.serving`` (set on the context the
+  ``ssl_context`` hook returns): the whole handshake, and the whole of each request's headers
+  and body, have a deadline (``GPU_POLICY_HANDSHAKE_TIMEOUT``, ``GPU_POLICY_READ_TIMEOUT``),
+  after which the connection is closed and its thread freed. A connection that sends nothing
+  never reaches a thread for long: gthread waits for its first byte, then parks it in its
+  poller. Chosen over a worker of our own (an event loop doing handshakes and headers without
+  threads) as the least code that bounds every way a connection holds a thread.
 * **keepalive 100 s.** The API server's webhook client (Go net/http) closes connections idle
   for 90 s (IdleConnTimeout). The server must keep them longer than that: if the server
   closed first, the client could send a request on a connection that is being closed, and a
@@ -25,9 +37,10 @@ after ``-c`` override them. What matters and why:
 * **Metrics of this server only.** Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes a
   directory of its own and removes it at exit: two servers on one host never share one.
 * **A bad policy edit never stops the server.** The master keeps the texts of the policy
-  files as they were when they last loaded (``webhook.server.state.LastGoodFiles``, followed
-  from a thread); a worker that gunicorn starts while the files are bad serves those instead
-  of failing to boot, which would make gunicorn stop every worker.
+  files (the policy, every file it names, the node dump) as they were when they last loaded
+  (``webhook.server.state.LastGoodFiles``, followed from a thread that survives any error); a
+  worker that gunicorn starts while the files are bad serves those instead of failing to
+  boot, which would make gunicorn stop every worker.
 * **graceful shutdown.** On SIGTERM workers stop accepting and finish the requests in flight
   (up to ``graceful_timeout``), so a rolling update fails no admission request.
 """
@@ -47,7 +60,7 @@ from typing import Any
 
 from webhook.certs.issue import TLSError
 from webhook.certs.manager import CertManager
-from webhook.certs.serving import ReloadingSSLContext
+from webhook.certs.serving import ClientDeadlines, ReloadingSSLContext
 from webhook.contract import METRICS_DIR_ENV
 from webhook.server.settings import CertManagerSettings, Settings
 from webhook.server.state import LastGoodFiles
@@ -90,7 +103,7 @@ metrics_dir.mkdir(parents=True, exist_ok=True)
 
 bind = [settings.bind]
 workers = settings.workers
-worker_class = "gthread"
+worker_class = "webhook.server.worker.ReviewWorker"
 threads = settings.threads
 keepalive = 100
 # The API server gives up on a webhook after timeoutSeconds (at most 30 s); a worker silent
@@ -141,6 +154,7 @@ def serving_context() -> ReloadingSSLContext:
             settings.key_file,
             client_ca_file=settings.client_ca,
             check_interval=CERT_CHECK_INTERVAL,
+            deadlines=ClientDeadlines(settings.handshake_timeout, settings.read_timeout),
         )
     return _reloader
 
@@ -158,7 +172,7 @@ _stop_following = threading.Event()
 def on_starting(server: Any) -> None:
     """Master, before binding: certificates (made first when self-managed), stale metrics."""
     global _cert_manager, last_good_files  # noqa: PLW0603 - one of each per master
-    last_good_files = LastGoodFiles(settings)
+    last_good_files = LastGoodFiles(settings, report=server.log.error)
     if cert_settings is not None:
         from webhook.server.selfmanaged import start_in_master
 

@@ -22,19 +22,23 @@ from webhook.contract import (
     DEFAULT_BIND,
     DEFAULT_CERT_INTERVAL,
     DEFAULT_DRA,
+    DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_KUBE,
     DEFAULT_LOG_LEVEL,
+    DEFAULT_READ_TIMEOUT,
     DEFAULT_THREADS,
     DEFAULT_TLS_DIR,
     DEFAULT_WORKERS,
     DRA_ENV,
     DRA_MODES,
+    HANDSHAKE_TIMEOUT_ENV,
     KUBE_ENV,
     LOG_LEVEL_ENV,
     METRICS_DIR_ENV,
     MUTATING_WEBHOOK_ENV,
     NODES_ENV,
     POLICY_FILE_ENV,
+    READ_TIMEOUT_ENV,
     SERVICE_ENV,
     THREADS_ENV,
     TLS_CERT_FILE,
@@ -59,7 +63,9 @@ class Settings:
     processes and threads, the TLS files (``tls.crt`` and ``tls.key`` in ``tls_dir``), the CA
     client certificates must be signed by, and the directory the workers share their metrics
     in (None: the gunicorn config makes one private to this server; the image and the chart
-    set one).
+    set one). ``handshake_timeout`` and ``read_timeout`` (seconds) bound a client's whole TLS
+    handshake and the whole of one request's headers and body: a slower client is
+    disconnected and its thread freed.
     """
 
     policy_file: Path | None = None
@@ -75,6 +81,8 @@ class Settings:
     tls_dir: Path = field(default_factory=lambda: Path(DEFAULT_TLS_DIR))
     client_ca: Path | None = None
     metrics_dir: Path | None = None
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -98,6 +106,16 @@ class Settings:
                 raise ValueError(f"{name}={raw!r}: must be at least 1")
             return value
 
+        def seconds(name: str, default: float) -> float:
+            raw = text(name) or str(default)
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r}: not a number of seconds") from None
+            if not 0.1 <= value <= 300:
+                raise ValueError(f"{name}={raw!r}: use 0.1 to 300 seconds")
+            return value
+
         log_level = text(LOG_LEVEL_ENV).lower() or DEFAULT_LOG_LEVEL
         if log_level not in LOG_LEVELS:
             raise ValueError(f"{LOG_LEVEL_ENV}={log_level!r}: use one of {', '.join(LOG_LEVELS)}")
@@ -116,6 +134,8 @@ class Settings:
             tls_dir=path(TLS_DIR_ENV) or Path(DEFAULT_TLS_DIR),
             client_ca=path(CLIENT_CA_ENV),
             metrics_dir=path(METRICS_DIR_ENV),
+            handshake_timeout=seconds(HANDSHAKE_TIMEOUT_ENV, DEFAULT_HANDSHAKE_TIMEOUT),
+            read_timeout=seconds(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT),
         )
 
     @property

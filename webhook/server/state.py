@@ -6,13 +6,16 @@ so no request ever sees half a policy.
 
 Two sources feed a snapshot:
 
-* the files: the policy (``GPU_POLICY_FILE``) and, without a cluster, the node dump
-  (``GPU_POLICY_NODES``). They are checked for changes at most once per ``reload_interval``,
-  on the request path (an ``os.stat`` per file per second, nothing more) and by ``/readyz``,
-  so an idle server picks a change up from the kubelet's probes. A ConfigMap volume updates by
-  swapping a symlink: ``os.stat`` follows it and sees a new inode. A file that does not load
-  keeps the last good snapshot; the problem (file, field, reason) is logged and counted once
-  per state of the files, and the files are tried again when they change next.
+* the files: the policy (``GPU_POLICY_FILE``), every file it names (``configFile``,
+  ``configMapFile``) and, without a cluster, the node dump (``GPU_POLICY_NODES``), read,
+  watched and kept as one unit (:func:`attempt`). They are checked for changes at most once per
+  ``reload_interval``, on the request path (an ``os.stat`` per file per second, nothing more)
+  and by ``/readyz``, so an idle server picks a change up from the kubelet's probes. A
+  ConfigMap volume updates by swapping a symlink: ``os.stat`` follows it and sees a new inode.
+  Files that do not load, for whatever reason (whatever the exception), keep the last good
+  snapshot; the problem (file, line or field, reason: one line) is logged and counted once per
+  state of the files, shown on ``/readyz`` (still 200: a good policy is served), and the
+  files are tried again when they change next.
 * the cluster, when one is watched (``webhook.server.cluster``): a ``view`` function combines the
   policy file with the latest cluster snapshot (the device-plugin ConfigMap, the nodes) and is
   called again for every new cluster snapshot and every policy reload.
@@ -33,11 +36,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from pathlib import Path
 
-from webhook.files import FileWatch, Stamps, load_inventory, load_policy, read_text
+from webhook.files import FileWatch, ReadFiles, load_inventory, load_policy, one_line
 from webhook.policy import Inventory, Policy, PolicyError
 from webhook.server.settings import Settings
 
@@ -64,71 +67,93 @@ def log_plugin_warnings(policy: Policy) -> None:
         logger.warning("device-plugin config: %s", warning)
 
 
-class FileTexts(NamedTuple):
-    """What the policy and node files held when read (None: the settings name no such file)."""
-
-    policy: str | None
-    nodes: str | None
+# The texts of every file a policy was loaded from (the policy, the files it names, the node
+# dump), by path: what the master keeps and a worker started later serves again.
+KeptFiles = Mapping[Path, str]
 
 
-def read_files(settings: Settings) -> FileTexts:
-    """The texts of the files the settings name; PolicyError when one cannot be read."""
-    return FileTexts(
-        read_text(settings.policy_file) if settings.policy_file else None,
-        read_text(settings.nodes_file) if settings.nodes_file else None,
-    )
-
-
-def snapshot_from(settings: Settings, texts: FileTexts, generation: int = 1) -> Snapshot:
-    """The snapshot the file texts make; PolicyError when they are bad."""
-    policy = load_policy(settings.policy_file, text=texts.policy)
-    inventory = load_inventory(policy, settings.nodes_file, text=texts.nodes)
+def snapshot_from(settings: Settings, read: ReadFiles, generation: int = 1) -> Snapshot:
+    """The snapshot the files make, read through ``read``; PolicyError when they are bad."""
+    policy = load_policy(settings.policy_file, read=read.read)
+    inventory = load_inventory(policy, settings.nodes_file, read=read.read)
     return Snapshot(policy, inventory, generation, policy)
+
+
+def attempt(
+    settings: Settings,
+    generation: int = 1,
+    *,
+    kept: KeptFiles | None = None,
+    warn: bool = True,
+) -> tuple[Snapshot | PolicyError, ReadFiles]:
+    """Load the files as one unit (or replay ``kept`` texts): the snapshot or why not, and
+    what was read. Never raises: whatever goes wrong is the PolicyError returned. ``warn``:
+    log what the device plugin would ignore (the workers do; the master does not serve)."""
+    read = ReadFiles(settings.policy_files, kept=kept)
+    try:
+        snapshot = snapshot_from(settings, read, generation)
+        if warn:
+            log_plugin_warnings(snapshot.policy)
+    except PolicyError as exc:
+        return exc, read
+    except Exception as exc:  # files.py turns file problems into PolicyError; anything else
+        # (a bug in the policy code on odd input) must not stop a reload either.
+        source = read.last or settings.policy_file
+        return PolicyError(str(source), "", f"{type(exc).__name__}: {one_line(exc)}"), read
+    return snapshot, read
 
 
 def load_snapshot(settings: Settings, generation: int = 1) -> Snapshot:
     """Load the policy and the inventory the settings name; PolicyError when they are bad."""
-    snapshot = snapshot_from(settings, read_files(settings), generation)
-    log_plugin_warnings(snapshot.policy)
-    return snapshot
+    loaded, _ = attempt(settings, generation)
+    if isinstance(loaded, PolicyError):
+        raise loaded
+    return loaded
 
 
 class LastGoodFiles:
-    """The texts of the policy and node files as they were the last time they loaded.
+    """The texts of every file of the policy as they were the last time they loaded.
 
     Kept by gunicorn's master, which never serves: :meth:`follow` checks the files (an
-    ``os.stat`` each per interval) from a thread of the master, so that a worker forked later
-    inherits the newest good texts, not those of the server's start. ``texts`` is replaced by
-    one attribute store, so a fork never sees it half written.
+    ``os.stat`` each per interval: the policy, the files it names, the node dump) from a thread
+    of the master, so that a worker forked later inherits the newest good texts, not those of
+    the server's start. ``texts`` is replaced by one attribute store, so a fork never sees it
+    half written. The thread never dies: whatever a check raises is logged and the next check
+    runs an interval later.
     """
 
-    def __init__(self, settings: Settings) -> None:
-        """Read the files now: ``texts`` is None when they do not load."""
+    def __init__(self, settings: Settings, report: Callable[[str], None] = logger.error) -> None:
+        """Read the files now: ``texts`` is None when they do not load. ``report`` gets one
+        line when a check fails in a way the files do not explain (gunicorn's log)."""
         self.settings = settings
+        self.report = report
         self._files = FileWatch(settings.policy_files, interval=settings.reload_interval)
-        self.texts: FileTexts | None = self._load(self._files.loaded)
+        loaded, read = attempt(settings, warn=False)
+        ok = not isinstance(loaded, PolicyError)
+        self._files.record(read, ok=ok)
+        self.texts: KeptFiles | None = dict(read.texts) if ok else None
 
-    def _load(self, stamps: Stamps) -> FileTexts | None:
-        try:
-            texts = read_files(self.settings)
-            snapshot_from(self.settings, texts)
-        except PolicyError:
-            return None  # the workers log why, each once per state of the files
-        return texts
+    def _attempt(self) -> tuple[KeptFiles | None, ReadFiles]:
+        loaded, read = attempt(self.settings, warn=False)
+        # The workers log why the files do not load, each once per state of the files.
+        return (None if isinstance(loaded, PolicyError) else dict(read.texts)), read
 
-    def _keep(self, texts: FileTexts) -> None:
+    def _keep(self, texts: KeptFiles) -> None:
         self.texts = texts
 
     def check(self) -> bool:
         """Take the files' texts if they changed and load; True when they were taken."""
-        return self._files.reload(self._load, self._keep, force=True)
+        return self._files.reload_read(self._attempt, self._keep, force=True)
 
     def follow(self, stop: threading.Event) -> threading.Thread:
         """Check the files every interval from a daemon thread until ``stop`` is set."""
 
         def run() -> None:
             while not stop.wait(self.settings.reload_interval):
-                self.check()
+                try:
+                    self.check()
+                except Exception as exc:  # never let the keeper die: a later good edit counts
+                    self.report(f"last good policy files: check failed: {one_line(exc)}")
 
         thread = threading.Thread(target=run, name="last-good-files", daemon=True)
         thread.start()
@@ -149,7 +174,7 @@ class PolicyState:
         *,
         on_reload: Callable[[bool], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        last_good: FileTexts | None = None,
+        last_good: KeptFiles | None = None,
     ) -> None:
         """Load the snapshot now; raise PolicyError if it cannot be served.
 
@@ -164,21 +189,25 @@ class PolicyState:
             settings.policy_files, interval=settings.reload_interval, clock=clock
         )
         self.last_error: str | None = None
-        try:
-            self._snapshot = load_snapshot(settings)
-        except PolicyError as exc:
-            if last_good is None:
-                raise
-            self._snapshot = snapshot_from(settings, last_good)
-            log_plugin_warnings(self._snapshot.policy)
-            self.last_error = str(exc)
-            self._notify(ok=False)
-            logger.error(
-                "policy files do not load, serving the last good policy %s the server "
-                "loaded before this worker started: %s",
-                self._snapshot.policy.source,
-                exc,
-            )
+        loaded, read = attempt(settings)
+        self._files.record(read, ok=not isinstance(loaded, PolicyError))
+        if not isinstance(loaded, PolicyError):
+            self._snapshot = loaded
+            return
+        if last_good is None:
+            raise loaded
+        kept, _ = attempt(settings, kept=last_good)
+        if isinstance(kept, PolicyError):  # the master kept only texts that loaded
+            raise kept
+        self._snapshot = kept
+        self.last_error = str(loaded)
+        self._notify(ok=False)
+        logger.error(
+            "policy files do not load, serving the last good policy %s the server "
+            "loaded before this worker started: %s",
+            self._snapshot.policy.source,
+            loaded,
+        )
 
     @property
     def snapshot(self) -> Snapshot:
@@ -219,21 +248,21 @@ class PolicyState:
 
         Never blocks: when another thread is already checking, this one serves what it has.
         """
-        return self._files.reload(self._load, self._swap_in, force=force)
+        return self._files.reload_read(self._load, self._swap_in, force=force)
 
-    def _load(self, stamps: Stamps) -> Snapshot | None:
-        try:
-            return load_snapshot(self.settings, self._snapshot.generation + 1)
-        except PolicyError as exc:
-            self.last_error = str(exc)
-            logger.error(
-                "policy reload failed, still serving policy %s (generation %d): %s",
-                self._snapshot.policy.source,
-                self._snapshot.generation,
-                exc,
-            )
-            self._notify(ok=False)
-            return None
+    def _load(self) -> tuple[Snapshot | None, ReadFiles]:
+        loaded, read = attempt(self.settings, self._snapshot.generation + 1)
+        if not isinstance(loaded, PolicyError):
+            return loaded, read
+        self.last_error = str(loaded)
+        logger.error(
+            "policy reload failed, still serving policy %s (generation %d): %s",
+            self._snapshot.policy.source,
+            self._snapshot.generation,
+            loaded,
+        )
+        self._notify(ok=False)
+        return None, read
 
     def _swap_in(self, loaded: Snapshot) -> None:
         with self._build_lock:

@@ -1,0 +1,149 @@
+"""Slow clients cannot starve the server (webhook/server/worker.py, webhook/certs/serving.py).
+
+Against the real webhook under gunicorn (1 worker, 2 threads, time limits of 1 s so that the
+test is short): connections sending their ClientHello or their request one byte a second, more
+of them than the worker has threads, while reviews are sent on a connection kept alive from
+before and on new connections. Every review is answered; the slow connections are closed by
+the server; a connection that says ``Connection: close`` and never closes does not stall the
+worker. Timings are measured in bench/slowloris.py, not here.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from tests.support.gunicorn import Server, running
+from tests.support.slow_clients import SlowClients
+from tests.support.waiting import wait_until
+from webhook.certs import issue
+from webhook.contract import HANDSHAKE_TIMEOUT_ENV, READ_TIMEOUT_ENV
+from webhook.server.worker import AnsweredFirstPool
+
+REVIEW = json.dumps(
+    {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "u"},
+            "object": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
+    }
+).encode()
+
+
+def review(conn: http.client.HTTPSConnection) -> int:
+    """POST one review on ``conn``; its HTTP status."""
+    conn.request("POST", "/mutate", body=REVIEW, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    resp.read()
+    return resp.status
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("slow")
+    certs = issue.write_certs(tmp / "tls")
+    env = {HANDSHAKE_TIMEOUT_ENV: "1", READ_TIMEOUT_ENV: "1"}
+    with running(Path(tmp), certs, workers=1, threads=2, **env) as served:
+        yield served
+
+
+@pytest.mark.parametrize("kind", ["hello", "headers"])
+def test_reviews_are_answered_while_slow_clients_hold_on(server: Server, kind: str) -> None:
+    kept = server.connect(timeout=10)
+    assert review(kept) == 200  # the API server's connection, kept alive from before
+    slow = SlowClients(server.port, 8, kind, until=time.monotonic() + 6).start()
+    try:
+        time.sleep(1.5)  # the slow connections are in; one has been closed at least once
+        for _ in range(10):
+            assert review(kept) == 200
+            fresh = server.connect(timeout=10)
+            try:
+                assert review(fresh) == 200
+            finally:
+                fresh.close()
+            time.sleep(0.2)
+    finally:
+        slow.join()
+        kept.close()
+    assert slow.closed_by_server >= 8  # each was closed by the server, not left to hang
+    assert "not received within 1 s" in server.log()
+
+
+def test_a_client_that_never_closes_does_not_stall_the_worker(server: Server) -> None:
+    """gunicorn lingers after answering ``Connection: close``: never in the worker's loop."""
+    kept = server.connect(timeout=5)  # gunicorn's linger, 2 s per connection, would add to 12 s
+    assert review(kept) == 200
+    lingering = []
+    try:
+        for _ in range(6):
+            sock = server.context.wrap_socket(
+                socket.create_connection(("127.0.0.1", server.port), timeout=10),
+                server_hostname="localhost",
+            )
+            head = (
+                f"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Connection: close\r\nContent-Length: {len(REVIEW)}\r\n\r\n"
+            )
+            sock.sendall(head.encode() + REVIEW)
+            lingering.append(sock)  # answered, and never closed by us
+        for sock in lingering:
+            assert sock.recv(12).startswith(b"HTTP/1.1 200")
+        assert review(kept) == 200
+    finally:
+        for sock in lingering:
+            sock.close()
+        kept.close()
+
+
+def test_the_pool_serves_answered_connections_first_and_keeps_threads_for_them() -> None:
+    class Progress:
+        def __init__(self, first_class: bool) -> None:
+            self.first_class = first_class
+
+    class Conn:
+        def __init__(self, first_class: bool) -> None:
+            self.review_progress = Progress(first_class)
+
+    pool = AnsweredFirstPool(4)
+    assert pool.new_limit == 2
+    release = threading.Event()
+    running_new: list[int] = []
+    lock = threading.Lock()
+
+    def hold(conn: Conn) -> str:
+        with lock:
+            running_new.append(1)
+        release.wait(10)
+        return "new"
+
+    try:
+        held: list[Future[str]] = [pool.submit(hold, Conn(False)) for _ in range(5)]
+        assert wait_until(lambda: len(running_new) >= 2, 10, poll=0.01)
+        # New connections take two threads at most; answered ones still run at once.
+        answered = [pool.submit(lambda c: "answered", Conn(True)) for _ in range(4)]
+        assert [f.result(timeout=10) for f in answered] == ["answered"] * 4
+        assert len(running_new) == 2
+    finally:
+        release.set()
+    assert [f.result(timeout=10) for f in held] == ["new"] * 5
+    pool.shutdown()

@@ -1,0 +1,267 @@
+"""The gunicorn worker: gthread, where no thread waits for a slow client.
+
+gunicorn's gthread worker gives a connection a thread of its pool as soon as its first byte
+arrives; the thread then does the TLS handshake and reads the request's headers and body with
+blocking calls and no time limit. A client sending a byte a second held a thread for as long
+as it liked, and eight of them (2 workers x 4 threads) took the server off the air, kept-alive
+connections included: they wait for a thread in the same first-come-first-served queue.
+
+:class:`ReviewWorker` keeps gthread (accepting, keep-alive, its poller, graceful shutdown) and
+changes two things, the least that bounds every way a client holds a thread:
+
+* **A thread never waits for a client's bytes.** :meth:`ReviewWorker.handle` steps the TLS
+  handshake and reads the request without blocking; when more bytes are needed it gives the
+  connection back to gthread's poller (gthread's own "defer" path, which it uses for a new
+  connection that sends nothing) and the next step runs when bytes arrive. Only a request
+  whose headers and body are all here goes to gunicorn's parser and the app. A handshake not
+  done within ``GPU_POLICY_HANDSHAKE_TIMEOUT``, or a request not all here within
+  ``GPU_POLICY_READ_TIMEOUT`` of its first byte, closes the connection (checked at each step;
+  a client that goes silent is closed by gthread after its keepalive time, holding no thread).
+  What still reads blocking (a chunked body, a body after ``Expect: 100-continue``) is bounded
+  by the socket deadlines of ``webhook.certs.serving``.
+* **Connections that have answered go first** (:class:`AnsweredFirstPool`, through
+  ``get_thread_pool``, the method gunicorn offers for it), and so do connections with a whole
+  request to answer: a review on a connection the API server keeps alive never waits behind
+  new connections, whose steps (handshake, gathering a request) use at most half the threads.
+
+Only HTTP/1.1 over TLS is stepped this way (the webhook serves no HTTP/2: its context offers
+no ALPN); anything else is left to gthread as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from gunicorn import http, sock
+from gunicorn.workers.gthread import _DEFER, ThreadWorker
+
+from webhook.certs.serving import ClientDeadlines
+from webhook.server.settings import Settings
+
+__all__ = ["AnsweredFirstPool", "ReviewWorker"]
+
+_Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
+
+
+class AnsweredFirstPool:
+    """A fixed pool of threads with two queues: connections that have answered, then new ones.
+
+    ``submit(fn, conn)`` is how gthread hands over a connection; :func:`first_class` says
+    which queue it goes to. New connections run on at most ``new_limit`` threads at once.
+    """
+
+    def __init__(self, threads: int, new_limit: int | None = None) -> None:
+        """Start ``threads`` daemon threads (gthread waits for the connections itself)."""
+        self.new_limit = new_limit if new_limit is not None else max(1, threads - threads // 2)
+        self._cond = threading.Condition()
+        self._answered: deque[_Work] = deque()
+        self._new: deque[_Work] = deque()
+        self._new_running = 0
+        self._shutdown = False
+        self._threads = [
+            threading.Thread(target=self._run, name=f"review-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        """Queue ``fn(*args)``; its Future, as ``concurrent.futures`` executors return."""
+        future: Future[Any] = Future()
+        answered = bool(args) and first_class(args[0])
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("cannot submit after shutdown")
+            (self._answered if answered else self._new).append((future, fn, args))
+            self._cond.notify_all()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the threads once the queued work is done (``cancel_futures``: drop it)."""
+        with self._cond:
+            self._shutdown = True
+            if cancel_futures:
+                for future, _, _ in (*self._answered, *self._new):
+                    future.cancel()
+                self._answered.clear()
+                self._new.clear()
+            self._cond.notify_all()
+        if wait:
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join()
+
+    def _take(self) -> tuple[_Work, bool] | None:
+        """The next work and whether it is a new connection's; None when shut down."""
+        with self._cond:
+            while True:
+                if self._answered:
+                    return self._answered.popleft(), False
+                if self._new and self._new_running < self.new_limit:
+                    self._new_running += 1
+                    return self._new.popleft(), True
+                if self._shutdown and not self._new:
+                    return None
+                self._cond.wait()
+
+    def _run(self) -> None:
+        while (taken := self._take()) is not None:
+            (future, fn, args), new = taken
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args))
+                    except BaseException as exc:  # handed to the Future, as executors do
+                        future.set_exception(exc)
+            finally:
+                if new:
+                    with self._cond:
+                        self._new_running -= 1
+                        self._cond.notify_all()
+
+
+_HEAD_END = b"\r\n\r\n"
+_CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+# Framings whose body gunicorn reads as it goes (bounded by the socket deadlines).
+_STREAMED = re.compile(rb"^(transfer-encoding|expect):", re.IGNORECASE | re.MULTILINE)
+# More head than gunicorn accepts anyway (limit_request_line + fields): let it answer 400.
+_MAX_HEAD = 2048 + 50 * 8192
+
+
+@dataclass
+class _Progress:
+    """Where a connection is: its handshake's start, the request being gathered, and whether
+    it goes ahead of new connections (:func:`first_class`)."""
+
+    handshake_started: float | None = None
+    request_started: float | None = None
+    buffer: bytearray = field(default_factory=bytearray)
+    first_class: bool = False
+    streamed: bool = False  # the request's body is read as it comes (chunked, Expect)
+
+
+def first_class(conn: Any) -> bool:
+    """True for a connection that has answered a request, or has a whole request to answer:
+    it goes ahead of new connections, whose steps are short and which may be slow clients."""
+    progress = getattr(conn, "review_progress", None)
+    return bool(getattr(progress, "first_class", False))
+
+
+class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type hints
+    """gunicorn's gthread worker stepping handshakes and requests without blocking."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """gthread's worker, with the time limits and body limit of the server's settings."""
+        super().__init__(*args, **kwargs)
+        settings = Settings.from_env()
+        self.deadlines = ClientDeadlines(settings.handshake_timeout, settings.read_timeout)
+        self.max_body = settings.max_body_bytes
+
+    def get_thread_pool(self) -> AnsweredFirstPool:
+        """The pool gthread submits connections to (gunicorn's documented override)."""
+        return AnsweredFirstPool(self.cfg.threads)
+
+    def handle(self, conn: Any) -> Any:
+        """One step of a connection; gthread's own handling once a whole request is here."""
+        if not self.cfg.is_ssl:
+            return super().handle(conn)
+        progress: _Progress | None = getattr(conn, "review_progress", None)
+        if progress is None:
+            progress = conn.review_progress = _Progress()
+        try:
+            step = self._step(conn, progress)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            self.log.debug("closing a connection from %s: %s", conn.client, exc)
+            return False
+        if step == "wait":
+            return _DEFER
+        if step == "close":
+            return False
+        if not progress.first_class and not progress.streamed:
+            # A whole request is here: it goes back to the pool as first class (gthread
+            # submits a connection again at once when its parser holds bytes), so that the
+            # threads kept for new connections only ever do their short steps.
+            progress.first_class = True
+            return True
+        keep = super().handle(conn)
+        progress.first_class = True  # it has answered
+        return keep
+
+    def _step(self, conn: Any, progress: _Progress) -> str:
+        """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request)."""
+        now = time.monotonic()
+        if not conn.initialized:
+            if progress.handshake_started is None:
+                if not conn.data_ready:
+                    return "wait"  # nothing sent yet: the poller waits, not a thread
+                progress.handshake_started = now
+                conn.sock.setblocking(False)
+                conn.sock = sock.ssl_wrap_socket(conn.sock, self.cfg)
+            if now - progress.handshake_started > self.deadlines.handshake:
+                return self._too_slow(conn, "TLS handshake", self.deadlines.handshake)
+            conn.sock.setblocking(False)
+            try:
+                conn.sock.do_handshake()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return "wait"
+            conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+            conn.initialized = True
+        if progress.request_started is None:
+            progress.request_started = now
+            progress.buffer = bytearray(conn.parser.unreader.take_buffered())
+        elif now - progress.request_started > self.deadlines.read:
+            return self._too_slow(conn, "request headers and body", self.deadlines.read)
+        conn.sock.setblocking(False)
+        while not self._whole(progress.buffer):
+            try:
+                chunk = conn.sock.recv(65536)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                return "wait"  # what came so far stays in progress.buffer
+            if not chunk:
+                return "close"  # the client went away
+            progress.buffer += chunk
+        progress.streamed = self._streamed(progress.buffer)
+        conn.parser.unreader.unread(bytes(progress.buffer))
+        progress.request_started = None
+        progress.buffer = bytearray()
+        return "ready"
+
+    def _streamed(self, data: bytearray) -> bool:
+        """True when gunicorn will read the body as it comes (it is not all in ``data``)."""
+        end = data.find(_HEAD_END)
+        if end < 0:
+            return True
+        head = bytes(data[:end])
+        match = _CONTENT_LENGTH.search(head)
+        return bool(_STREAMED.search(head)) or (
+            match is not None and int(match.group(1)) > self.max_body
+        )
+
+    def _whole(self, data: bytearray) -> bool:
+        """True when ``data`` holds a whole request, or all of it gunicorn should read here."""
+        end = data.find(_HEAD_END)
+        if end < 0:
+            return len(data) > _MAX_HEAD
+        head = bytes(data[:end])
+        if _STREAMED.search(head):
+            return True
+        match = _CONTENT_LENGTH.search(head)
+        length = int(match.group(1)) if match else 0
+        return length > self.max_body or len(data) >= end + len(_HEAD_END) + length
+
+    def _too_slow(self, conn: Any, what: str, seconds: float) -> str:
+        self.log.info(
+            "closing the connection from %s: %s not received within %g s",
+            "%s:%s" % tuple(conn.client[:2]),  # noqa: UP031 - an address tuple
+            what,
+            seconds,
+        )
+        return "close"
