@@ -228,6 +228,7 @@ class ControlPlane:
     components: list[_Component] = field(default_factory=list)
     _client: Any = None
     _dynamic: Any = None
+    _args: dict[str, list[str]] = field(default_factory=dict)
 
     # --- start ---------------------------------------------------------------------------
 
@@ -369,7 +370,18 @@ class ControlPlane:
             ),
         )
 
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again on the same port, as a control-plane upgrade
+        does; returns once it is ready. Its watch cache starts afresh from etcd: a watch that
+        resumes from an older resourceVersion is answered ``410 Gone``."""
+        comp = next(c for c in self.components if c.name == "kube-apiserver")
+        comp.stop()
+        self.components.remove(comp)
+        self._spawn("kube-apiserver", self._args["kube-apiserver"])
+        self._wait("kube-apiserver", lambda: self._get(self.url + "/readyz") == "ok")
+
     def _spawn(self, name: str, args: list[str]) -> None:
+        self._args[name] = args
         log = self.workdir / f"{name}.log"
         with log.open("ab") as out:
             proc = subprocess.Popen(
@@ -382,7 +394,22 @@ class ControlPlane:
             )
         self.components.append(_Component(name, proc, log))
 
-    def _ssl_context(self) -> ssl.SSLContext:
+    def ssl_context(self, user: str, groups: Sequence[str] = ()) -> ssl.SSLContext:
+        """A TLS client context trusting the API server, authenticating as ``user`` in
+        ``groups`` (what RBAC then grants that user, and nothing more)."""
+        cert, key = _client_cert(
+            self.ca_pem, (self.workdir / "pki" / "ca.key").read_bytes(), user, list(groups)
+        )
+        path = self.workdir / "pki" / f"user-{uuid.uuid4().hex[:8]}.pem"
+        path.write_bytes(cert + key)
+        path.chmod(0o600)
+        ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
+        ctx.load_cert_chain(path)
+        path.unlink()
+        return ctx
+
+    def admin_ssl_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting the API server and presenting the admin certificate."""
         ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
         cert = self.workdir / "pki" / "admin.pem"
         if not cert.exists():
@@ -397,7 +424,7 @@ class ControlPlane:
 
     def _get(self, url: str) -> str:
         """GET ``url`` (admin); the body, or "" on any error (not ready yet)."""
-        ctx = self._ssl_context() if url.startswith("https") else None
+        ctx = self.admin_ssl_context() if url.startswith("https") else None
         try:
             with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
                 return str(r.read().decode())
@@ -552,7 +579,10 @@ def control_plane() -> Iterator[ControlPlane]:
     assets = assets_dir()
     if assets is None:
         pytest.skip(SKIP_REASON)
-    workdir = Path(tempfile.mkdtemp(prefix="controlplane-"))
+    # Under the repository's git-ignored .cache, not /tmp: nothing else cleans it up under us.
+    cache = Path(__file__).resolve().parents[2] / ".cache" / "controlplane"
+    cache.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
     _state["workdir"] = workdir
     plane = ControlPlane(assets=assets, workdir=workdir)
     try:
