@@ -79,6 +79,7 @@ class LiveCluster:
         self.plane = plane
         self.proxy = proxy
         self._namespaces: set[str] = set()
+        self._uids: dict[str, str] = {}
         self._rbac = 0
         self._roles: list[str] = []
         self._before = {kind: set(self._names(api, kind)) for api, kind in _CLUSTER}
@@ -204,7 +205,8 @@ class LiveCluster:
     def add(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create ``obj``, then write its ``status`` as its owner would; the stored object.
 
-        A namespaced object without a namespace goes to ``default``.
+        A namespaced object without a namespace goes to ``default``. Objects from a dump keep
+        their owners when the owners were added first (owner references follow the new uids).
         """
         body = copy.deepcopy(obj)
         resource = self._resource(body)
@@ -217,7 +219,13 @@ class LiveCluster:
             namespace = meta.setdefault("namespace", "default")
             self.ensure_namespace(namespace)
         status = body.pop("status", None)
+        # Owners get new uids in this cluster: point the dependents at them, as a restore
+        # does (the garbage collector deletes an object whose owner's uid does not exist).
+        for ref in meta.get("ownerReferences") or []:
+            ref["uid"] = self._uids.get(ref.get("uid", ""), ref.get("uid", ""))
         stored = resource.create(body=body, namespace=namespace).to_dict()
+        if "uid" in obj.get("metadata", {}):
+            self._uids[obj["metadata"]["uid"]] = stored["metadata"]["uid"]
         if status:
             stored = self._set_status(resource, meta["name"], namespace, status)
         return stored  # type: ignore[no-any-return]
@@ -316,6 +324,17 @@ class LiveCluster:
         self.plane.restart_apiserver()
         self.proxy.cut_all()
 
+    def dump(self, *kinds: str) -> list[dict[str, Any]]:
+        """Every object of ``kinds`` in the cluster, as ``kubectl get -A -o yaml`` lists them."""
+        out: list[dict[str, Any]] = []
+        for kind in kinds:
+            listed = self._resource(kind).get().to_dict()
+            for item in listed["items"]:
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", listed["apiVersion"])
+                out.append(item)
+        return out
+
     @property
     def resource_version(self) -> int:
         """The API server's current resourceVersion (etcd's revision)."""
@@ -367,7 +386,13 @@ class LiveCluster:
 
 @pytest.fixture
 def live_cluster(control_plane: ControlPlane) -> Iterator[LiveCluster]:
-    """The real control plane behind a fresh fault proxy; what the test made is deleted after."""
+    """The real API server behind a fresh fault proxy; what the test made is deleted after.
+
+    The controller-manager and the scheduler are stopped meanwhile: what the test puts in
+    stays as it put it (no ReplicaSet adds pods, no garbage collector removes them, no pod
+    is bound but by the test), which is what a test of a reader (watch, list, audit) needs.
+    """
+    control_plane.stop_controllers()
     host, port = control_plane.url.removeprefix("https://").rsplit(":", 1)
     with FaultProxy((host, int(port)), control_plane.admin_ssl_context()) as proxy:
         cluster = LiveCluster(control_plane, proxy)

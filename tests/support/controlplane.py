@@ -74,6 +74,9 @@ READY_TIMEOUT = float(os.environ.get("CONTROL_PLANE_READY_TIMEOUT", "240"))
 
 SERVICE_CIDR = "10.0.0.0/24"
 
+#: The components that act on objects (tests may stop them; see ControlPlane.stop_controllers).
+CONTROLLERS = ("kube-controller-manager", "kube-scheduler")
+
 
 def assets_dir() -> Path | None:
     """The folder ``KUBEBUILDER_ASSETS`` names when it holds the four binaries, else None."""
@@ -370,6 +373,25 @@ class ControlPlane:
             ),
         )
 
+    @property
+    def controllers_running(self) -> bool:
+        """Whether kube-controller-manager and kube-scheduler run (they do after start)."""
+        return any(c.name in CONTROLLERS and c.alive() for c in self.components)
+
+    def stop_controllers(self) -> None:
+        """Stop kube-controller-manager and kube-scheduler: the API server alone, where nothing
+        reconciles the objects a test puts there (a dump's ReplicaSets and Pods stay as they
+        were, as in a cluster whose controllers are down)."""
+        for comp in [c for c in self.components if c.name in CONTROLLERS]:
+            comp.stop()
+            self.components.remove(comp)
+
+    def start_controllers(self) -> None:
+        """Start kube-controller-manager and kube-scheduler again (no-op when they run)."""
+        for name in CONTROLLERS:
+            if not any(c.name == name for c in self.components):
+                self._spawn(name, self._args[name])
+
     def restart_apiserver(self) -> None:
         """Stop kube-apiserver and start it again on the same port, as a control-plane upgrade
         does; returns once it is ready. Its watch cache starts afresh from etcd: a watch that
@@ -643,7 +665,9 @@ def delete_namespace(plane: ControlPlane, name: str) -> None:
 
 @pytest.fixture
 def kube_namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A namespace of the test's own (its name), deleted after it."""
+    """A namespace of the test's own (its name), deleted after it, in a whole control plane
+    (the controller-manager and the scheduler run: Deployments get pods, pods get nodes)."""
+    control_plane.start_controllers()
     name = create_namespace(control_plane, request.node.name)
     try:
         yield name
