@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.cluster import LiveCluster
 from tests.support.cli import run_cli
+from tests.support.cluster import LiveCluster
 from webhook.audit import Collector, audit, document
 from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
 from webhook.kube.lister import AUDIT_KINDS, ClusterError

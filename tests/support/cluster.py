@@ -414,10 +414,36 @@ def report_crds(control_plane: ControlPlane) -> list[str]:
     )
     names = []
     for path in sorted(REPORT_CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        # Each file is the published CRD's schema and names (tests/audit/crd_schema.py).
+        vendored = yaml.safe_load(path.read_text())
+        group, version = vendored["apiVersion"].split("/")
+        kind = vendored["kind"]
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": vendored["crd"]},
+            "spec": {
+                "group": group,
+                "scope": vendored["scope"],
+                "names": {
+                    "kind": kind,
+                    "listKind": f"{kind}List",
+                    "plural": vendored["crd"].split(".", 1)[0],
+                    "singular": kind.lower(),
+                },
+                "versions": [
+                    {
+                        "name": version,
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": vendored["openAPIV3Schema"]},
+                    }
+                ],
+            },
+        }
         with contextlib.suppress(ApiException):
             crds.create(body=crd)
-        names.append(crd["metadata"]["name"])
+        names.append(vendored["crd"])
     deadline = time.monotonic() + 60
     for name in names:
         while True:
