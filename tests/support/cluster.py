@@ -80,6 +80,7 @@ class LiveCluster:
         self.proxy = proxy
         self._namespaces: set[str] = set()
         self._uids: dict[str, str] = {}
+        self._removed_crds = False
         self._rbac = 0
         self._roles: list[str] = []
         self._before = {kind: set(self._names(api, kind)) for api, kind in _CLUSTER}
@@ -318,6 +319,12 @@ class LiveCluster:
         """Delete every ``kind`` matching ``label_selector`` in one request (a burst of events)."""
         self._resource(kind).delete(namespace=namespace or None, label_selector=label_selector)
 
+    def remove_crd(self, name: str) -> None:
+        """Delete the CRD ``name`` (its kind is then 404, as in a cluster without it); the
+        report CRDs come back after the test."""
+        remove_crd(self.plane, name)
+        self._removed_crds = True
+
     def expire_watches(self) -> None:
         """Restart the API server: its watch cache starts afresh, so a watch resuming from a
         resourceVersion older than the restart gets ``410 Gone`` and must list again."""
@@ -353,24 +360,15 @@ class LiveCluster:
                         api_version="rbac.authorization.k8s.io/v1", kind=kind
                     ).delete(name=role)
         for name in self._namespaces:
-            for api, kind in _NAMESPACED:
-                with contextlib.suppress(ResourceNotFoundError, NotFoundError, ApiException):
-                    resource = self.plane.dynamic.resources.get(api_version=api, kind=kind)
-                    for item in resource.get(namespace=name).items:
-                        if (kind, item.metadata.name) in _KEEP:
-                            continue
-                        with contextlib.suppress(ApiException):
-                            resource.delete(
-                                name=item.metadata.name,
-                                namespace=name,
-                                body={"gracePeriodSeconds": 0, "propagationPolicy": "Background"},
-                            )
+            self._empty(name)
         for api, kind in _CLUSTER:
             with contextlib.suppress(ResourceNotFoundError, NotFoundError):
                 resource = self.plane.dynamic.resources.get(api_version=api, kind=kind)
                 for name in set(self._names(api, kind)) - self._before[kind]:
                     with contextlib.suppress(ApiException):
                         resource.delete(name=name)
+        if self._removed_crds:
+            install_report_crds(self.plane)
         # Pods the garbage collector removes after their owners: gone before the next test.
         pods = self.plane.dynamic.resources.get(api_version="v1", kind="Pod")
         deadline = time.monotonic() + 60
@@ -382,6 +380,22 @@ class LiveCluster:
                             name=item.metadata.name, namespace=name, body={"gracePeriodSeconds": 0}
                         )
                 time.sleep(0.2)
+
+
+    def _empty(self, namespace: str) -> None:
+        """Delete every object of the kinds in _NAMESPACED in ``namespace``."""
+        for api, kind in _NAMESPACED:
+            with contextlib.suppress(ResourceNotFoundError, NotFoundError, ApiException):
+                resource = self.plane.dynamic.resources.get(api_version=api, kind=kind)
+                for item in resource.get(namespace=namespace).items:
+                    if (kind, item.metadata.name) in _KEEP:
+                        continue
+                    with contextlib.suppress(ApiException):
+                        resource.delete(
+                            name=item.metadata.name,
+                            namespace=namespace,
+                            body={"gracePeriodSeconds": 0, "propagationPolicy": "Background"},
+                        )
 
 
 @pytest.fixture
@@ -403,48 +417,50 @@ def live_cluster(control_plane: ControlPlane) -> Iterator[LiveCluster]:
             cluster.cleanup()
 
 
-@pytest.fixture(scope="session")
-def report_crds(control_plane: ControlPlane) -> list[str]:
-    """The PolicyReport and openreports CRDs (tests/fixtures/report-crds), installed once and
-    established; their names."""
+def _crd(vendored: dict[str, Any]) -> dict[str, Any]:
+    """The CustomResourceDefinition of one vendored schema file (tests/audit/crd_schema.py)."""
+    group, version = vendored["apiVersion"].split("/")
+    kind = vendored["kind"]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": vendored["crd"]},
+        "spec": {
+            "group": group,
+            "scope": vendored["scope"],
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": vendored["crd"].split(".", 1)[0],
+                "singular": kind.lower(),
+            },
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": vendored["openAPIV3Schema"]},
+                }
+            ],
+        },
+    }
+
+
+def install_report_crds(plane: ControlPlane) -> list[str]:
+    """Create the PolicyReport and openreports CRDs (tests/fixtures/report-crds) unless they
+    exist, and wait until the API server serves them; their names."""
     import yaml
 
-    crds = control_plane.dynamic.resources.get(
+    crds = plane.dynamic.resources.get(
         api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
     )
     names = []
     for path in sorted(REPORT_CRDS.glob("*.yaml")):
-        # Each file is the published CRD's schema and names (tests/audit/crd_schema.py).
         vendored = yaml.safe_load(path.read_text())
-        group, version = vendored["apiVersion"].split("/")
-        kind = vendored["kind"]
-        crd = {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": vendored["crd"]},
-            "spec": {
-                "group": group,
-                "scope": vendored["scope"],
-                "names": {
-                    "kind": kind,
-                    "listKind": f"{kind}List",
-                    "plural": vendored["crd"].split(".", 1)[0],
-                    "singular": kind.lower(),
-                },
-                "versions": [
-                    {
-                        "name": version,
-                        "served": True,
-                        "storage": True,
-                        "schema": {"openAPIV3Schema": vendored["openAPIV3Schema"]},
-                    }
-                ],
-            },
-        }
         with contextlib.suppress(ApiException):
-            crds.create(body=crd)
+            crds.create(body=_crd(vendored))
         names.append(vendored["crd"])
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     for name in names:
         while True:
             conditions = crds.get(name=name).to_dict().get("status", {}).get("conditions") or []
@@ -453,5 +469,28 @@ def report_crds(control_plane: ControlPlane) -> list[str]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"CRD {name} not established")
             time.sleep(0.1)
-    control_plane.dynamic.resources.invalidate_cache()  # type: ignore[attr-defined]
+    plane.dynamic.resources.invalidate_cache()  # type: ignore[attr-defined]
     return names
+
+
+def remove_crd(plane: ControlPlane, name: str) -> None:
+    """Delete a CRD and wait until the API server no longer serves it (404 for its kind)."""
+    crds = plane.dynamic.resources.get(
+        api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
+    )
+    crds.delete(name=name)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            crds.get(name=name)
+        except NotFoundError:
+            break
+        time.sleep(0.1)
+    plane.dynamic.resources.invalidate_cache()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def report_crds(control_plane: ControlPlane) -> list[str]:
+    """The PolicyReport and openreports CRDs, installed once for the session; their names.
+    A test that removes one (:meth:`LiveCluster.remove_crd`) gets it back after."""
+    return install_report_crds(control_plane)
