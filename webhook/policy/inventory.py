@@ -1,20 +1,27 @@
 """What the cluster offers: pools of nodes, each advertising GPU resources under some name.
 
-The inventory is an immutable snapshot built from one of three sources, best first:
+The inventory is an immutable snapshot: what the nodes offer now, plus what the pools an
+autoscaler can grow from zero would add. Every :class:`Pool` says where it came from (its
+:class:`PoolOrigin`) and whether it has nodes now (``at_zero``: it has none, and can get some).
+What the nodes offer comes from one of three sources, best first:
 
 1. Node objects (a ``kubectl get nodes -o yaml`` dump, or the live watch): ``status.allocatable``
    is the truth about resource names and slots, GFD labels the truth about products
    (docs/device-plugin.md, "GFD labels"); disagreements between the two are recorded, not hidden.
 2. The pools the policy declares (``spec.pools``), expanded with the device-plugin config.
 3. The device-plugin config alone: resource names per config key, products unknown.
+
+The pools that can appear come from the policy's autoscaled pools (``spec.pools`` entries with
+``minNodes`` or ``maxNodes``) and from the cluster's autoscaler objects, read by the shells
+(Karpenter NodePools: ``webhook.policy.autoscaling``); docs/autoscaling.md says how.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.plugin_config import PluginConfig
@@ -74,9 +81,63 @@ class Offer:
         return f"{what} ({self.slots} slot{'' if self.slots == 1 else 's'})"
 
 
+OriginKind = Literal["nodes", "policy", "karpenter", "resourceslice"]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOrigin:
+    """Where a pool's description comes from.
+
+    ``kind``: ``nodes`` (Node objects, live or dumped), ``policy`` (``spec.pools``),
+    ``karpenter`` (a Karpenter NodePool), ``resourceslice`` (a DRA ResourceSlice pool);
+    ``name``: the node dump, policy file, NodePool or ResourceSlice pool it names.
+    """
+
+    kind: OriginKind
+    name: str | None = None
+
+    def describe(self) -> str:
+        """``declared in policy.yaml``, ``Karpenter NodePool gpu``: how messages name it."""
+        what = {
+            "nodes": "nodes",
+            "policy": "declared in",
+            "karpenter": "Karpenter NodePool",
+            "resourceslice": "ResourceSlice pool",
+        }[self.kind]
+        return what if self.name is None else f"{what} {self.name}"
+
+
+NODES = PoolOrigin("nodes")
+
+
+@dataclass(frozen=True, slots=True)
+class Scaling:
+    """The bounds an autoscaler keeps a pool's node count within (None: not known)."""
+
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+
+    def describe(self) -> str:
+        """``0-4 nodes``, ``at most 4 nodes``, ``autoscaled``."""
+        low, high = self.min_nodes, self.max_nodes
+        if low is not None and high is not None:
+            return f"{low}-{high} nodes"
+        if high is not None:
+            return f"at most {high} nodes"
+        if low is not None:
+            return f"at least {low} nodes"
+        return "autoscaled"
+
+
 @dataclass(frozen=True, slots=True)
 class Pool:
-    """Nodes that run the same device-plugin config key on the same GPU model."""
+    """Nodes that run the same device-plugin config key on the same GPU model.
+
+    ``node_count`` is how many nodes it has now (``nodes`` names them when they are known);
+    ``scaling`` is set for a pool an autoscaler sizes, and ``at_zero`` says it has no node
+    now but can get one: its offers (0 devices, 0 slots) say what each new node will offer.
+    ``device_class`` is the DRA DeviceClass its nodes publish devices of, when known.
+    """
 
     name: str
     config_key: str | None
@@ -84,6 +145,28 @@ class Pool:
     nodes: tuple[str, ...]
     offers: tuple[Offer, ...]
     node_count: int = 0
+    origin: PoolOrigin = NODES
+    scaling: Scaling | None = None
+    device_class: str | None = None
+
+    @property
+    def at_zero(self) -> bool:
+        """True when the pool has no node now and an autoscaler can add one."""
+        return self.scaling is not None and self.node_count == 0
+
+    def describe(self) -> str:
+        """``pool t4/Tesla-T4 (declared in policy.yaml, 0-4 nodes)``: how messages name it."""
+        parts = [self.origin.describe()]
+        if self.scaling is not None:
+            parts.append(self.scaling.describe())
+        return f"pool {self.name} ({', '.join(parts)})"
+
+
+def describe_pair(pool: Pool, offer: Offer) -> str:
+    """An offer as messages name it; one of a pool at zero says which pool can add it."""
+    if pool.at_zero:
+        return f"{offer.product or 'unknown product'} (no node yet: {pool.describe()})"
+    return offer.describe()
 
 
 @dataclass(frozen=True)
@@ -104,6 +187,11 @@ class Inventory:
         init=False, repr=False, compare=False
     )
     _plain_names: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
+
+    @property
+    def at_zero(self) -> tuple[Pool, ...]:
+        """The pools with no node now that an autoscaler can add nodes to."""
+        return tuple(p for p in self.pools if p.at_zero)
 
     def __post_init__(self) -> None:
         # The indexes are built once per snapshot; every review reads them instead of walking
@@ -142,7 +230,7 @@ class Inventory:
         """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), Tesla-T4-SHARED (3 slots)``, per name."""
         parts = []
         for name in sorted(names if names is not None else self._by_name):
-            offers = ", ".join(o.describe() for _, o in self.advertising(name))
+            offers = ", ".join(describe_pair(p, o) for p, o in self.advertising(name))
             parts.append(f"{name}: {offers}" if offers else name)
         return "; ".join(parts) if parts else "no GPU resources"
 
@@ -188,10 +276,10 @@ def _offer_from_config(
     )
 
 
-def _declared_pool(policy: Policy, pool: DeclaredPool) -> Pool:
+def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
+    """The pool ``pool`` describes, with ``nodes`` nodes (0: an autoscaled pool at zero)."""
     config = policy.configs.get(pool.config)
     mig = config.mig_strategy if config is not None else "none"
-    nodes = pool.nodes
     common: dict[str, Any] = {"model": pool.product, "memory": pool.memory_mib, "mig_strategy": mig}
     fallback = _config_selector(policy, pool.config)
     offers: list[Offer] = []
@@ -235,7 +323,7 @@ def _declared_pool(policy: Policy, pool: DeclaredPool) -> Pool:
                 **common,
             )
         )
-    name = f"{pool.config}/{pool.product}" if pool.product else pool.config
+    name = pool.name or (f"{pool.config}/{pool.product}" if pool.product else pool.config)
     return Pool(
         name=name,
         config_key=pool.config,
@@ -243,6 +331,9 @@ def _declared_pool(policy: Policy, pool: DeclaredPool) -> Pool:
         nodes=(),
         offers=tuple(offers),
         node_count=nodes,
+        origin=PoolOrigin("policy", policy.source),
+        scaling=Scaling(pool.min_nodes, pool.max_nodes) if pool.autoscaled else None,
+        device_class=pool.device_class,
     )
 
 
@@ -272,9 +363,13 @@ def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
 
 
 def inventory_from_policy(policy: Policy) -> Inventory:
-    """The inventory the policy implies: its declared pools, or one pool per config key."""
+    """The inventory the policy implies: its declared pools, or one pool per config key.
+
+    Each declared pool has the nodes it says it has (``nodes``); an autoscaled one with none
+    is at zero.
+    """
     if policy.pools:
-        pools = tuple(_declared_pool(policy, p) for p in policy.pools)
+        pools = tuple(_declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
         return Inventory(pools=pools, source=f"pools declared in {policy.source}")
     pools = tuple(_config_pool(policy, k, c) for k, c in policy.configs.items())
     return Inventory(pools=pools, source=f"device-plugin config in {policy.source}")
@@ -461,12 +556,54 @@ def _merge(offers: list[Offer], extra: list[Offer]) -> list[Offer]:
     return list(merged.values())
 
 
+def pool_key(pool: Pool) -> tuple[str | None, str | None]:
+    """(config key, GPU model): what makes two descriptions the same pool of nodes."""
+    return pool.config_key, next((o.model for o in pool.offers if o.model), None)
+
+
+def autoscaled_pools(policy: Policy) -> tuple[Pool, ...]:
+    """The policy's autoscaled pools as they are with no node: what each can add."""
+    return tuple(_declared_pool(policy, p, nodes=0) for p in policy.pools if p.autoscaled)
+
+
+def with_pools_that_can_appear(
+    live: Iterable[Pool], can_appear: Iterable[Pool]
+) -> tuple[tuple[Pool, ...], tuple[PoolOrigin, ...]]:
+    """The live pools, plus each pool of ``can_appear`` that no live pool already is.
+
+    Two descriptions are the same pool when they share :func:`pool_key`; the first one wins
+    (live nodes, then the order of ``can_appear``). A live pool an autoscaler also describes
+    keeps its nodes and takes the autoscaler's bounds. Also returns where the added pools
+    came from, each once.
+    """
+    pools = list(live)
+    where = {pool_key(p): i for i, p in enumerate(pools)}
+    origins: dict[PoolOrigin, None] = {}
+    for pool in can_appear:
+        key = pool_key(pool)
+        if key not in where:
+            where[key] = len(pools)
+            pools.append(pool)
+            origins[pool.origin] = None
+            continue
+        known = pools[where[key]]
+        if known.scaling is None and pool.scaling is not None:
+            pools[where[key]] = replace(known, scaling=pool.scaling)
+    return tuple(pools), tuple(origins)
+
+
 def inventory_from_nodes(
-    nodes: Iterable[Mapping[str, Any]], policy: Policy, *, source: str
+    nodes: Iterable[Mapping[str, Any]],
+    policy: Policy,
+    *,
+    source: str,
+    can_appear: Iterable[Pool] = (),
 ) -> Inventory:
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
     Nodes without any ``nvidia.com/`` GPU resource in ``status.allocatable`` are not pools.
+    The policy's autoscaled pools, then ``can_appear`` (pools the cluster's autoscaler objects
+    describe), join as pools at zero, unless the nodes already form them.
     """
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
     problems: list[str] = []
@@ -496,4 +633,9 @@ def inventory_from_nodes(
                 node_count=len(names),
             )
         )
-    return Inventory(pools=tuple(pools), source=source, disagreements=tuple(problems))
+    everything, origins = with_pools_that_can_appear(
+        pools, (*autoscaled_pools(policy), *can_appear)
+    )
+    if origins:
+        source += " + pools that can appear: " + ", ".join(o.describe() for o in origins)
+    return Inventory(pools=everything, source=source, disagreements=tuple(problems))

@@ -9,7 +9,8 @@ spec:
   exemptNamespaces: [...]
   devicePlugin: {configMap | configMapFile | config | configFile, nodeLabel, defaultConfig,
                  configMapRef: {namespace, name}}
-  pools: [{config, product, nodes, gpusPerNode, memoryMiB, migDevices}]
+  pools: [{name, config, product, nodes, minNodes, maxNodes, gpusPerNode, memoryMiB,
+           migDevices, deviceClass}]
   mutation: {rewriteResourceNames, injectNodeSelection: intent | always | when-needed | never,
              tolerations}
 ```
@@ -61,7 +62,14 @@ DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class DeclaredPool:
-    """A node pool described in the policy, for when no node dump or cluster is at hand."""
+    """A node pool described in the policy.
+
+    Without ``min_nodes`` / ``max_nodes`` it describes nodes that exist, for when no node dump
+    or cluster is at hand (a live cluster's nodes replace it). With either, it is a pool an
+    autoscaler grows and shrinks: it joins the live inventory too, so that a pod only it can
+    serve is allowed while it has no node (docs/autoscaling.md). ``nodes`` is how many it has
+    when no cluster says (default 1, or ``min_nodes`` for an autoscaled pool).
+    """
 
     config: str
     product: str | None
@@ -69,6 +77,16 @@ class DeclaredPool:
     gpus_per_node: int
     memory_mib: int | None
     mig_devices: tuple[tuple[str, int], ...]  # (profile, instances per node), mixed strategy
+    name: str | None = None
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+    # The DRA DeviceClass the pool's nodes publish devices of (their ResourceSlices).
+    device_class: str | None = None
+
+    @property
+    def autoscaled(self) -> bool:
+        """True when an autoscaler sizes the pool (the policy gives minNodes or maxNodes)."""
+        return self.min_nodes is not None or self.max_nodes is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,10 +229,13 @@ def _pools(raw: object, source: str) -> tuple[DeclaredPool, ...]:
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise PolicyError(source, f"{where}.migDevices.{profile}", "must be a count >= 1")
             mig.append((p, count))
-        nodes = _get(entry, "nodes", int, 1, source, f"{where}.nodes")
+        low, high = _scaling(entry, source, where)
+        nodes = _get(entry, "nodes", int, 1 if low is None else low, source, f"{where}.nodes")
         gpus = _get(entry, "gpusPerNode", int, 1, source, f"{where}.gpusPerNode")
         if nodes < 0 or gpus < 0:
             raise PolicyError(source, where, "nodes and gpusPerNode cannot be negative")
+        if high is not None and nodes > high:
+            raise PolicyError(source, f"{where}.nodes", f"more than maxNodes ({high})")
         pools.append(
             DeclaredPool(
                 config=config,
@@ -223,9 +244,48 @@ def _pools(raw: object, source: str) -> tuple[DeclaredPool, ...]:
                 gpus_per_node=gpus,
                 memory_mib=_get(entry, "memoryMiB", int, None, source, f"{where}.memoryMiB"),
                 mig_devices=tuple(mig),
+                name=_get(entry, "name", str, None, source, f"{where}.name") or None,
+                min_nodes=low,
+                max_nodes=high,
+                device_class=_get(entry, "deviceClass", str, None, source, f"{where}.deviceClass")
+                or None,
             )
         )
     return tuple(pools)
+
+
+_POOL_FIELDS = frozenset(
+    {
+        "name",
+        "config",
+        "product",
+        "nodes",
+        "minNodes",
+        "maxNodes",
+        "gpusPerNode",
+        "memoryMiB",
+        "migDevices",
+        "deviceClass",
+    }
+)
+
+
+def _scaling(entry: Mapping[str, Any], source: str, where: str) -> tuple[int | None, int | None]:
+    """A declared pool's (minNodes, maxNodes); unknown fields are refused here, once per pool."""
+    unknown = sorted(str(k) for k in entry if k not in _POOL_FIELDS)
+    if unknown:
+        raise PolicyError(
+            source,
+            f"{where}.{unknown[0]}",
+            f"unknown field (known: {', '.join(sorted(_POOL_FIELDS))})",
+        )
+    low = _get(entry, "minNodes", int, None, source, f"{where}.minNodes")
+    high = _get(entry, "maxNodes", int, None, source, f"{where}.maxNodes")
+    if (low is not None and low < 0) or (high is not None and high < 1):
+        raise PolicyError(source, where, "minNodes cannot be negative, maxNodes must be >= 1")
+    if low is not None and high is not None and low > high:
+        raise PolicyError(source, f"{where}.minNodes", f"above maxNodes ({high})")
+    return low, high
 
 
 _CONFIG_KEYS = ("config", "configFile", "configMap", "configMapFile")

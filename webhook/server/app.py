@@ -317,7 +317,7 @@ class LeanReviews:
     through Flask's path and ~65-70 us through this one, against ~28 us for a bare WSGI
     callable. Under gunicorn over one keep-alive TLS connection (bench/latency.py, runs of the
     old and new code taking turns) the /mutate p50 went from a median 1.40x the bare WSGI
-    callable's to 1.21x, and the server's CPU per review from ~670 to ~520 us (README,
+    callable's to 1.21x, and the server's CPU per review from ~670 to ~520 us (docs/performance.md,
     "Performance").
     """
 
