@@ -381,7 +381,6 @@ class LiveCluster:
                         )
                 time.sleep(0.2)
 
-
     def _empty(self, namespace: str) -> None:
         """Delete every object of the kinds in _NAMESPACED in ``namespace``."""
         for api, kind in _NAMESPACED:
