@@ -14,6 +14,7 @@ import yaml
 
 from tests.support.cli import run_cli
 from tests.support.cluster import LiveCluster
+from tests.support.controlplane import ControlPlane
 from webhook.audit import Collector, audit, document
 from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
 from webhook.kube.lister import AUDIT_KINDS, ClusterError
@@ -117,7 +118,7 @@ def test_the_command_on_a_live_cluster(cluster: LiveCluster, kubeconfig: Path) -
 
 
 def test_as_a_kubectl_plugin_it_reads_the_current_kubeconfig(
-    cluster: LiveCluster, kubeconfig: Path, tmp_path: Path
+    control_plane: ControlPlane, kubeconfig: Path, tmp_path: Path
 ) -> None:
     # `kubectl gpu-policy audit` with no --kubeconfig and no dumps reads the cluster of
     # $KUBECONFIG, as kubectl does; `gpu-policy audit` alone still asks for a source.
@@ -126,7 +127,8 @@ def test_as_a_kubectl_plugin_it_reads_the_current_kubeconfig(
         pytest.skip("needs the installed package (pip install -e .)")
     env = {
         "PATH": str(Path(sys.executable).parent),
-        "KUBECONFIG": str(kubeconfig),
+        # The cluster's own kubeconfig, as kubectl reads it: TLS, a client certificate.
+        "KUBECONFIG": str(control_plane.kubeconfig),
         "HOME": str(tmp_path),
     }
     common = ["audit", "--policy", str(CLUSTER / "policy.yaml"), "--now", NOW, "-o", "json"]
