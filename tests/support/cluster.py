@@ -27,7 +27,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from tests.support.controlplane import ControlPlane
 from tests.support.faultproxy import FaultProxy, Request
 
-__all__ = ["LiveCluster", "live_cluster", "report_crds"]
+__all__ = ["LiveCluster", "live_cluster", "report_crds", "running_cluster"]
 
 REPORT_CRDS = Path(__file__).resolve().parents[1] / "fixtures" / "report-crds"
 
@@ -44,6 +44,9 @@ _NAMESPACED = (
     ("v1", "Secret"),
     ("wgpolicyk8s.io/v1alpha2", "PolicyReport"),
     ("openreports.io/v1alpha1", "Report"),
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 #: Cluster-wide kinds: what exists after a test and did not before is deleted.
 _CLUSTER = (
@@ -52,6 +55,8 @@ _CLUSTER = (
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
     ("wgpolicyk8s.io/v1alpha2", "ClusterPolicyReport"),
     ("openreports.io/v1alpha1", "ClusterReport"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
 )
 #: What :meth:`LiveCluster.forbid` grants, by API group.
 _GRANTABLE = {
@@ -69,7 +74,7 @@ _API_VERSIONS = {kind: api for api, kind in (*_NAMESPACED, *_CLUSTER)}
 # Set by the server, refused or ignored on create.
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 # Names the control plane makes in every namespace.
-_KEEP = {("ConfigMap", "kube-root-ca.crt")}
+_KEEP = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
 
 
 class LiveCluster:
@@ -169,12 +174,19 @@ class LiveCluster:
         self._roles.append(user)
         self._act_as(self.plane.ssl_context(user))
 
+    def act_as_service_account(self, namespace: str, name: str) -> None:
+        """From now on, forward as ServiceAccount ``namespace/name`` (a token the API server
+        issued for it): what RBAC grants it, and nothing more."""
+        token = self.plane.service_account_token(namespace, name)
+        self._act_as(self.plane.anonymous_ssl_context(), token)
+
     def allow_all(self) -> None:
         """Forward as the admin again (after :meth:`forbid`)."""
         self._act_as(self.plane.admin_ssl_context())
 
-    def _act_as(self, context: ssl.SSLContext) -> None:
+    def _act_as(self, context: ssl.SSLContext, bearer: str | None = None) -> None:
         self.proxy.context = context
+        self.proxy.bearer = bearer
         self.proxy.cut_all()  # connections opened as the previous user
 
     # --- objects ---------------------------------------------------------------------------
@@ -397,6 +409,21 @@ class LiveCluster:
                         )
 
 
+@contextlib.contextmanager
+def running_cluster(plane: ControlPlane) -> Iterator[LiveCluster]:
+    """A LiveCluster on ``plane`` behind a fresh fault proxy, controllers stopped; what was
+    made meanwhile is deleted at the end (see the ``live_cluster`` fixture)."""
+    plane.stop_controllers()
+    host, port = plane.url.removeprefix("https://").rsplit(":", 1)
+    with FaultProxy((host, int(port)), plane.admin_ssl_context()) as proxy:
+        cluster = LiveCluster(plane, proxy)
+        try:
+            yield cluster
+        finally:
+            proxy.come_back()
+            cluster.cleanup()
+
+
 @pytest.fixture
 def live_cluster(control_plane: ControlPlane) -> Iterator[LiveCluster]:
     """The real API server behind a fresh fault proxy; what the test made is deleted after.
@@ -405,15 +432,8 @@ def live_cluster(control_plane: ControlPlane) -> Iterator[LiveCluster]:
     stays as it put it (no ReplicaSet adds pods, no garbage collector removes them, no pod
     is bound but by the test), which is what a test of a reader (watch, list, audit) needs.
     """
-    control_plane.stop_controllers()
-    host, port = control_plane.url.removeprefix("https://").rsplit(":", 1)
-    with FaultProxy((host, int(port)), control_plane.admin_ssl_context()) as proxy:
-        cluster = LiveCluster(control_plane, proxy)
-        try:
-            yield cluster
-        finally:
-            proxy.come_back()
-            cluster.cleanup()
+    with running_cluster(control_plane) as cluster:
+        yield cluster
 
 
 def _crd(vendored: dict[str, Any]) -> dict[str, Any]:

@@ -430,6 +430,22 @@ class ControlPlane:
         path.unlink()
         return ctx
 
+    def anonymous_ssl_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting the API server, with no client certificate (for a
+        bearer token, which a client certificate would otherwise outrank)."""
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A token for ServiceAccount ``namespace/name`` (the TokenRequest API, as the kubelet
+        gets a pod's), valid for an hour."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.client)
+        answer = core.create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": 3600}}
+        )
+        return str(answer.status.token)
+
     def admin_ssl_context(self) -> ssl.SSLContext:
         """A TLS client context trusting the API server and presenting the admin certificate."""
         ctx = ssl.create_default_context(cadata=self.ca_pem.decode())

@@ -131,6 +131,11 @@ class FaultProxy:
         self.requests: list[Request] = []
         #: Seconds every request waits, once recorded, before it is forwarded (0: none).
         self.delay = 0.0
+        #: When set, requests go on with ``Authorization: Bearer <bearer>`` in place of the
+        #: client's (give the proxy a context without a client certificate, which would win).
+        self.bearer: str | None = None
+        #: (request, HTTP status) of every answer relayed from the API server.
+        self.answers: list[tuple[Request, int]] = []
         self._down: str | None = None
         self._conns: set[_Conn] = set()
         self._lock = threading.Condition()
@@ -328,6 +333,9 @@ class FaultProxy:
                     conn.upstream.settimeout(None)
                     upfile = conn.upstream.makefile("rb")
                 assert upfile is not None
+                if self.bearer is not None:
+                    head = [h for h in head if not h.lower().startswith(b"authorization:")]
+                    head.append(f"Authorization: Bearer {self.bearer}\r\n".encode())
                 conn.upstream.sendall(b"".join(head) + b"\r\n" + body)
                 conn.in_watch = request.verb == "watch"
                 conn.watch = request if conn.in_watch else None
@@ -339,7 +347,9 @@ class FaultProxy:
                     ).start()
                 self._changed()
                 try:
-                    if not self._relay(upfile, conn, method):
+                    keep, status = self._relay(upfile, conn, method)
+                    self.answers.append((request, status))
+                    if not keep:
                         return
                 finally:
                     conn.in_watch = False
@@ -387,8 +397,9 @@ class FaultProxy:
         )
 
     @staticmethod
-    def _relay(upfile: object, conn: _Conn, method: str) -> bool:
-        """Copy one answer from the API server to the client; False when the connection ends."""
+    def _relay(upfile: object, conn: _Conn, method: str) -> tuple[bool, int]:
+        """Copy one answer from the API server to the client: (whether the connection stays
+        open, the answer's status)."""
         client = conn.client
         head = _read_head(upfile)
         client.sendall(b"".join(head) + b"\r\n")
@@ -410,8 +421,8 @@ class FaultProxy:
         else:
             while data := read(65536):
                 client.sendall(data)
-            return False
-        return headers.get("connection", "").lower() != "close"
+            return False, status
+        return headers.get("connection", "").lower() != "close", status
 
     @staticmethod
     def _relay_chunked(upfile: object, conn: _Conn) -> None:
