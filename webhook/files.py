@@ -223,7 +223,15 @@ def policy_from_text(text: str, *, source: str, base: Path | None = None) -> Pol
     """Parse a policy document; ``configFile`` references resolve against ``base``."""
     doc = single_document(text, source=source)
     if doc is None:
-        raise PolicyError(source, "", "expected one YAML document, found 0")
+        # Nothing says an empty policy file is a device-plugin config, and a file caught while
+        # it is being rewritten is empty too: the server keeps its last good policy. A
+        # configFile or a ConfigMap key that is empty is the plugin's empty config and loads.
+        raise PolicyError(
+            source,
+            "",
+            "the file is empty (expected one YAML document, found 0); the device plugin loads "
+            "an empty config file as version v1 with nothing shared: write 'version: v1' for that",
+        )
 
     def read(ref: str) -> str:
         if base is None:

@@ -129,14 +129,14 @@ def test_the_example_suite_against_the_cluster(live_cluster: LiveCluster, kubeco
     before = len(live_cluster.requests)
     result = cli("test", "--kubeconfig", str(kubeconfig), str(SUITES / "seed003-l20-t4.suite.yaml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^28 passed, 0 failed, 4 skipped in ", result.stdout, re.M)
+    assert re.search(r"^30 passed, 0 failed, 4 skipped in ", result.stdout, re.M)
     assert re.search(
         r"pod-update-is-not-reviewed .* skipped: UPDATE cannot be tested", result.stdout
     )
     # The cases that set their own injectNodeSelection: the cluster answers with its policy's.
     assert len(re.findall(r"skipped: sets injectNodeSelection \(local only\)", result.stdout)) == 3
     posts = [r for r in live_cluster.requests[before:] if r.method == "POST"]
-    assert len(posts) == 28
+    assert len(posts) == 30
     assert all(r.query["dryRun"] == "All" for r in posts)
     # The case's namespace is where the object is created.
     assert [r.path for r in posts].count("/api/v1/namespaces/kube-system/pods") == 1

@@ -132,7 +132,7 @@ def _tls_args(server: Server) -> list[str]:
 def test_the_example_suite_against_the_webhook(server: Server) -> None:
     result = cli("test", *_tls_args(server), str(SUITES / "seed003-l20-t4.suite.yaml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^29 passed, 0 failed, 3 skipped in ", result.stdout, re.M)
+    assert re.search(r"^31 passed, 0 failed, 3 skipped in ", result.stdout, re.M)
     assert len(re.findall(r"skipped: sets injectNodeSelection \(local only\)", result.stdout)) == 3
 
 

@@ -18,6 +18,7 @@ from webhook.harness import (
     find_suite_files,
     is_suite_file,
 )
+from webhook.harness.compare import check
 
 from .conftest import CLUSTERS, MANIFESTS
 
@@ -278,6 +279,77 @@ def test_a_case_sets_its_own_node_selection_mode(tmp_path: Path) -> None:
     for runner in (ServerRunner(WebhookClient("https://127.0.0.1:1")), KubeRunner(_no_create)):
         assert runner.unsupported(default) is None
         assert runner.unsupported(never) == "sets injectNodeSelection (local only)"
+
+
+@pytest.mark.parametrize(
+    ("config", "refused", "verdict", "differences"),
+    [
+        # The plugin refuses to start (cmd/nvidia-device-plugin/main.go validateFlags): so does
+        # the case's policy, with the plugin's reason.
+        (
+            "flags: {plugin: {deviceIDStrategy: serial}}",
+            "device-id-strategy option",
+            "policy refused",
+            [],
+        ),
+        (
+            "flags: {plugin: {deviceIDStrategy: serial}}",
+            "deviceListStrategy",
+            "policy refused",
+            ["the refusal does not match"],
+        ),
+        (
+            "flags: {plugin: {deviceIDStrategy: serial}}",
+            None,
+            "policy refused",
+            ["the case's policy is refused"],
+        ),
+        (
+            "flags: {plugin: {deviceIDStrategy: index}}",
+            "device-id-strategy",
+            "allowed",
+            ["but it loads"],
+        ),
+        # An empty mapping is the plugin's empty config (api/config/v1/config.go): it loads.
+        ("{}", None, "allowed", []),
+    ],
+    ids=["refused", "other-reason", "unexpected-refusal", "loads", "empty-loads"],
+)
+def test_a_case_names_its_own_policy(
+    tmp_path: Path, config: str, refused: str | None, verdict: str, differences: list[str]
+) -> None:
+    """``policy:`` reviews one case under another file; ``refused:`` expects it refused."""
+    (tmp_path / "plugin.yaml").write_text(config)
+    expect = f"{{refused: '{refused}'}}" if refused else "{failed: []}"
+    path = tmp_path / "t.suite.yaml"
+    nodes = f"nodes: {CLUSTERS / 'seed003-l20-t4' / 'nodes.yaml'}\ncases:\n"
+    body = MODES_POD.replace("  expect: allowed\n", f"  expect: {expect}\n")
+    path.write_text(
+        case("- name: own\n  policy: plugin.yaml\n" + body).replace("cases:\n", nodes, 1)
+    )
+    suite = SuiteLoader().load(path)
+    (own,) = suite.cases
+    assert own.policy_path == tmp_path / "plugin.yaml"
+    observed = LocalRunner().run(suite, own)
+    summary = observed.summary()
+    assert (summary if verdict == "policy refused" else summary.split()[0]) == verdict
+    found = [d.what for d in check(own, observed)]
+    assert len(found) == len(differences) and all(
+        want in got for want, got in zip(differences, found, strict=True)
+    ), found
+    for runner in (ServerRunner(WebhookClient("https://127.0.0.1:1")), KubeRunner(_no_create)):
+        assert runner.unsupported(own) == "names its own policy (local only)"
+
+
+def test_refused_needs_a_policy_of_the_case(tmp_path: Path) -> None:
+    found = problems(tmp_path, case(f"- name: a\n  object: {POD}\n  expect: {{refused: x}}\n"))
+    assert any("refused is about a policy of the case's own" in p for p in found), found
+    (tmp_path / "p.yaml").write_text("flags: {plugin: {deviceIDStrategy: serial}}")
+    text = (
+        f"- name: a\n  policy: p.yaml\n  object: {POD}\n  expect: {{refused: x, allowed: false}}\n"
+    )
+    found = problems(tmp_path, case(text))
+    assert any("a refused policy reviews nothing; drop allowed" in p for p in found), found
 
 
 def _no_create(obj: object, namespace: str | None) -> Any:

@@ -18,13 +18,23 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.builders import gpu, pod
+from tests.support.objects import gpu_node
 from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
-from webhook.policy import PolicyError, inventory_from_policy, parse_policy
+from webhook.files import load_inventory, load_policy
+from webhook.policy import (
+    PolicyError,
+    inventory_from_nodes,
+    inventory_from_policy,
+    parse_policy,
+    review,
+)
 from webhook.policy.plugin_config import PluginConfig, parse_plugin_config, parse_plugin_configmap
 from webhook.policy.products import MIG_PROFILES, product_value
 from webhook.policy.resources import ResourceForm, is_mig_profile, mig_form, parse_resource
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "device-plugin.md").read_text()
+CLUSTERS = Path(__file__).resolve().parents[2] / "examples" / "clusters"
 
 _V = "k8s-device-plugin v0.20.0"
 CONFIG = f"{_V} api/config/v1/config.go parseConfigFrom (read at 03973a97)"
@@ -50,12 +60,18 @@ CHANGELOG = f"{_V} CHANGELOG.md v0.12.0-rc.2 'Remove timeSlicing.strategy'"
 YAML_TO_JSON = "kubernetes-sigs/yaml yaml.go yamlToJSONTarget (read at 1e5b47d3)"
 MPS_PLUGIN = f"{_V} internal/plugin/mps.go getMPSOptions (read at ffd67d5d)"
 MPS_DAEMON = f"{_V} cmd/mps-control-daemon/mps/manager.go Daemons (read at 5bd74edc)"
-MPS_DOC = "https://docs.nvidia.com/deploy/mps/ Limitations (client contexts per device)"
 GFD_RESOURCE = f"{_V} internal/lm/resource.go getProductName/baseLabeler (read at aaccdfd2)"
 GFD_MIG = (
     f"{_V} internal/lm/mig-strategy.go newMigStrategy{{Single,Mixed}}Labeler (read at b9fe486d)"
 )
 GFD_MIG_NAME = f"{_V} internal/resource/nvml-mig-device.go GetName (read at f161ab27)"
+# Read at the v0.20.0 tag itself (tag object 460230bc, commit 1b826acc).
+FLAG_TYPES = f"{_V} api/config/v1/flags.go CommandLineFlags (tag v0.20.0)"
+VALIDATE_FLAGS_TAG = f"{_V} cmd/nvidia-device-plugin/main.go validateFlags (tag v0.20.0)"
+IMEX = f"{_V} api/config/v1/imex.go AssertChannelIDsValid (tag v0.20.0)"
+MPS_DEVICE = f"{_V} cmd/mps-control-daemon/mps/device.go assertReplicas/maxClients (tag v0.20.0)"
+MPS_WAIT = f"{_V} internal/plugin/mps.go getMPSOptions/waitForDaemon (tag v0.20.0)"
+GFD_CAPABLE = f"{_V} internal/lm/nvml.go newSharingLabeler/newMigCapabilityLabeler (tag v0.20.0)"
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,8 @@ class Loads:
     gpu_replicas: int | None = None
     fail: bool | None = None
     rename: bool | None = None
+    # False: the plugin loads the config yet never registers a resource on its nodes.
+    served: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -480,11 +498,199 @@ CONFIG_ROWS = [
         Loads(strategy="time-slicing", fail=False),
         RESOURCES_UNMARSHAL,
     ),
+    # --- MPS: the control daemon's client limit, and a config that shares nothing --------
     ConfigRow(
-        "mps-replicas-above-client-limit",
+        "mps-replicas-above-client-limit-never-served",
         _ts_entry("{name: gpu, replicas: 64}", "mps"),
-        Loads(warns=("sharing.mps.resources",), strategy="mps", gpu_replicas=64),
-        MPS_DOC,
+        Loads(warns=("sharing.mps.resources",), strategy="mps", gpu_replicas=64, served=False),
+        MPS_DEVICE,
+    ),
+    ConfigRow(
+        "mps-replicas-49-never-served",
+        _ts_entry("{name: gpu, replicas: 49}", "mps"),
+        Loads(warns=("sharing.mps.resources",), gpu_replicas=49, served=False),
+        MPS_DEVICE,
+    ),
+    ConfigRow(
+        "mps-replicas-48-served-from-7.5-warns-below",
+        _ts_entry("{name: gpu, replicas: 48}", "mps"),
+        Loads(warns=("sharing.mps.resources",), gpu_replicas=48, served=True),
+        MPS_DEVICE,
+    ),
+    ConfigRow(
+        "mps-replicas-16-served-everywhere",
+        _ts_entry("{name: gpu, replicas: 16}", "mps"),
+        Loads(warns=(), gpu_replicas=16, served=True),
+        MPS_DEVICE,
+    ),
+    ConfigRow(
+        "time-slicing-has-no-client-limit",
+        _ts_entry("{name: gpu, replicas: 64}"),
+        Loads(warns=(), gpu_replicas=64, served=True),
+        MPS_DEVICE,
+    ),
+    ConfigRow(
+        "mps-sharing-nothing-never-served",
+        _ts_entry("{name: nvidia.com/mig-1g.10gb, replicas: 2}", "mps"),
+        Loads(warns=("sharing.mps.resources[0].name", "sharing.mps.resources"), served=False),
+        MPS_WAIT,
+    ),
+    # --- flags: validateFlags, in its order, and the strict types of flags.go -------------
+    ConfigRow(
+        "device-list-strategy-unknown",
+        "flags: {plugin: {deviceListStrategy: nvidia}}",
+        Refused(
+            "flags.plugin.deviceListStrategy",
+            "invalid --device-list-strategy option: invalid strategy: 'nvidia'",
+        ),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "device-list-strategy-list-with-one-unknown",
+        "flags: {plugin: {deviceListStrategy: [envvar, cdi]}}",
+        Refused("flags.plugin.deviceListStrategy", "invalid strategy: 'cdi'"),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "device-list-strategy-list-loads",
+        "flags: {plugin: {deviceListStrategy: [envvar, volume-mounts, cdi-cri]}}",
+        Loads(strategy="none"),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "device-list-strategy-not-a-string",
+        "flags: {plugin: {deviceListStrategy: 1}}",
+        Refused("flags.plugin.deviceListStrategy", "invalid deviceListStrategy"),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "device-id-strategy-unknown",
+        "flags: {plugin: {deviceIDStrategy: serial}}",
+        Refused("flags.plugin.deviceIDStrategy", "invalid --device-id-strategy option: 'serial'"),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "device-id-strategy-empty-string",
+        "flags: {plugin: {deviceIDStrategy: ''}}",
+        Refused("flags.plugin.deviceIDStrategy", "invalid --device-id-strategy option: ''"),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "device-id-strategy-null-is-the-default",
+        "flags: {plugin: {deviceIDStrategy: null}}",
+        Loads(),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "device-id-strategy-index-loads",
+        "flags: {plugin: {deviceIDStrategy: index}}",
+        Loads(),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "allocation-policy-unknown",
+        "flags: {plugin: {sharedDevicesAllocationPolicy: spread}}",
+        Refused(
+            "flags.plugin.sharedDevicesAllocationPolicy",
+            "invalid --shared-devices-allocation-policy option: 'spread'",
+        ),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "allocation-policy-packed-loads",
+        "flags: {plugin: {sharedDevicesAllocationPolicy: packed}}",
+        Loads(),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "device-discovery-strategy-unknown",
+        "flags: {deviceDiscoveryStrategy: wsl}",
+        Refused("flags.deviceDiscoveryStrategy", "invalid --device-discovery-strategy option"),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "device-discovery-strategy-tegra-loads",
+        "flags: {deviceDiscoveryStrategy: tegra}",
+        Loads(),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "validate-flags-order-device-id-before-mig-strategy",
+        "flags: {migStrategy: bogus, plugin: {deviceIDStrategy: serial}}",
+        Refused("flags.plugin.deviceIDStrategy", "invalid --device-id-strategy option"),
+        VALIDATE_FLAGS_TAG,
+    ),
+    ConfigRow(
+        "flags-keys-match-in-any-case",
+        "flags: {Plugin: {DeviceIDStrategy: serial}}",
+        Refused("flags.plugin.deviceIDStrategy", "invalid --device-id-strategy option"),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "fail-on-init-error-quoted-yes",
+        'flags: {failOnInitError: "yes"}',
+        Refused("flags.failOnInitError", "cannot unmarshal string"),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "fail-on-init-error-bare-yes-is-a-yaml-bool",
+        "flags: {failOnInitError: yes}",
+        Loads(),
+        YAML_TO_JSON,
+    ),
+    ConfigRow(
+        "pass-device-specs-number",
+        "flags: {plugin: {passDeviceSpecs: 1}}",
+        Refused("flags.plugin.passDeviceSpecs", "cannot unmarshal number"),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "mig-strategy-number-is-not-turned-into-a-string",
+        "flags: {migStrategy: 1}",
+        Refused("flags.migStrategy", "cannot unmarshal number"),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "gfd-sleep-interval-not-a-duration",
+        "flags: {gfd: {sleepInterval: soon}}",
+        Refused("flags.gfd.sleepInterval", "invalid duration"),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "gfd-sleep-interval-infinite-loads",
+        "flags: {gfd: {sleepInterval: infinite, oneshot: false}}",
+        Loads(),
+        FLAG_TYPES,
+    ),
+    ConfigRow(
+        "imex-channel-zero-loads",
+        "imex: {channelIDs: [0], required: true}",
+        Loads(),
+        IMEX,
+    ),
+    ConfigRow(
+        "imex-channel-ids-two",
+        "imex: {channelIDs: [0, 1]}",
+        Refused("imex.channelIDs", "channelIDs must be [] or [0]; found [0 1]"),
+        IMEX,
+    ),
+    ConfigRow(
+        "imex-channel-ids-one-not-zero",
+        "imex: {channelIDs: [3]}",
+        Refused("imex.channelIDs", "channelIDs must be [] or [0]; found [3]"),
+        IMEX,
+    ),
+    ConfigRow(
+        "imex-channel-id-string",
+        "imex: {channelIDs: ['0']}",
+        Refused("imex.channelIDs[0]", "cannot unmarshal string"),
+        IMEX,
+    ),
+    ConfigRow(
+        "imex-required-string",
+        "imex: {required: 'true'}",
+        Refused("imex.required", "must be true or false"),
+        IMEX,
     ),
     ConfigRow(
         "resource-listed-twice-advertises-larger",
@@ -524,6 +730,7 @@ def test_config_rule(row: ConfigRow) -> None:
         "gpu_replicas": (expect.gpu_replicas, config.replicas(gpu)),
         "fail": (expect.fail, config.fail_requests_greater_than_one),
         "rename": (expect.rename, config.rename_by_default),
+        "served": (expect.served, config.never_served() is None),
     }
     for name, (wanted, got) in checks.items():
         if wanted is not None:
@@ -683,6 +890,20 @@ LABEL_ROWS = [
         mig={"1g.10gb": 7},
     ),
     LabelRow(
+        "plugin-mps-past-client-limit-serves-nothing",
+        "sharing: {mps: {resources: [{name: gpu, replicas: 49}]}}",
+        "NVIDIA L4",
+        (),
+        MPS_DEVICE,
+    ),
+    LabelRow(
+        "plugin-mps-sharing-nothing-serves-nothing",
+        "sharing: {mps: {resources: [{name: nvidia.com/mig-1g.10gb, replicas: 2}]}}",
+        "NVIDIA L4",
+        (),
+        MPS_WAIT,
+    ),
+    LabelRow(
         "plugin-resource-listed-twice-advertises-larger",
         "sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2}, {name: gpu, replicas: 4}]}}",
         "NVIDIA L20",
@@ -728,6 +949,208 @@ def test_label_rule(row: LabelRow) -> None:
                 assert value == expected, (
                     f"{wanted.name} {name}: expected {expected!r}, got {value!r}"
                 )
+
+
+@pytest.mark.parametrize(
+    ("capability", "replicas", "served"),
+    [
+        ((6, 1), 16, True),  # Pascal: 16 clients
+        ((6, 1), 17, False),
+        ((7, 0), 16, True),  # Volta V100: still 16, the comparison is against v7.5
+        ((7, 0), 17, False),
+        ((7, 2), 48, False),  # Xavier
+        ((7, 5), 48, True),  # Turing T4: 48
+        ((7, 5), 49, False),
+        ((8, 9), 48, True),  # Ada L4
+        ((12, 0), 49, False),
+        (None, 48, True),  # not known: the higher limit, with a warning on the config
+        (None, 49, False),
+    ],
+    ids=str,
+)
+def test_mps_client_limit_by_compute_capability(
+    capability: tuple[int, int] | None, replicas: int, served: bool
+) -> None:
+    """device.go: replicas > maxClients() fails assertReplicas; maxClients is 48 from v7.5 on.
+
+    manager.go Daemons then fails for the whole node, and the plugin never registers.
+    """
+    assert _cited(MPS_DEVICE)
+    config = parse_plugin_config(
+        yaml.safe_load(_ts_entry(f"{{name: gpu, replicas: {replicas}}}", "mps")),
+        key="k",
+        source="cfg.yaml",
+    )
+    reason = config.never_served(capability)
+    assert (reason is None) == served
+    if not served:
+        limit = 48 if capability is None or capability >= (7, 5) else 16
+        assert f"maximum allowed replicas exceeded: {replicas} > {limit}" in str(reason)
+        assert "never registers nvidia.com/gpu" in str(reason)
+
+
+@dataclass(frozen=True)
+class CapabilityRow:
+    rule: str
+    config: str
+    selector: dict[str, str]
+    allowed: bool
+    mig: dict[str, int] = field(default_factory=dict)
+
+
+L4_POOL = "NVIDIA L4"
+CAPABILITY_ROWS = [
+    CapabilityRow("mps-capable-true-on-time-slicing-refused", TS, {"nvidia.com/mps.capable": "true"}, False),
+    CapabilityRow("mps-capable-false-on-time-slicing-admitted", TS, {"nvidia.com/mps.capable": "false"}, True),
+    CapabilityRow("mps-capable-true-on-no-sharing-refused", "version: v1", {"nvidia.com/mps.capable": "true"}, False),
+    CapabilityRow("mps-capable-true-on-mps-admitted", MPS, {"nvidia.com/mps.capable": "true"}, True),
+    CapabilityRow("mps-capable-false-on-mps-refused", MPS, {"nvidia.com/mps.capable": "false"}, False),
+    CapabilityRow(
+        "mig-capable-false-on-mig-gpus-refused",
+        "flags: {migStrategy: single}",
+        {"nvidia.com/mig.capable": "false"},
+        False,
+        {"1g.10gb": 7},
+    ),
+    CapabilityRow(
+        "mig-capable-true-on-mig-gpus-admitted",
+        "flags: {migStrategy: single}",
+        {"nvidia.com/mig.capable": "true"},
+        True,
+        {"1g.10gb": 7},
+    ),
+    # Without MIG instances the pool does not say whether its GPUs could be split: not judged.
+    CapabilityRow("mig-capable-unknown-not-judged", "version: v1", {"nvidia.com/mig.capable": "true"}, True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("row", CAPABILITY_ROWS, ids=[r.rule for r in CAPABILITY_ROWS])
+def test_capability_labels_in_node_selection(row: CapabilityRow) -> None:
+    """GFD writes mps.capable "true" only under an MPS config, mig.capable where a GPU can be
+    split (nvml.go); a pod pinned to a value no node offering its GPU carries would stay
+    Pending, and is refused with what the nodes say."""
+    assert _cited(GFD_CAPABLE)
+    pool: dict[str, Any] = {"config": "default", "product": A100 if row.mig else L4_POOL}
+    if row.mig:
+        pool["migDevices"] = row.mig
+    doc = {
+        "apiVersion": GPU_POLICY_API_VERSION,
+        "kind": SHARING_POLICY_KIND,
+        "spec": {"devicePlugin": {"config": yaml.safe_load(row.config)}, "pools": [pool]},
+    }
+    policy = parse_policy(doc, source="conformance")
+    decision = review(
+        pod(gpu(1), nodeSelector=row.selector),
+        policy=policy,
+        inventory=inventory_from_policy(policy),
+    )
+    assert decision.allowed == row.allowed, decision.denial
+    if not row.allowed:
+        assert decision.failed == ("gpu-node-selection",)
+        ((key, value),) = row.selector.items()
+        assert f"nodeSelector {key}={value}" in decision.denial
+        assert f"their nodes say {key}=" in decision.denial
+
+
+@pytest.mark.parametrize(
+    ("nodes", "selector", "allowed"),
+    [
+        ("seed003-l20-t4", {"nvidia.com/mps.capable": "true"}, False),
+        ("seed003-l20-t4", {"nvidia.com/mps.capable": "false"}, True),
+        ("mps-l4", {"nvidia.com/mps.capable": "true"}, True),
+        ("mps-l4", {"nvidia.com/mps.capable": "false"}, False),
+        ("h100-mig-single", {"nvidia.com/mig.capable": "true"}, True),
+        ("seed003-l20-t4", {"nvidia.com/mig.capable": "true"}, False),
+    ],
+    ids=str,
+)
+def test_capability_labels_of_node_dumps(
+    nodes: str, selector: dict[str, str], allowed: bool
+) -> None:
+    """The same judgement on the labels GFD wrote on the example clusters' nodes (nvml.go)."""
+    assert _cited(GFD_CAPABLE)
+    policy = load_policy(CLUSTERS / nodes / "policy.yaml")
+    inventory = load_inventory(policy, CLUSTERS / nodes / "nodes.yaml")
+    decision = review(pod(gpu(1), nodeSelector=selector), policy=policy, inventory=inventory)
+    assert decision.allowed == allowed, decision.denial
+    if not allowed:
+        assert decision.failed == ("gpu-node-selection",)
+
+
+@pytest.mark.parametrize(
+    ("major", "minor", "replicas", "reported"),
+    [("8", "0", 48, False), ("8", "0", 49, True), ("7", "0", 16, False), ("7", "0", 17, True)],
+    ids=str,
+)
+def test_a_node_advertising_mps_past_the_limit_is_a_disagreement(
+    major: str, minor: str, replicas: int, reported: bool
+) -> None:
+    """device.go maxClients by the node's labelled capability: v0.20.0 registers no such
+    resource, so a node object that shows one is stale (or runs another plugin)."""
+    assert _cited(MPS_DEVICE)
+    labels = {
+        "nvidia.com/gpu.sharing-strategy": "mps",
+        "nvidia.com/mps.capable": "true",
+        "nvidia.com/gpu.compute.major": major,
+        "nvidia.com/gpu.compute.minor": minor,
+    }
+    node = gpu_node("n1", gpus=1, replicas=replicas, extra_labels=labels, heavy=False)
+    policy = parse_policy({"version": "v1"}, source="cfg")
+    inventory = inventory_from_nodes([node], policy, source="nodes")
+    found = [d for d in inventory.disagreements if "MPS control daemon accepts at most" in d]
+    assert bool(found) == reported, inventory.disagreements
+
+
+def test_capability_in_required_node_affinity() -> None:
+    """An affinity expression on mps.capable is judged like one on the product label."""
+    policy = load_policy(CLUSTERS / "seed003-l20-t4" / "policy.yaml")
+    inventory = load_inventory(policy, CLUSTERS / "seed003-l20-t4" / "nodes.yaml")
+    term = {"key": "nvidia.com/mps.capable", "operator": "In", "values": ["true"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
+    decision = review(pod(gpu(1), affinity=affinity), policy=policy, inventory=inventory)
+    assert decision.failed == ("gpu-node-selection",), decision.denial
+    term["operator"] = "NotIn"
+    decision = review(pod(gpu(1), affinity=affinity), policy=policy, inventory=inventory)
+    assert decision.allowed, decision.denial
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n", "# the plugin's defaults\n", "---\n"],
+    ids=["empty", "newline", "comment", "marker"],
+)
+def test_an_empty_config_file_is_the_plugins_empty_config(tmp_path: Path, text: str) -> None:
+    """config.go parseConfigFrom: yaml.Unmarshal of nothing leaves Config zero, version v1.
+
+    The same for a configFile, an inline config and a ConfigMap key. An empty policy file is
+    refused instead (the server keeps its last good policy while a file is rewritten), with
+    the plugin's reading in the reason.
+    """
+    assert _cited(CONFIG)
+    (tmp_path / "empty.yaml").write_text(text)
+    referring = tmp_path / "policy.yaml"
+    referring.write_text(
+        f"apiVersion: {GPU_POLICY_API_VERSION}\nkind: {SHARING_POLICY_KIND}\n"
+        "spec: {devicePlugin: {configFile: empty.yaml}}\n"
+    )
+    config = load_policy(referring).configs["default"]
+    assert (config.strategy, config.mig_strategy, config.warnings) == ("none", "none", ())
+    configmap = {"kind": "ConfigMap", "data": {"a": text}}
+    assert parse_plugin_configmap(configmap, source="cm")["a"].strategy == "none"
+    inline = {"apiVersion": GPU_POLICY_API_VERSION, "kind": SHARING_POLICY_KIND}
+    inline["spec"] = {"devicePlugin": {"config": text}}
+    assert parse_policy(inline, source="p").configs["default"].strategy == "none"
+    (tmp_path / "bare.yaml").write_text("{}")
+    assert load_policy(tmp_path / "bare.yaml").configs["default"].strategy == "none"
+    with pytest.raises(PolicyError) as caught:
+        load_policy(tmp_path / "empty.yaml")
+    assert "loads an empty config file as version v1" in caught.value.reason
 
 
 RM_NAMES = f"{_V} internal/rm/rm.go AddDefaultResourcesToConfig (read at 4caff141)"

@@ -637,6 +637,16 @@ def control_plane() -> Iterator[ControlPlane]:
             _state["workdir"] = None
 
 
+@pytest.fixture(autouse=True)
+def _whole_control_plane(request: pytest.FixtureRequest) -> None:
+    """A test on the control plane finds its controller-manager and scheduler running, unless
+    it uses ``live_cluster`` (tests/support/cluster.py), which stops them for its readers."""
+    names = request.fixturenames
+    if "control_plane" in names and "live_cluster" not in names:
+        plane = request.getfixturevalue("control_plane")
+        plane.start_controllers()
+
+
 _counter = itertools.count(1)
 
 

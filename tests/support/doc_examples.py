@@ -24,8 +24,17 @@ VOLATILE = (
     (re.compile(r" in \d+\.\d+s$", re.M), " in <seconds>s"),  # gpu-policy test's duration
 )
 
-# Examples that need a cluster: command -> the test (path::name) that runs them and compares.
-CLUSTER_EXAMPLES: dict[str, str] = {}
+# Examples that need a cluster: command -> the test (its pytest node id) that runs them
+# against the real control plane and compares what they print.
+_INSTALL = "tests/e2e/test_install.py::test_the_examples_through_the_api_server"
+CLUSTER_EXAMPLES: dict[str, str] = {
+    "kubectl create -f examples/manifests/pod-gpu-2-shared-denied.yaml": _INSTALL,
+    "kubectl create -f examples/manifests/pod-annotation-product-l20.yaml": _INSTALL,
+    'kubectl get pod llm-l20 -n nlp -o jsonpath=\'{.spec.nodeSelector}{"\\n"}'
+    '{.metadata.annotations}{"\\n"}\'': _INSTALL,
+    "kubectl apply --server-side --dry-run=server -f "
+    "examples/manifests/deployment-gpu-2-denied.yaml": _INSTALL,
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,11 @@ def find(command: str) -> Example:
     matching = [e for e in all_examples() if e.command == command]
     assert len(matching) == 1, f"{len(matching)} examples run {command!r}"
     return matching[0]
+
+
+def checked_by(test: str) -> list[Example]:
+    """The examples :data:`CLUSTER_EXAMPLES` gives to ``test`` (a node id), in page order."""
+    return [e for e in all_examples() if CLUSTER_EXAMPLES.get(e.command) == test]
 
 
 def _normal(text: str) -> list[str]:

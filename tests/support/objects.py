@@ -75,7 +75,9 @@ def gpu_node(
         "nvidia.com/cuda.runtime.minor": "4",
         "nvidia.com/gfd.timestamp": "1735689600",
         "nvidia.com/mig.capable": str(mig_capable).lower(),
-        "nvidia.com/mps.capable": "true",
+        # GFD (internal/lm/nvml.go newSharingLabeler): "true" only under an MPS config; the
+        # nodes built here are time-sliced or not shared.
+        "nvidia.com/mps.capable": "false",
         "feature.node.kubernetes.io/pci-10de.present": "true",
         "feature.node.kubernetes.io/kernel-version.major": "6",
     }

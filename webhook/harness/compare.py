@@ -68,11 +68,15 @@ class Observed:
     # The API server's own validation refused the object before any validating webhook was
     # called: no rule id, warning or golden object can be seen, only the verdict.
     refused_by_validation: bool = False
+    # The case's own policy was refused (file, field, reason): nothing was reviewed.
+    policy_refused: str | None = None
 
     def summary(self) -> str:
         """A short form for the results table, e.g. ``denied [gpu-quantity]``."""
         if self.error is not None:
             return "error"
+        if self.policy_refused is not None:
+            return "policy refused"
         parts = ["allowed" if self.allowed else "denied"]
         if self.failed:
             parts.append(f"[{', '.join(self.failed)}]")
@@ -118,6 +122,8 @@ def check(case: Case, observed: Observed) -> list[Difference]:
     if observed.error is not None:
         return [Difference(f"no answer: {observed.error}")]
     expect: Expect = case.expect
+    if expect.refused is not None or observed.policy_refused is not None:
+        return _check_refused(expect, observed)
     out: list[Difference] = []
     if expect.allowed is not None and expect.allowed != observed.allowed:
         verdict = "allowed" if observed.allowed else "denied"
@@ -137,6 +143,22 @@ def check(case: Case, observed: Observed) -> list[Difference]:
     if expect.golden is not None:
         out += _check_golden(case, observed)
     return out
+
+
+def _check_refused(expect: Expect, observed: Observed) -> list[Difference]:
+    """A case whose own policy is, or should be, refused: only the reason is compared."""
+    reason = observed.policy_refused
+    if expect.refused is None:
+        return [Difference("the case's policy is refused", reason or "")]
+    if reason is None:
+        return [
+            Difference(
+                f"expected the case's policy refused (/{expect.refused.pattern}/), but it loads"
+            )
+        ]
+    if not expect.refused.search(reason):
+        return [Difference(f"the refusal does not match /{expect.refused.pattern}/", reason)]
+    return []
 
 
 def _check_failed(expected: Sequence[str], observed: Observed) -> list[Difference]:

@@ -66,11 +66,14 @@ class LocalRunner:
 
     def run(self, suite: Suite, case: Case) -> Observed:
         """Review the case's object with ``review()``."""
+        if case.refusal is not None:
+            # The case's policy cannot be loaded: there is nothing to review it with.
+            return Observed(allowed=False, policy_refused=case.refusal)
         try:
             decision = review(
                 case.obj,
                 policy=suite.policy_for(case),
-                inventory=suite.inventory,
+                inventory=suite.inventory_for(case),
                 operation=case.operation,
                 namespace=case.namespace,
             )
@@ -235,11 +238,13 @@ class ServerRunner:
 
 
 def _own_mode(case: Case) -> str | None:
-    """Why a case with its own injectNodeSelection is not asked of a webhook, or None.
+    """Why a case with its own policy or injectNodeSelection is not asked of a webhook, or None.
 
-    A deployed webhook, or a cluster's, answers with its own policy's mode: only the local
-    engine can review a case under another one.
+    A deployed webhook, or a cluster's, answers with its own policy and its mode: only the
+    local engine can review a case under another one.
     """
+    if case.policy_path is not None:
+        return "names its own policy (local only)"
     if case.inject_node_selection is None:
         return None
     return "sets injectNodeSelection (local only)"

@@ -15,6 +15,7 @@ A suite file is one YAML document::
         operation: CREATE        # CREATE (default), UPDATE, DELETE or CONNECT
         namespace: nlp           # default: the object's own
         injectNodeSelection: always   # this case only: intent, always, when-needed or never
+        policy: ../policies/mps-49.yaml   # this case only: another policy, with the suite's nodes
         skip: false
         expect:
           allowed: false
@@ -22,11 +23,15 @@ A suite file is one YAML document::
           warnings: ['replicas of a shared GPU']   # regexes; each must match some warning
           message: 'ask for 1'                     # regex searched in the denial message
           golden: golden/two-shared.yaml           # the object after the webhook, or unchanged
+          refused: 'invalid --device-id-strategy'  # the case's policy must be refused (alone)
 
 ``injectNodeSelection`` reviews one case under another ``spec.mutation.injectNodeSelection``
-than the suite's policy says, so one suite can show what each mode does to the same pod. Only
-the engine can be asked that: a deployed webhook or a cluster answers with its own policy, so
-those runners skip such a case.
+than the suite's policy says, so one suite can show what each mode does to the same pod.
+``policy`` reviews one case under another policy file (the suite's node dump still makes the
+inventory). ``expect: {refused: <regex>}`` says that policy must be refused, with a reason
+the regex finds: the webhook would keep its last good policy and say why, and
+``gpu-policy review --policy`` would exit 2. Only the engine can be asked either: a deployed
+webhook or a cluster answers with its own policy, so those runners skip such a case.
 
 Paths are relative to the suite file. :mod:`webhook.harness.suite_files` finds and reads
 suite files.
@@ -106,6 +111,7 @@ class Expect:
     warnings: tuple[re.Pattern[str], ...] | None = None
     message: re.Pattern[str] | None = None
     golden: Golden | None = None
+    refused: re.Pattern[str] | None = None
 
     def summary(self) -> str:
         """A short form for the results table, e.g. ``denied [gpu-quantity]``."""
@@ -122,6 +128,8 @@ class Expect:
             parts.append("message")
         if self.golden is not None:
             parts.append(UNCHANGED if self.golden.unchanged else "golden")
+        if self.refused is not None:
+            parts.append("policy refused")
         return " ".join(parts) or "-"
 
 
@@ -140,6 +148,12 @@ class Case:
     namespace: str | None = None
     skip: str | None = None
     inject_node_selection: NodeSelection | None = None
+    # ``policy:`` of the case: the file, and what loading it gave (a policy and its inventory,
+    # or the reason it was refused).
+    policy_path: Path | None = None
+    policy: Policy | None = None
+    inventory: Inventory | None = None
+    refusal: str | None = None
 
     @property
     def id(self) -> str:
@@ -160,10 +174,15 @@ class Suite:
     skip: str | None = None
 
     def policy_for(self, case: Case) -> Policy:
-        """The suite's policy, under the case's own injectNodeSelection when it sets one."""
+        """The case's policy or the suite's, under the case's injectNodeSelection if it sets one."""
+        policy = case.policy or self.policy
         if case.inject_node_selection is None:
-            return self.policy
-        return replace(self.policy, inject_node_selection=case.inject_node_selection)
+            return policy
+        return replace(policy, inject_node_selection=case.inject_node_selection)
+
+    def inventory_for(self, case: Case) -> Inventory:
+        """The inventory of the case's own policy, or the suite's."""
+        return case.inventory or self.inventory
 
 
 def warning_count(count: int) -> str:

@@ -67,10 +67,11 @@ _CASE_FIELDS: tuple[str, ...] = (
     "operation",
     "namespace",
     "injectNodeSelection",
+    "policy",
     "skip",
     "expect",
 )
-_EXPECT_FIELDS: tuple[str, ...] = ("allowed", "failed", "warnings", "message", "golden")
+_EXPECT_FIELDS: tuple[str, ...] = ("allowed", "failed", "warnings", "message", "golden", "refused")
 _SELECT_FIELDS: tuple[str, ...] = ("kind", "name", "namespace")
 _PRUNED_DIRS = frozenset({"node_modules", "__pycache__", "venv"})
 
@@ -177,7 +178,7 @@ class SuiteLoader:
         policy_path = r.relative(fields["policy"], "policy") if "policy" in fields else None
         nodes_path = r.relative(fields["nodes"], "nodes") if "nodes" in fields else None
         skip = r.skip(fields.get("skip"), "suite")
-        cases = self._suite_cases(r, node, fields.get("cases"), name)
+        cases = self._suite_cases(r, node, fields.get("cases"), name, nodes_path)
         cluster = None
         if not r.problems:
             try:
@@ -198,7 +199,12 @@ class SuiteLoader:
         )
 
     def _suite_cases(
-        self, r: NodeReader, node: yaml.Node, cases_node: yaml.Node | None, suite: str
+        self,
+        r: NodeReader,
+        node: yaml.Node,
+        cases_node: yaml.Node | None,
+        suite: str,
+        nodes: Path | None,
     ) -> list[Case]:
         """The cases in file order; a name given twice is a problem on its second entry."""
         if cases_node is None:
@@ -210,7 +216,7 @@ class SuiteLoader:
         cases: list[Case] = []
         seen: dict[str, int] = {}
         for i, case_node in enumerate(cases_node.value):
-            for case in self._cases(r, case_node, suite, i):
+            for case in self._cases(r, case_node, suite, i, nodes):
                 if case.name in seen:
                     r.problem(
                         case_node,
@@ -227,7 +233,36 @@ class SuiteLoader:
             self._policies[key] = (loaded, load_inventory(loaded, nodes))
         return self._policies[key]
 
-    def _cases(self, r: NodeReader, node: yaml.Node, suite: str, index: int) -> Iterator[Case]:
+    def _case_policy(
+        self,
+        r: NodeReader,
+        fields: Mapping[str, yaml.Node],
+        expect: Expect | None,
+        nodes: Path | None,
+        what: str,
+    ) -> tuple[Path | None, dict[str, Any]]:
+        """``policy:`` of a case: its path, and the Case fields loading it gives."""
+        if "policy" not in fields:
+            if expect is not None and expect.refused is not None:
+                r.problem(fields["expect"], f"{what}: refused is about a policy of the case's own")
+            return None, {}
+        path = r.relative(fields["policy"], f"{what}: policy")
+        if path is None:
+            return None, {}
+        try:
+            policy = load_policy(path)
+        except PolicyError as exc:
+            return path, {"refusal": str(exc)}
+        try:
+            inventory = load_inventory(policy, nodes)
+        except PolicyError as exc:
+            r.problem(fields["policy"], f"{what}: cannot load the cluster with this policy: {exc}")
+            return path, {}
+        return path, {"policy": policy, "inventory": inventory}
+
+    def _cases(
+        self, r: NodeReader, node: yaml.Node, suite: str, index: int, nodes: Path | None
+    ) -> Iterator[Case]:
         fields = r.mapping(node, _case_label(node, index), _CASE_FIELDS)
         if not isinstance(node, yaml.MappingNode):
             return
@@ -252,6 +287,7 @@ class SuiteLoader:
         skip = r.skip(fields.get("skip"), what)
         expect = self._expect(r, fields.get("expect"), node, what)
         objects = self._objects(r, fields, node, what)
+        policy_path, loaded = self._case_policy(r, fields, expect, nodes, what)
         if name is None or expect is None or objects is None:
             return
         if len(objects) > 1 and expect.golden is not None and not expect.golden.unchanged:
@@ -279,6 +315,8 @@ class SuiteLoader:
                 namespace=namespace,
                 skip=skip,
                 inject_node_selection=mode,
+                policy_path=policy_path,
+                **loaded,
             )
 
     def _objects(
@@ -360,10 +398,24 @@ class SuiteLoader:
             if allowed is True:
                 r.problem(fields["message"], f"{what}: message is the denial's; allowed is true")
         golden = _golden(r, fields["golden"], what, allowed) if "golden" in fields else None
+        refused = None
+        if "refused" in fields:
+            refused = r.regex(fields["refused"], f"{what}: refused")
+            others = [f for f in fields if f != "refused"]
+            if others:
+                r.problem(
+                    fields["refused"],
+                    f"{what}: a refused policy reviews nothing; drop {', '.join(others)}",
+                )
         if len(r.problems) != before:
             return None
         return Expect(
-            allowed=allowed, failed=failed, warnings=warnings, message=message, golden=golden
+            allowed=allowed,
+            failed=failed,
+            warnings=warnings,
+            message=message,
+            golden=golden,
+            refused=refused,
         )
 
     def _rule_ids(self, r: NodeReader, node: yaml.Node, what: str) -> tuple[str, ...] | None:

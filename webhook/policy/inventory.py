@@ -24,8 +24,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from webhook.policy.model import DeclaredPool, Policy
-from webhook.policy.plugin_config import PluginConfig
+from webhook.policy.plugin_config import PluginConfig, mps_max_clients
 from webhook.policy.products import (
+    CAPABILITY_LABELS,
+    MIG_CAPABLE,
+    MPS_CAPABLE,
     base_model,
     product_label,
     product_mig_profile,
@@ -55,6 +58,9 @@ class Offer:
     slots: int | None
     memory_mib: int | None
     selector: tuple[str, str] | None
+    # GFD's capability labels (key, value) on the offer's nodes (products.CAPABILITY_LABELS);
+    # a key absent here is not known, and node selection on it is not judged.
+    capabilities: frozenset[tuple[str, str]] = frozenset()
     # The model as product annotations are compared with it (see products.model_key), derived
     # once per snapshot: placement reads it for every candidate of a pod that names products.
     model_key: str | None = field(init=False, repr=False, compare=False)
@@ -72,6 +78,15 @@ class Offer:
     def model(self) -> str | None:
         """The GPU model, without ``-MIG-...`` and ``-SHARED``."""
         return None if self.product is None else base_model(self.product)
+
+    def labels(self) -> dict[str, set[str]]:
+        """The GFD labels known to select this offer's nodes: key -> the values they carry."""
+        out: dict[str, set[str]] = {}
+        if self.selector is not None:
+            out[self.selector[0]] = {self.selector[1]}
+        for key, value in self.capabilities:
+            out.setdefault(key, set()).add(value)
+        return out
 
     def describe(self) -> str:
         """``NVIDIA-L20-SHARED (8 slots)``: how messages name an offer."""
@@ -262,6 +277,14 @@ def _offer_from_config(
     selector = (
         (product_label(form, mig_strategy), product) if product is not None else selector_fallback
     )
+    capabilities: set[tuple[str, str]] = set()
+    if config is not None:
+        # internal/lm/nvml.go newSharingLabeler: "true" only under MPS (MIG-enabled GPUs under
+        # MPS fail GFD and the plugin, and have no offer at all).
+        capabilities.add((MPS_CAPABLE, "true" if config.strategy == "mps" else "false"))
+    if profile is not None:
+        # newMigCapabilityLabeler: a GPU split into MIG instances is MIG-capable.
+        capabilities.add((MIG_CAPABLE, "true"))
     return Offer(
         form=form.with_renamed(renamed),
         profile=profile,
@@ -273,6 +296,7 @@ def _offer_from_config(
         slots=None if devices is None else devices * replicas,
         memory_mib=memory,
         selector=selector,
+        capabilities=frozenset(capabilities),
     )
 
 
@@ -284,7 +308,11 @@ def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
     fallback = _config_selector(policy, pool.config)
     offers: list[Offer] = []
     gpu = ResourceForm(None, False)
-    if mig == "mixed" and pool.mig_devices:
+    if config is not None and config.never_served() is not None:
+        # MPS past the control daemon's client limit, or sharing nothing: the plugin never
+        # registers a resource (docs/device-plugin.md, "When the plugin serves nothing").
+        pass
+    elif mig == "mixed" and pool.mig_devices:
         for profile, count in pool.mig_devices:
             form = ResourceForm(profile, False)
             offers.append(
@@ -346,6 +374,9 @@ def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
     forms = [ResourceForm(None, False)]
     if config.mig_strategy == "mixed":
         forms += [r.form for r in config.resources if r.form.profile is not None]
+    if config.never_served() is not None:
+        # docs/device-plugin.md, "When the plugin serves nothing".
+        forms = []
     offers = tuple(
         _offer_from_config(
             form,
@@ -467,6 +498,7 @@ def _node_offer(
             "shared"
         )
         replicas = 1
+    problems += _mps_limit_problems(node, resource, strategy, replicas)
     profile = form.profile
     if profile is None and product is not None:
         # migStrategy single: each nvidia.com/gpu unit is one MIG instance of this profile.
@@ -484,8 +516,30 @@ def _node_offer(
         slots=slots,
         memory_mib=_int(labels.get(f"{original}.memory")),
         selector=(product_label(form, node.mig_strategy), product) if product else None,
+        capabilities=frozenset(
+            (key, labels[key]) for key in CAPABILITY_LABELS if labels.get(key) is not None
+        ),
     )
     return offer, problems
+
+
+def _mps_limit_problems(node: _Node, resource: str, strategy: str, replicas: int) -> list[str]:
+    """A node advertising more MPS replicas than the control daemon admits on its GPUs.
+
+    v0.20.0 never registers such a resource (docs/device-plugin.md, "When the plugin serves
+    nothing"): the node object is older than the config, or the plugin is not v0.20.0.
+    """
+    major = _int(node.labels.get("nvidia.com/gpu.compute.major"))
+    minor = _int(node.labels.get("nvidia.com/gpu.compute.minor"))
+    capability = (major, minor) if major is not None and minor is not None else None
+    limit = mps_max_clients(capability)
+    if strategy != "mps" or replicas <= limit:
+        return []
+    return [
+        f"node {node.name}: allocatable has {resource} shared {replicas} ways by MPS, but the "
+        f"MPS control daemon accepts at most {limit} per GPU here: the device plugin v0.20.0 "
+        "registers nothing with this config, so these slots will not last"
+    ]
 
 
 def _label_problems(
@@ -552,6 +606,7 @@ def _merge(offers: list[Offer], extra: list[Offer]) -> list[Offer]:
             slots=(prev.slots or 0) + (o.slots or 0),
             memory_mib=prev.memory_mib,
             selector=prev.selector,
+            capabilities=prev.capabilities | o.capabilities,
         )
     return list(merged.values())
 

@@ -404,7 +404,8 @@ def parse_policy(
 
 
 def _bare_config(doc: Mapping[str, Any], source: str, text: str | None) -> Policy:
-    if "version" in doc or "sharing" in doc or "flags" in doc:
+    # An empty document is the device plugin's empty config: v1, every default.
+    if not doc or "version" in doc or "sharing" in doc or "flags" in doc:
         config = parse_plugin_config(doc, key="default", source=source)
         return Policy(
             configs={"default": config},

@@ -3,8 +3,11 @@
 What the plugin refuses is refused here, with the plugin's reason, the file and the field.
 What it loads loads here too. Where it silently ignores something (a removed or misspelt key,
 the ``rename`` and ``devices`` fields, an entry no device matches, the time-slicing section
-next to an MPS one), the config carries a PolicyWarning saying so. Every rule, and the
-NVIDIA source it comes from, is listed in docs/device-plugin.md ("Config file").
+next to an MPS one), the config carries a PolicyWarning saying so. Where it loads a config yet
+never registers a resource (MPS past the control daemon's client limit, MPS that shares
+nothing), :meth:`PluginConfig.never_served` says why and the inventory offers nothing. Every
+rule, and the NVIDIA source it comes from, is listed in docs/device-plugin.md ("Config file",
+"When the plugin serves nothing").
 
 Field names are the plugin's own (``migStrategy``, ``renameByDefault``,
 ``failRequestsGreaterThanOne``, ``replicas``).
@@ -28,8 +31,19 @@ MIG_STRATEGIES: tuple[MigStrategy, ...] = ("none", "single", "mixed")
 
 # api/config/v1/consts.go MaxResourceNameLength: the whole name, prefix included.
 MAX_RESOURCE_NAME = 63
-# Clients one MPS server admits per GPU from Volta on (docs/device-plugin.md, "MPS limits").
-MPS_CLIENTS_PER_GPU = 48
+# cmd/mps-control-daemon/mps/device.go maxClients: the most MPS replicas the control daemon
+# accepts per GPU, 48 from compute capability 7.5 on and 16 below it (docs/device-plugin.md,
+# "MPS limits").
+MPS_MAX_CLIENTS = 48
+MPS_MAX_CLIENTS_BELOW_7_5 = 16
+MPS_FULL_LIMIT_FROM = (7, 5)
+
+# cmd/nvidia-device-plugin/main.go validateFlags and api/config/v1/consts.go: the values the
+# plugin starts with. An absent or null flag takes the command-line default, always valid.
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+ALLOCATION_POLICIES = ("distributed", "packed")
+DEVICE_DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra")
 
 # k8s.io/apimachinery NameIsDNSSubdomain: a lowercase RFC 1123 subdomain, at most 253.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -38,6 +52,39 @@ _HEX = re.compile(r"^[0-9A-Fa-f]+$")
 _UUID = re.compile(r"^[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}$")
 
 _TOP_FIELDS = ("version", "flags", "resources", "sharing", "imex")
+# api/config/v1/flags.go: the typed fields of flags, flags.plugin and flags.gfd. Inside
+# ``flags`` sigs.k8s.io/yaml does not turn numbers or booleans into strings (the fields are
+# promoted from an embedded struct, which its conversion does not follow), so every type is
+# strict: ``failOnInitError: "yes"`` and ``migStrategy: 1`` stop the plugin.
+_FLAG_FIELDS: dict[str, str] = {
+    "migStrategy": "string",
+    "failOnInitError": "bool",
+    "mpsRoot": "string",
+    "nvidiaDriverRoot": "string",
+    "nvidiaDevRoot": "string",
+    "gdrcopyEnabled": "bool",
+    "gdsEnabled": "bool",
+    "mofedEnabled": "bool",
+    "useNodeFeatureAPI": "bool",
+    "deviceDiscoveryStrategy": "string",
+}
+_PLUGIN_FLAG_FIELDS: dict[str, str] = {
+    "passDeviceSpecs": "bool",
+    "deviceListStrategy": "strings",
+    "deviceIDStrategy": "string",
+    "cdiAnnotationPrefix": "string",
+    "nvidiaCTKPath": "string",
+    "containerDriverRoot": "string",
+    "sharedDevicesAllocationPolicy": "string",
+}
+_GFD_FLAG_FIELDS: dict[str, str] = {
+    "oneshot": "bool",
+    "noTimestamp": "bool",
+    "sleepInterval": "duration",
+    "outputFile": "string",
+    "machineTypeFile": "string",
+}
+_GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$|^[-+]?0$")
 _SHARING_FIELDS = ("timeSlicing", "mps")
 _REPLICATED_FIELDS = ("renameByDefault", "failRequestsGreaterThanOne", "resources")
 _RESOURCE_FIELDS = ("name", "rename", "devices", "replicas")
@@ -91,6 +138,23 @@ class PluginConfig:
         shared = self.replicas(form) > 1
         return form.with_renamed(shared and self.rename_by_default)
 
+    def never_served(self, compute_capability: tuple[int, int] | None = None) -> str | None:
+        """Why the plugin never registers any resource on a node running this config, or None.
+
+        Only MPS has such configs: one that shares no device, or more replicas than the MPS
+        control daemon admits on GPUs of ``compute_capability`` (None: not known, the highest
+        limit is assumed). See docs/device-plugin.md, "When the plugin serves nothing".
+        """
+        if self.strategy != "mps":
+            return None
+        if not self.resources:
+            return _MPS_SHARES_NOTHING
+        replicas = max(res.replicas for res in self.resources)
+        limit = mps_max_clients(compute_capability)
+        if replicas > limit:
+            return _mps_over_limit(replicas, limit)
+        return None
+
     @property
     def serves_mig_instances(self) -> bool:
         """False when the plugin stops on MIG devices: MPS cannot share them.
@@ -100,6 +164,38 @@ class PluginConfig:
         serves nothing").
         """
         return self.strategy != "mps"
+
+
+def mps_max_clients(compute_capability: tuple[int, int] | None) -> int:
+    """The most MPS replicas per GPU the control daemon accepts (mps/device.go maxClients).
+
+    ``isAtLeastVolta`` compares the capability with ``v7.5`` (not Volta's 7.0): below 7.5 the
+    limit is 16. An unknown capability gets the higher limit.
+    """
+    if compute_capability is not None and compute_capability < MPS_FULL_LIMIT_FROM:
+        return MPS_MAX_CLIENTS_BELOW_7_5
+    return MPS_MAX_CLIENTS
+
+
+# What the plugin does when the MPS control daemon has no daemon for its resource
+# (internal/plugin/mps.go waitForDaemon, server.go Start, main.go startPlugins).
+_NEVER_REGISTERED = (
+    f"the device plugin waits for that daemon, fails, restarts every 30 s and never registers "
+    f"{GPU} on such a node"
+)
+_MPS_SHARES_NOTHING = (
+    "MPS shares none of this config's devices: the MPS control daemon starts no daemon "
+    f"('Resource is not shared'), yet {_NEVER_REGISTERED}"
+)
+
+
+def _mps_over_limit(replicas: int, limit: int) -> str:
+    below = " (16 below compute capability 7.5)" if limit == MPS_MAX_CLIENTS else ""
+    return (
+        f"{replicas} MPS replicas per GPU, but the MPS control daemon accepts at most {limit}"
+        f"{below} and refuses to start ('invalid MPS configuration: invalid device maximum "
+        f"allowed replicas exceeded: {replicas} > {limit}'): {_NEVER_REGISTERED}"
+    )
 
 
 class _Reader:
@@ -405,12 +501,6 @@ def _top_level_resources(r: _Reader, raw: object) -> None:
         )
 
 
-def _mig_strategy_value(flags: Mapping[str, Any]) -> object:
-    present, value = _struct_field(flags, "migStrategy")
-    # A nil pointer takes the command-line / environment value: none by default.
-    return value if present and value is not None else "none"
-
-
 def _as_mig_strategy(value: object) -> MigStrategy | None:
     for strategy in MIG_STRATEGIES:
         if value == strategy:
@@ -441,22 +531,187 @@ def _mps_warnings(r: _Reader, section: _Section, mig_strategy: MigStrategy) -> N
             "device plugin stops ('sharing using MPS is not supported for MIG devices') and "
             "advertises nothing; only GPUs without MIG are shared",
         )
-    if not any(res.form.profile is None for res in section.resources):
+    if not section.resources:
+        r.warn("sharing.mps.resources", f"{_MPS_SHARES_NOTHING}: name {GPU} here")
+        return
+    worst = max(section.resources, key=lambda res: res.replicas)
+    if worst.replicas > MPS_MAX_CLIENTS:
         r.warn(
             "sharing.mps.resources",
-            f"MPS shares none of this config's devices: no MPS daemon is started, and device "
-            f"plugin versions that still wait for one never serve {GPU} "
-            "(docs/device-plugin.md, 'When the plugin serves nothing')",
+            f"{worst.form.name}: {_mps_over_limit(worst.replicas, MPS_MAX_CLIENTS)}: use at "
+            f"most {MPS_MAX_CLIENTS}",
         )
-    for res in section.resources:
-        if res.replicas > MPS_CLIENTS_PER_GPU:
-            r.warn(
-                "sharing.mps.resources",
-                f"{res.form.name} has {res.replicas} replicas, but an MPS server admits "
-                f"{MPS_CLIENTS_PER_GPU} clients per GPU (16 before Volta): the plugin "
-                f"advertises every replica and pods past the limit fail when CUDA starts; use "
-                f"at most {MPS_CLIENTS_PER_GPU}",
+    elif worst.replicas > MPS_MAX_CLIENTS_BELOW_7_5:
+        r.warn(
+            "sharing.mps.resources",
+            f"{worst.form.name}: {worst.replicas} MPS replicas per GPU: GPUs of compute "
+            f"capability below 7.5 (GFD labels nvidia.com/gpu.compute.major and .minor) admit "
+            f"at most {MPS_MAX_CLIENTS_BELOW_7_5}; on a node with one, the MPS control daemon "
+            f"refuses to start and {_NEVER_REGISTERED}",
+        )
+
+
+_JSON_TYPES = {bool: "bool", str: "string", int: "number", float: "number", list: "array"}
+
+
+def _json_type(value: object) -> str:
+    return _JSON_TYPES.get(type(value), "object")
+
+
+def _typed(r: _Reader, value: object, kind: str, field: str) -> object:
+    """One flag as encoding/json decodes it into its Go type; refuses what it cannot decode."""
+    if value is None:
+        return None  # a nil pointer: the command-line / environment value
+    ok = {
+        "bool": isinstance(value, bool),
+        "string": isinstance(value, str),
+        "strings": isinstance(value, str)
+        or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
+        "duration": (isinstance(value, (int, float)) and not isinstance(value, bool))
+        or (isinstance(value, str) and (value == "infinite" or _GO_DURATION.match(value))),
+    }[kind]
+    if ok:
+        return value
+    if kind == "strings":
+        reason = f"invalid deviceListStrategy: {value!r}: give a strategy or a list of them"
+    elif kind == "duration":
+        reason = f"invalid duration {value!r}: use a Go duration such as 60s, or infinite"
+    else:
+        go = "bool" if kind == "bool" else "string"
+        hint = "write true or false" if kind == "bool" else "quote the value"
+        reason = (
+            f"json: cannot unmarshal {_json_type(value)} into Go struct field of type {go}: {hint}"
+        )
+    raise r.refuse(field, f"the device plugin cannot read {value!r} ({reason})")
+
+
+def _typed_fields(
+    r: _Reader, body: Mapping[str, Any], fields: Mapping[str, str], where: str
+) -> dict[str, object]:
+    """The typed fields of one flags struct, by their Go names (keys match in any case)."""
+    values: dict[str, object] = {}
+    for name, kind in fields.items():
+        present, raw = _struct_field(body, name)
+        if present:
+            values[name] = _typed(r, raw, kind, f"{where}.{name}")
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class _Flags:
+    """The flags validateFlags checks, as written (None: absent or null, the CLI default)."""
+
+    mig_strategy: object
+    device_list: list[str] | None
+    device_id: object
+    allocation: object
+    discovery: object
+
+
+def _flags(r: _Reader, raw: object) -> _Flags:
+    """Decode ``flags`` (api/config/v1/flags.go) with its strict types."""
+    flags = r.mapping(raw, "flags")
+    top = _typed_fields(r, flags, _FLAG_FIELDS, "flags")
+    _, plugin_raw = _struct_field(flags, "plugin")
+    plugin = _typed_fields(
+        r, r.mapping(plugin_raw, "flags.plugin"), _PLUGIN_FLAG_FIELDS, "flags.plugin"
+    )
+    _, gfd_raw = _struct_field(flags, "gfd")
+    _typed_fields(r, r.mapping(gfd_raw, "flags.gfd"), _GFD_FLAG_FIELDS, "flags.gfd")
+    raw_list = plugin.get("deviceListStrategy")
+    device_list = [raw_list] if isinstance(raw_list, str) else raw_list
+    return _Flags(
+        mig_strategy=top.get("migStrategy"),
+        device_list=device_list if isinstance(device_list, list) else None,
+        device_id=plugin.get("deviceIDStrategy"),
+        allocation=plugin.get("sharedDevicesAllocationPolicy"),
+        discovery=top.get("deviceDiscoveryStrategy"),
+    )
+
+
+def _imex_channels(r: _Reader, raw: object) -> list[int]:
+    """Decode ``imex`` (api/config/v1/imex.go): ``channelIDs`` a list of ints, ``required``."""
+    imex = r.mapping(raw, "imex")
+    _, required = _struct_field(imex, "required")
+    r.boolean(required, "imex.required")
+    _, ids = _struct_field(imex, "channelIDs")
+    if ids is None:
+        return []
+    if not isinstance(ids, list):
+        raise r.refuse(
+            "imex.channelIDs",
+            f"the device plugin cannot read {ids!r} (json: cannot unmarshal "
+            f"{_json_type(ids)} into Go struct field of type []int): write [] or [0]",
+        )
+    channels = []
+    for i, item in enumerate(ids):
+        channel = _integral(item)
+        if channel is None:
+            raise r.refuse(
+                f"imex.channelIDs[{i}]",
+                f"the device plugin cannot read {item!r} (json: cannot unmarshal "
+                f"{_json_type(item)} into Go value of type int)",
             )
+        channels.append(channel)
+    return channels
+
+
+def _one_of(r: _Reader, value: object, allowed: Sequence[str], field: str, reason: str) -> None:
+    if value is not None and value not in allowed:
+        raise r.refuse(field, f"{reason}: use {', '.join(allowed)}")
+
+
+def _validate_flags(r: _Reader, flags: _Flags, imex: list[int], mps: bool) -> MigStrategy:
+    """cmd/nvidia-device-plugin/main.go validateFlags, in its order: the first failure wins.
+
+    Not checked here, as they depend on the node or on the DaemonSet: CDI strategies on a
+    system without NVML, and ``--mps-root`` (the Helm chart always sets MPS_ROOT).
+    """
+    for strategy in flags.device_list or ():
+        _one_of(
+            r,
+            strategy,
+            DEVICE_LIST_STRATEGIES,
+            "flags.plugin.deviceListStrategy",
+            f"invalid --device-list-strategy option: invalid strategy: {strategy!r}",
+        )
+    _one_of(
+        r,
+        flags.device_id,
+        DEVICE_ID_STRATEGIES,
+        "flags.plugin.deviceIDStrategy",
+        f"invalid --device-id-strategy option: {flags.device_id!r}",
+    )
+    _one_of(
+        r,
+        flags.allocation,
+        ALLOCATION_POLICIES,
+        "flags.plugin.sharedDevicesAllocationPolicy",
+        f"invalid --shared-devices-allocation-policy option: {flags.allocation!r}",
+    )
+    raw_strategy = "none" if flags.mig_strategy is None else flags.mig_strategy
+    mig_strategy = _as_mig_strategy(raw_strategy)
+    if mps and mig_strategy == "mixed":
+        raise r.refuse("flags.migStrategy", "using --mig-strategy=mixed is not supported with MPS")
+    _one_of(
+        r,
+        flags.discovery,
+        DEVICE_DISCOVERY_STRATEGIES,
+        "flags.deviceDiscoveryStrategy",
+        f"invalid --device-discovery-strategy option {flags.discovery!r}",
+    )
+    if mig_strategy is None:
+        raise r.refuse(
+            "flags.migStrategy",
+            f"unknown MIG strategy: {raw_strategy!r}: use none, single or mixed",
+        )
+    if imex not in ([], [0]):
+        raise r.refuse(
+            "imex.channelIDs",
+            "invalid IMEX channel IDs: invalid IMEX config: channelIDs must be [] or [0]; "
+            f"found [{' '.join(str(i) for i in imex)}]",
+        )
+    return mig_strategy
 
 
 def parse_plugin_config(doc: object, *, key: str, source: str) -> PluginConfig:
@@ -470,28 +725,25 @@ def parse_plugin_config(doc: object, *, key: str, source: str) -> PluginConfig:
     r = _Reader(source)
     if doc is not None and not isinstance(doc, Mapping):
         raise r.refuse("", f"must be a mapping, not {type(doc).__name__}")
+    # An empty file decodes as an empty config: version v1 and every default (config.go
+    # parseConfigFrom: yaml.Unmarshal of nothing leaves the Config zero).
     body: Mapping[str, Any] = doc or {}
     r.unknown_keys(body, _TOP_FIELDS, "", fold=True)
-    _, flags = _struct_field(body, "flags")
-    raw_strategy = _mig_strategy_value(r.mapping(flags, "flags"))
-    mig_strategy = _as_mig_strategy(raw_strategy)
+    _, raw_flags = _struct_field(body, "flags")
+    flags = _flags(r, raw_flags)
     present, top_resources = _struct_field(body, "resources")
     if present:
         _top_level_resources(r, top_resources)
     _, raw_sharing = _struct_field(body, "sharing")
-    time_slicing, mps = _sections(r, raw_sharing, mig_strategy or "none")
+    applied = _as_mig_strategy(flags.mig_strategy or "none") or "none"
+    time_slicing, mps = _sections(r, raw_sharing, applied)
+    _, raw_imex = _struct_field(body, "imex")
+    imex = _imex_channels(r, raw_imex)
     # config.go parseConfigFrom: the version once the file is decoded.
     _, version = _struct_field(body, "version")
     if version not in ("v1", "", None):
         raise r.refuse("version", f"unknown version: {version} (only v1 exists)")
-    # cmd/nvidia-device-plugin/main.go validateFlags.
-    if mig_strategy is None:
-        raise r.refuse(
-            "flags.migStrategy",
-            f"unknown MIG strategy: {raw_strategy!r}: use none, single or mixed",
-        )
-    if mps is not None and mig_strategy == "mixed":
-        raise r.refuse("flags.migStrategy", "using --mig-strategy=mixed is not supported with MPS")
+    mig_strategy = _validate_flags(r, flags, imex, mps is not None)
     strategy: SharingStrategy = "none"
     section = None
     fail = False

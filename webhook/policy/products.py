@@ -13,6 +13,12 @@ from collections.abc import Mapping
 from webhook.policy.resources import ResourceForm, nvidia_spelling, resource_spelling
 
 SHARED_SUFFIX = "-SHARED"
+# GFD's node-wide capability labels (internal/lm/nvml.go; docs/device-plugin.md, "GFD
+# labels"): mps.capable is "true" only where the plugin's config shares by MPS, mig.capable
+# where some GPU of the node can be partitioned.
+MPS_CAPABLE = "nvidia.com/mps.capable"
+MIG_CAPABLE = "nvidia.com/mig.capable"
+CAPABILITY_LABELS = (MPS_CAPABLE, MIG_CAPABLE)
 # Both spellings of the suffixed profiles: GFD writes ``.`` (``-MIG-1g.5gb.me``), older
 # labels and hand-written ones use NVIDIA's ``+`` (docs/device-plugin.md, "MIG names").
 _MIG_PART = re.compile(r"-MIG-(\d+g\.\d+gb(?:-me|[.+]me\.all|[.+]me|[.+]gfx)?)")

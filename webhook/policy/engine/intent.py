@@ -1,8 +1,8 @@
 """What the pod says about where its GPUs should come from: annotations and node selection.
 
 The ``gpu-policy.io/`` annotations (sharing, product, MIG profile), the pod's nodeSelector on
-product labels and the config label, and its required node affinity on product labels, read
-once into an :class:`Intent` that placement compares offers against.
+GFD's product and capability labels and on the config label, and its required node affinity on
+those GFD labels, read once into an :class:`Intent` that placement compares offers against.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from webhook.contract import MIG_ANNOTATION, PRODUCT_ANNOTATION, SHARING_ANNOTATION
 from webhook.policy.decision import RuleResult
 from webhook.policy.model import Policy
-from webhook.policy.products import model_key, product_mig_profile
+from webhook.policy.products import CAPABILITY_LABELS, model_key, product_mig_profile
 from webhook.policy.records import per_review_record
 from webhook.policy.resources import PREFIX, is_mig_profile, nvidia_spelling
 from webhook.policy.text import as_text, shown
@@ -39,12 +39,14 @@ class Intent:
     config_key: str | None
     selectors: tuple[tuple[str, str], ...]
     affinity_terms: tuple[tuple[Expression, ...], ...]
+    # nodeSelector entries on GFD's capability labels (products.CAPABILITY_LABELS).
+    capabilities: tuple[tuple[str, str], ...] = ()
     # True when an annotation says what the pod wants (sharing, product or MIG profile).
     stated: bool = False
 
     def describe_selection(self) -> str:
         """How messages name the pod's selection: ``nodeSelector k=v and config key x``."""
-        parts = [f"nodeSelector {k}={v}" for k, v in self.selectors]
+        parts = [f"nodeSelector {k}={v}" for k, v in self.selectors + self.capabilities]
         if self.config_key is not None:
             parts.append(f"config key {self.config_key}")
         if self.products:
@@ -77,6 +79,9 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
         for k, v in node_selector.items()
         if isinstance(k, str) and k.startswith(PREFIX) and k.endswith(".product")
     )
+    capabilities = tuple(
+        (k, as_text(v)) for k, v in node_selector.items() if k in CAPABILITY_LABELS
+    )
     if mig is None:
         # A pod pinned to a MIG product (migStrategy single) asks for that profile.
         for _, value in selectors:
@@ -86,7 +91,7 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
     stated = sharing is not None or bool(products) or mig_annotated
     if sharing is None:
         # An explicit product selection already says shared or not (the -SHARED suffix).
-        sharing = "any" if selectors or terms or products else policy.default_intent
+        sharing = "any" if selectors or capabilities or terms or products else policy.default_intent
     return Intent(
         sharing=str(sharing),
         products=products,
@@ -94,6 +99,7 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
         config_key=as_text(config_key) if config_key is not None else None,
         selectors=selectors,
         affinity_terms=terms,
+        capabilities=capabilities,
         stated=stated,
     )
 
@@ -131,13 +137,20 @@ def required_terms(spec: Mapping[str, Any]) -> list[Any] | None:
     return terms if isinstance(terms, list) else None
 
 
+def _gfd_label(key: object) -> bool:
+    """A GFD label node selection is judged on: a product label or a capability label."""
+    if not isinstance(key, str):
+        return False
+    return (key.startswith(PREFIX) and key.endswith(".product")) or key in CAPABILITY_LABELS
+
+
 def _product_expressions(term: Mapping[str, Any]) -> tuple[Expression, ...]:
     exprs = []
     for expr in term.get("matchExpressions") or []:
         if not isinstance(expr, dict):
             continue
         key = expr.get("key")
-        if isinstance(key, str) and key.startswith(PREFIX) and key.endswith(".product"):
+        if isinstance(key, str) and _gfd_label(key):
             raw_values = expr.get("values")
             values = frozenset(as_text(v) for v in raw_values or [] if isinstance(raw_values, list))
             exprs.append((key, as_text(expr.get("operator")), values))
@@ -145,9 +158,9 @@ def _product_expressions(term: Mapping[str, Any]) -> tuple[Expression, ...]:
 
 
 def affinity_terms(spec: Mapping[str, Any]) -> tuple[tuple[Expression, ...], ...]:
-    """The product expressions of each required affinity term; () when some term has none."""
+    """The GFD label expressions of each required affinity term; () when some term has none."""
     out = [_product_expressions(t) for t in required_terms(spec) or [] if isinstance(t, dict)]
-    # A term without product expressions admits every product: no constraint at all.
+    # A term without GFD label expressions admits every offer: no constraint at all.
     if any(not t for t in out):
         return ()
     return tuple(out)

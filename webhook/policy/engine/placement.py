@@ -8,7 +8,7 @@ picks the resource name every container will ask for on pools they all share, an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from webhook.contract import MIG_ANNOTATION, SHARING_ANNOTATION
 from webhook.policy.decision import RuleResult
@@ -46,28 +46,45 @@ def summary(pairs: Iterable[Pair]) -> str:
 
 
 def _selection_admits(intent: Intent, offer: Offer) -> bool:
-    if offer.selector is None:
-        return True
-    key, value = offer.selector
-    for sel_key, sel_value in intent.selectors:
-        if sel_key == key and sel_value != value:
+    """Whether the pod's node selection can reach this offer's nodes.
+
+    Judged on the GFD labels known for the offer (its product label, its capability labels):
+    a label the offer's nodes are not known to carry is not judged.
+    """
+    if not (intent.selectors or intent.capabilities or intent.affinity_terms):
+        return True  # the common case: no GFD label is selected on, nothing to build
+    labels = offer.labels()
+    for sel_key, sel_value in intent.selectors + intent.capabilities:
+        if sel_key in labels and sel_value not in labels[sel_key]:
             return False
     if not intent.affinity_terms:
         return True
-    return any(_term_admits(term, key, value) for term in intent.affinity_terms)
+    return any(_term_admits(term, labels) for term in intent.affinity_terms)
 
 
-def _term_admits(term: Iterable[tuple[str, str, frozenset[str]]], key: str, value: str) -> bool:
+def _term_admits(
+    term: Iterable[tuple[str, str, frozenset[str]]], labels: Mapping[str, set[str]]
+) -> bool:
     for expr_key, operator, values in term:
-        if expr_key != key:
+        carried = labels.get(expr_key)
+        if carried is None:
             continue
-        if (operator == "In" and value not in values) or (operator == "NotIn" and value in values):
+        # Nodes of one offer may differ (merged pools): the term admits the offer when some
+        # of its nodes satisfy it.
+        if (operator == "In" and not carried & values) or (
+            operator == "NotIn" and carried <= values
+        ):
             return False
     return True
 
 
 def _selection_fix(intent: Intent, cands: Sequence[Pair]) -> str:
     """Name the selector value the user most likely meant (``Tesla-T4`` -> ``Tesla-T4-SHARED``)."""
+    for key, value in intent.capabilities:
+        carried = sorted({v for _, o in cands for k, v in o.capabilities if k == key})
+        if carried and value not in carried:
+            says = " or ".join(f"{key}={v}" for v in carried)
+            return f"their nodes say {says}: remove the nodeSelector {key}={value}"
     for key, value in intent.selectors:
         for _, offer in cands:
             if offer.selector and offer.selector[0] == key and offer.model == base_model(value):

@@ -1,0 +1,490 @@
+"""Pod-create latency the webhook adds through a real API server, against a Go webhook.
+
+What a user waits for is ``kubectl create``: the API server decodes the pod, calls the mutating
+webhooks, defaults and validates, calls the validating webhooks, writes to etcd and answers.
+This measures that, on a real control plane (``tests/support/controlplane.py``: etcd,
+kube-apiserver, controller-manager and scheduler from ``KUBEBUILDER_ASSETS``), in three setups
+that differ only in the webhooks the API server calls:
+
+* ``none``: no webhook;
+* ``go``: ``bench/go``, the standard-library Go webhook of bench/latency.py (built the same
+  way), which decodes each AdmissionReview and allows it;
+* ``ours``: ``gpu-policy serve`` (gunicorn with the project's config, 2 gthread workers x 4
+  threads, the bundled example policy), which mutates the pod (a JSON Patch: the GPU toleration
+  and the ``gpu-policy.io/mutations`` annotation) and validates it.
+
+Both webhooks are registered with the chart's own webhook configurations (``helm template`` of
+``charts/gpu-policy-webhook``; both the mutating and the validating one, their
+``matchConditions``, timeouts and policies as rendered), pointed by URL at each server, each
+limited to a namespace of its own. So a pod created in ``bench-go`` is sent to Go twice (mutate
+and validate) exactly where one in ``bench-ours`` is sent to this webhook, and one in
+``bench-none`` to no webhook. The pod asks for ``nvidia.com/gpu: 1`` (the matchConditions let
+only such pods through) and names a scheduler that does not run, so that nothing schedules it.
+
+Clients: 1, then 8 processes, each with one kept-alive TLS connection to the API server
+(admin client certificate), creating the next pod when the answer is in, in the three setups'
+namespaces in turn: the setups are interleaved request by request, so a change of the machine's
+load (other work shares it) meets all three alike. After each run the pods are deleted (not
+timed). Printed per setup and client count, from every round pooled: the pods created and the
+p50 and p99 in microseconds (and each round's p50); then what each webhook adds to ``none``
+(p50 and p99) and the ratio ours/Go of the added p50 and p99.
+
+    export KUBEBUILDER_ASSETS="$(setup-envtest use 1.36.x -p path)"
+    .venv/bin/python bench/apiserver.py                    # 5 rounds of 6 s per client count
+    .venv/bin/python bench/apiserver.py --rounds 9 --out bench/results/apiserver.json
+
+The client, the API server, etcd, both webhooks and the Go build share the machine's cores:
+every setup pays the same API server and etcd costs, and only the difference to ``none`` is the
+webhook's. About 3 minutes with the defaults (the first run also builds the Go server).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+_REPO = _HERE.parent
+if __name__ == "__main__":
+    # As a script this directory would come first on sys.path and bench/http.py would shadow
+    # the standard library's http package (see bench/http.py).
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_REPO))
+
+import argparse  # noqa: E402
+import base64  # noqa: E402
+import copy  # noqa: E402
+import http.client  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import ssl  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import textwrap  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+import yaml  # noqa: E402
+
+from bench.figures import percentile, write_json  # noqa: E402
+from bench.latency import GUNICORN, build_go, start_go  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.support.controlplane import ControlPlane
+
+SETUPS = ("none", "go", "ours")
+CONNECTIONS = (1, 8)
+HELM = _REPO / ".cache" / "tools" / "helm"
+CHART = _REPO / "charts" / "gpu-policy-webhook"
+# A scheduler that does not run: the default scheduler leaves these pods alone.
+NO_SCHEDULER = "bench-unscheduled"
+
+
+def namespace(setup: str) -> str:
+    """The namespace whose pods ``setup``'s webhooks (if any) are called for."""
+    return f"bench-{setup}"
+
+
+def pod_body(setup: str) -> bytes:
+    """A pod asking for one GPU, named by the API server (generateName)."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "bench-", "namespace": namespace(setup)},
+        "spec": {
+            "schedulerName": NO_SCHEDULER,
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+        },
+    }
+    return json.dumps(pod).encode()
+
+
+# --------------------------------------------------------------------------------------------
+# The clients
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Api:
+    """Where the API server is and the admin's credentials, as files a client process reads."""
+
+    port: int
+    ca_file: str
+    cert_file: str
+    key_file: str
+
+    def connect(self) -> http.client.HTTPSConnection:
+        """A kept-alive TLS connection, verified against the API server's CA."""
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        ctx.load_cert_chain(self.cert_file, self.key_file)
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=30)
+
+
+def api_of(plane: ControlPlane, where: Path) -> Api:
+    """The admin kubeconfig's server and credentials, written as files into ``where``."""
+    config = json.loads(plane.kubeconfig.read_text())
+    user = config["users"][0]["user"]
+    files = {
+        "ca.crt": config["clusters"][0]["cluster"]["certificate-authority-data"],
+        "admin.crt": user["client-certificate-data"],
+        "admin.key": user["client-key-data"],
+    }
+    for name, data in files.items():
+        (where / name).write_bytes(base64.b64decode(data))
+        (where / name).chmod(0o600)
+    port = int(plane.url.rsplit(":", 1)[1])
+    return Api(port, str(where / "ca.crt"), str(where / "admin.crt"), str(where / "admin.key"))
+
+
+def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) -> None:
+    """Create pods until ``stop_at``, in each setup's namespace in turn (starting at the
+    ``idx``-th); report each setup's latencies via ``out``."""
+    bodies = [pod_body(s) for s in SETUPS]
+    paths = [f"/api/v1/namespaces/{namespace(s)}/pods" for s in SETUPS]
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    conn = api.connect()
+    latencies: dict[str, list[float]] = {s: [] for s in SETUPS}
+    errors: dict[str, int] = {}
+    turn = idx
+    while True:
+        i = turn % len(SETUPS)
+        turn += 1
+        start = time.monotonic()
+        if start >= stop_at:
+            break
+        try:
+            conn.request("POST", paths[i], body=bodies[i], headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            error = "" if resp.status == 201 else f"HTTP {resp.status}: {data[:200]!r}"
+        except (OSError, http.client.HTTPException) as exc:
+            error = type(exc).__name__
+            conn.close()
+        done = time.monotonic()
+        if start >= measure_from and done <= stop_at:
+            if error:
+                key = f"{SETUPS[i]}: {error}"
+                errors[key] = errors.get(key, 0) + 1
+            else:
+                latencies[SETUPS[i]].append(done - start)
+    conn.close()
+    out.put((latencies, errors))
+
+
+def drive(api: Api, connections: int, warmup: float, seconds: float) -> dict[str, Any]:
+    """One run: ``connections`` client processes creating pods for ``seconds``, each going
+    round the setups request by request, so that every setup meets the same machine."""
+    mp = multiprocessing.get_context("fork")
+    out = mp.Queue()
+    measure_from = time.monotonic() + 0.3 + warmup  # time for the processes to start
+    stop_at = measure_from + seconds
+    procs = [
+        mp.Process(target=client, args=(i, api, measure_from, stop_at, out))
+        for i in range(connections)
+    ]
+    for p in procs:
+        p.start()
+    latencies: dict[str, list[float]] = {s: [] for s in SETUPS}
+    errors: dict[str, int] = {}
+    for _ in procs:
+        lat, errs = out.get(timeout=seconds + warmup + 60)
+        for s in SETUPS:
+            latencies[s].extend(lat[s])
+        for kind, n in errs.items():
+            errors[kind] = errors.get(kind, 0) + n
+    for p in procs:
+        p.join()
+    return {"latencies": latencies, "errors": errors, "seconds": seconds}
+
+
+def delete_pods(plane: ControlPlane) -> None:
+    """Delete every benchmark pod (unscheduled pods go at once with grace period 0)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(plane.client)
+    for setup in SETUPS:
+        core.delete_collection_namespaced_pod(namespace(setup), grace_period_seconds=0)
+    for setup in SETUPS:
+        while core.list_namespaced_pod(namespace(setup), limit=1).items:
+            time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------------------------
+# The setups
+# --------------------------------------------------------------------------------------------
+
+
+def chart_webhook_configurations() -> list[dict[str, Any]]:
+    """The chart's Mutating and Validating webhook configurations, as ``helm template``
+    renders them with the default values."""
+    if not HELM.exists():
+        raise SystemExit(f"{HELM.relative_to(_REPO)} is missing: run `make tools`")
+    rendered = subprocess.run(
+        [str(HELM), "template", "gpu-policy-webhook", str(CHART), "--namespace", "gpu-policy"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    kinds = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    return [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in kinds]
+
+
+def register(plane: ControlPlane, setup: str, url: str, ca_pem: bytes) -> None:
+    """The chart's configurations, named after ``setup``, calling ``url`` for its namespace."""
+    bundle = base64.b64encode(ca_pem).decode()
+    for config in chart_webhook_configurations():
+        obj = copy.deepcopy(config)
+        obj["metadata"] = {"name": f"bench-{setup}"}
+        for hook in obj["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": url + path, "caBundle": bundle}
+            hook["namespaceSelector"] = {
+                "matchLabels": {"kubernetes.io/metadata.name": namespace(setup)}
+            }
+        plane.create(obj)
+
+
+def wait_until_called(plane: ControlPlane, setup: str, timeout: float = 30) -> None:
+    """Until a dry-run pod in ``setup``'s namespace comes back mutated by this webhook (the
+    API server calls a new configuration once its informer has seen it)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(plane.client)
+    pod = json.loads(pod_body(setup))
+    deadline = time.monotonic() + timeout
+    while True:
+        made = core.create_namespaced_pod(namespace(setup), pod, dry_run="All")
+        if any(t.key == "nvidia.com/gpu" for t in made.spec.tolerations or ()):
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the API server did not call the {setup} webhook in {timeout} s")
+        time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pooled:
+    """The runs of one setup with one client count, added up over the rounds."""
+
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+    round_p50_us: list[float] = field(default_factory=list)
+
+    def add(self, run: dict[str, Any]) -> None:
+        """Count one run in."""
+        self.latencies.extend(run["latencies"])
+        self.seconds += run["seconds"]
+        for kind, n in run["errors"].items():
+            self.errors[kind] = self.errors.get(kind, 0) + n
+        self.round_p50_us.append(percentile(sorted(run["latencies"]), 0.5) * 1e6)
+
+    def summary(self) -> dict[str, Any]:
+        """p50 and p99 (us) of the pooled latencies, pods per second of this setup, errors."""
+        ordered = sorted(self.latencies)
+        return {
+            "pods": len(ordered),
+            "p50_us": percentile(ordered, 0.50) * 1e6,
+            "p99_us": percentile(ordered, 0.99) * 1e6,
+            "pods_per_s": len(ordered) / self.seconds if self.seconds else float("nan"),
+            "errors": self.errors,
+            "round_p50_us": self.round_p50_us,
+        }
+
+
+def report(rows: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
+    """The table per setup, then what each webhook adds and the ratio ours/Go."""
+    lines = ["setup  clients    pods   p50 us   p99 us   p50 per round (us)"]
+    for c in CONNECTIONS:
+        for setup in SETUPS:
+            r = rows[setup][c]
+            rounds = "/".join(f"{x:.0f}" for x in r["round_p50_us"])
+            lines.append(
+                f"{setup:<6} {c:>7} {r['pods']:>7,} "
+                f"{r['p50_us']:>8,.0f} {r['p99_us']:>8,.0f}   {rounds}"
+            )
+    lines.append("")
+    lines.append("added to `none` (us)    clients  added p50  added p99")
+    for c in CONNECTIONS:
+        for setup in ("go", "ours"):
+            lines.append(
+                f"{setup:<23} {c:>8} {added(rows, setup, c, 'p50_us'):>10,.0f}"
+                f" {added(rows, setup, c, 'p99_us'):>10,.0f}"
+            )
+    lines.append("")
+    for c in CONNECTIONS:
+        p50 = added(rows, "ours", c, "p50_us") / added(rows, "go", c, "p50_us")
+        p99 = added(rows, "ours", c, "p99_us") / added(rows, "go", c, "p99_us")
+        lines.append(
+            f"ours/Go, {c} client{'s' if c > 1 else ''}: added p50 {p50:.2f}x, added p99 {p99:.2f}x"
+        )
+    return lines
+
+
+def added(rows: dict[str, dict[int, dict[str, Any]]], setup: str, c: int, key: str) -> float:
+    """What ``setup``'s webhooks add to the ``none`` setup's figure ``key``."""
+    return float(rows[setup][c][key] - rows["none"][c][key])
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------
+
+
+def measure(
+    plane: ControlPlane, api: Api, args: argparse.Namespace, pooled: dict[tuple[str, int], Pooled]
+) -> None:
+    """Every run: per round, 1 then 8 clients, the setups interleaved request by request."""
+    for r in range(args.rounds):
+        for connections in CONNECTIONS:
+            run = drive(api, connections, args.warmup, args.seconds)
+            for setup in SETUPS:
+                pooled[(setup, connections)].add(
+                    {
+                        "latencies": run["latencies"][setup],
+                        "errors": {
+                            k: n for k, n in run["errors"].items() if k.startswith(f"{setup}: ")
+                        },
+                        "seconds": run["seconds"],
+                    }
+                )
+            delete_pods(plane)
+        print(f"  round {r + 1}/{args.rounds} done", flush=True)
+
+
+def make_namespaces(plane: ControlPlane) -> None:
+    """One namespace per setup, with its default ServiceAccount."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(plane.client)
+    for setup in SETUPS:
+        core.create_namespace({"metadata": {"name": namespace(setup)}})
+        try:  # the controller-manager may have made it already
+            core.create_namespaced_service_account(
+                namespace(setup), {"metadata": {"name": "default"}}
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+
+def main() -> None:
+    """Start the control plane and both webhooks, register them, measure, print."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seconds", type=float, default=6.0, help="measured time per run")
+    p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each run")
+    p.add_argument("--rounds", type=int, default=5, help="rounds (1 then 8 clients each)")
+    p.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    args = p.parse_args()
+
+    from tests.support.controlplane import ControlPlane, assets_dir
+    from tests.support.gunicorn import start, stop
+    from webhook.certs.issue import write_certs
+
+    assets = assets_dir()
+    if assets is None:
+        raise SystemExit(
+            "set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver, "
+            "kube-controller-manager and kube-scheduler (docs/testing-control-plane.md)"
+        )
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    binary, go_version = build_go()
+    pooled = {(s, c): Pooled() for s in SETUPS for c in CONNECTIONS}
+    with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as d:
+        tmp = Path(d)
+        plane = ControlPlane(assets=assets, workdir=tmp / "controlplane")
+        certs = write_certs(tmp / "tls", days=1)
+        servers = []
+        try:
+            plane.start()
+            from kubernetes import client
+
+            version = client.VersionApi(plane.client).get_code().git_version
+            servers.append(start_go(binary, tmp, certs))
+            servers.append(
+                start(
+                    tmp,
+                    certs,
+                    workers=GUNICORN.workers,
+                    threads=GUNICORN.threads,
+                    log_level=GUNICORN.log_level,
+                )
+            )
+            make_namespaces(plane)
+            ca_pem = certs.ca_cert.read_bytes()
+            register(plane, "go", f"https://127.0.0.1:{servers[0].port}", ca_pem)
+            register(plane, "ours", f"https://127.0.0.1:{servers[1].port}", ca_pem)
+            wait_until_called(plane, "ours")
+            measure(plane, api_of(plane, tmp), args, pooled)
+        finally:
+            for server in servers:
+                stop(server)
+            plane.stop()
+
+    rows = {s: {c: pooled[(s, c)].summary() for c in CONNECTIONS} for s in SETUPS}
+    intro = (
+        f"Pod creates through kube-apiserver {version} (etcd, "
+        f"controller-manager and scheduler running; the pods name a scheduler that does not "
+        f"run), POST of a pod asking for nvidia.com/gpu: 1 over a kept-alive TLS connection per "
+        f"client process, the next when the answer is in, the setups in turn. {args.rounds} "
+        f"rounds of {args.seconds:g} s per client count (after {args.warmup:g} s of warm-up); "
+        f"percentiles of all rounds pooled. go: {go_version}; ours: gunicorn, "
+        f"{GUNICORN.workers} gthread workers x {GUNICORN.threads} threads, the bundled example "
+        f"policy; both called twice per pod (the chart's mutating and validating "
+        f"configurations). Python {platform.python_version()}, {os.cpu_count()} CPUs, load "
+        f"average before the run {load_before:.2f}."
+    )
+    print("\n" + textwrap.fill(intro, 100) + "\n")
+    for line in report(rows):
+        print(line)
+    for setup, by_c in rows.items():
+        for c, row in by_c.items():
+            if row["errors"]:
+                print(f"{setup}, {c} clients: errors {row['errors']}")
+    print(f"\ntook {time.monotonic() - started:.0f} s")
+    if args.out:
+        write_json(
+            args.out,
+            {
+                "kube_apiserver": version,
+                "go": go_version,
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "load_before": load_before,
+                "rounds": args.rounds,
+                "seconds": args.seconds,
+                "warmup": args.warmup,
+                "rows": {
+                    s: {f"{c}-clients": row for c, row in by_c.items()} for s, by_c in rows.items()
+                },
+                "ours_over_go": {
+                    f"{c}-clients": {
+                        "added_p50": added(rows, "ours", c, "p50_us")
+                        / added(rows, "go", c, "p50_us"),
+                        "added_p99": added(rows, "ours", c, "p99_us")
+                        / added(rows, "go", c, "p99_us"),
+                    }
+                    for c in CONNECTIONS
+                },
+            },
+        )
+        print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
