@@ -84,6 +84,7 @@ class LiveCluster:
         self.plane = plane
         self.proxy = proxy
         self._namespaces: set[str] = set()
+        self._created_namespaces: set[str] = set()
         self._uids: dict[str, str] = {}
         self._removed_crds = False
         self._rbac = 0
@@ -206,11 +207,15 @@ class LiveCluster:
                 yield item.metadata.name
 
     def ensure_namespace(self, name: str) -> None:
-        """Create namespace ``name`` (and its ``default`` ServiceAccount) unless it exists."""
+        """Create namespace ``name`` (and its ``default`` ServiceAccount) unless it exists; one
+        it created goes after the test."""
         self._namespaces.add(name)
         core = self.plane.dynamic.resources.get(api_version="v1", kind="Namespace")
-        with contextlib.suppress(ApiException):
+        try:
             core.create(body={"metadata": {"name": name}})
+            self._created_namespaces.add(name)
+        except ApiException:
+            pass  # it exists
         sa = self.plane.dynamic.resources.get(api_version="v1", kind="ServiceAccount")
         with contextlib.suppress(ApiException):
             sa.create(body={"metadata": {"name": "default"}}, namespace=name)
@@ -392,6 +397,29 @@ class LiveCluster:
                             name=item.metadata.name, namespace=name, body={"gracePeriodSeconds": 0}
                         )
                 time.sleep(0.2)
+        for name in self._created_namespaces:
+            self._delete_namespace(name)
+
+    def _delete_namespace(self, name: str) -> None:
+        """Delete an emptied namespace now: finalize it as the namespace controller would once
+        its content is gone (the controller-manager may be stopped), then wait for it to go."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.plane.client)
+        with contextlib.suppress(ApiException):
+            core.delete_namespace(name)
+        with contextlib.suppress(ApiException):
+            core.replace_namespace_finalize(
+                name, {"metadata": {"name": name}, "spec": {"finalizers": []}}
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                core.read_namespace(name)
+            except ApiException as e:
+                if e.status == 404:
+                    return
+            time.sleep(0.1)
 
     def _empty(self, namespace: str) -> None:
         """Delete every object of the kinds in _NAMESPACED in ``namespace``."""

@@ -637,6 +637,23 @@ def control_plane() -> Iterator[ControlPlane]:
             _state["workdir"] = None
 
 
+def _needs_whole_plane(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    return "control_plane" in names and "live_cluster" not in names
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _whole_control_plane_for_module(request: pytest.FixtureRequest) -> None:
+    """As below, before a module's own fixtures (a module-scoped install needs the
+    controller-manager too); the control plane is not started for a module that needs none."""
+    if assets_dir() is None:
+        return  # each test that needs the control plane skips on its own
+    items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
+    if any(_needs_whole_plane(i) for i in items):
+        plane = request.getfixturevalue("control_plane")
+        plane.start_controllers()
+
+
 @pytest.fixture(autouse=True)
 def _whole_control_plane(request: pytest.FixtureRequest) -> None:
     """A test on the control plane finds its controller-manager and scheduler running, unless
