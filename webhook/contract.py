@@ -16,6 +16,9 @@ from typing import Final
 POLICY_FILE_ENV: Final = "GPU_POLICY_FILE"
 NODES_ENV: Final = "GPU_POLICY_NODES"
 KUBE_ENV: Final = "GPU_POLICY_KUBE"
+# Whether the watched cluster's DRA objects are read: "auto" asks API discovery for
+# resource.k8s.io/v1 (absent before 1.34: no DRA), "off" never reads them.
+DRA_ENV: Final = "GPU_POLICY_DRA"
 TLS_DIR_ENV: Final = "GPU_POLICY_TLS_DIR"
 CLIENT_CA_ENV: Final = "GPU_POLICY_CLIENT_CA"
 BIND_ENV: Final = "GPU_POLICY_BIND"
@@ -40,6 +43,8 @@ DEFAULT_WORKERS: Final = 2
 DEFAULT_THREADS: Final = 4
 DEFAULT_LOG_LEVEL: Final = "info"
 DEFAULT_KUBE: Final = "off"
+DEFAULT_DRA: Final = "auto"
+DRA_MODES: Final = ("auto", "off")
 DEFAULT_CERT_INTERVAL: Final = 30
 # The metrics directory's name: /tmp/gpu-policy-metrics in the image and the chart (an emptyDir).
 METRICS_DIR_NAME: Final = "gpu-policy-metrics"
@@ -82,10 +87,21 @@ ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 ADMISSION_REVIEW_KIND: Final = "AdmissionReview"
 ADMISSION_OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
+# -- NVIDIA's container runtime (docs/isolation.md) -----------------------------------------------
+# The variable that tells the NVIDIA container runtime which GPUs a container gets, and the
+# values the webhook writes (void: no GPU and no driver, as runc) and accepts (none: no GPU).
+VISIBLE_DEVICES_ENV: Final = "NVIDIA_VISIBLE_DEVICES"
+VISIBLE_DEVICES_VOID: Final = "void"
+VISIBLE_DEVICES_NONE: Final = "none"
+
 # -- Annotations and labels on Kubernetes objects -------------------------------------------------
 SHARING_ANNOTATION: Final = "gpu-policy.io/sharing"
 PRODUCT_ANNOTATION: Final = "gpu-policy.io/product"
 MIG_ANNOTATION: Final = "gpu-policy.io/mig-profile"
+# A pod annotated with this key set to ISOLATION_OPT_OUT_VALUE keeps what its containers would see
+# without GPU isolation (docs/isolation.md); the webhook reports every such pod.
+ISOLATION_OPT_OUT_ANNOTATION: Final = "gpu-policy.io/isolation"
+ISOLATION_OPT_OUT_VALUE: Final = "disabled"
 # Written by the webhook on the pods it changes: what it changed, in words.
 MUTATIONS_ANNOTATION: Final = "gpu-policy.io/mutations"
 # On the self-managed mode's Secret: since when every webhook configuration trusts the CA being

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -20,6 +21,7 @@ import yaml
 
 from webhook.contract import EXAMPLE_POLICY
 from webhook.policy import Inventory, Policy, PolicyError, parse_policy
+from webhook.policy.dra import DraSnapshot, dra_snapshot
 from webhook.policy.inventory import inventory_from_nodes, inventory_from_policy
 
 # (device, inode, size, mtime) of a file, or None when it cannot be read: a Secret or
@@ -254,14 +256,53 @@ def load_policy(path: str | Path | None, *, text: str | None = None) -> Policy:
     return policy_from_text(text, source=str(path), base=path.parent)
 
 
-def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
-    """Node objects from a ``kubectl get nodes -o yaml`` dump (a List), or Node documents."""
+#: The DRA kinds a node dump may hold besides Nodes (``kubectl get nodes,deviceclasses,
+#: resourceslices,resourceclaims,resourceclaimtemplates -A -o yaml``).
+DRA_DUMP_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+
+
+@dataclass(frozen=True)
+class ClusterDump:
+    """What a node dump holds: Nodes, and the DRA objects beside them."""
+
+    nodes: list[dict[str, Any]]
+    by_kind: dict[str, list[dict[str, Any]]]
+
+    def dra(self) -> DraSnapshot | None:
+        """The DRA snapshot of the dump's DeviceClasses, ResourceSlices, ResourceClaims and
+        ResourceClaimTemplates; None when it has none of them (a device-plugin cluster, or
+        one dumped before DRA)."""
+        if not any(self.by_kind.values()):
+            return None
+        return dra_snapshot(
+            self.by_kind["DeviceClass"],
+            self.by_kind["ResourceSlice"],
+            self.by_kind["ResourceClaim"],
+            self.by_kind["ResourceClaimTemplate"],
+        )
+
+
+def cluster_from_text(text: str, *, source: str) -> ClusterDump:
+    """Nodes and DRA objects from a dump: a List, or documents of those kinds."""
     nodes: list[dict[str, Any]] = []
+    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in DRA_DUMP_KINDS}
     for doc in kubernetes_objects(text, source=source):
-        if doc.value.get("kind", "Node") != "Node":
-            raise DocumentError(source, doc.line, "expected a Node")
-        nodes.append(doc.value)
-    return nodes
+        kind = doc.value.get("kind", "Node")
+        if kind == "Node":
+            nodes.append(doc.value)
+        elif kind in by_kind:
+            by_kind[kind].append(doc.value)
+        else:
+            raise DocumentError(
+                source, doc.line, f"expected a Node or a {', '.join(DRA_DUMP_KINDS)}, not {kind}"
+            )
+    return ClusterDump(nodes, by_kind)
+
+
+def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
+    """Node objects from a ``kubectl get nodes -o yaml`` dump (a List), or Node documents;
+    the DRA objects a dump may hold beside them are left out (:func:`cluster_from_text`)."""
+    return cluster_from_text(text, source=source).nodes
 
 
 def load_inventory(
@@ -274,5 +315,5 @@ def load_inventory(
     if nodes_path is None:
         return inventory_from_policy(policy)
     text = read_text(nodes_path) if text is None else text
-    nodes = nodes_from_text(text, source=str(nodes_path))
-    return inventory_from_nodes(nodes, policy, source=f"nodes in {nodes_path}")
+    dump = cluster_from_text(text, source=str(nodes_path))
+    return inventory_from_nodes(dump.nodes, policy, source=f"nodes in {nodes_path}", dra=dump.dra())

@@ -40,7 +40,7 @@ def test_a_clean_cluster_says_so_and_lists_its_gpu_pods(run: Runner) -> None:
     assert out.splitlines()[0] == "no findings: every GPU workload and node passes"
     row = next(line for line in out.splitlines() if "Pod/ok" in line)
     assert row.split() == ["ml", "Pod/ok", "1", "nvidia.com/gpu:", "1", "gpu-1", "(1)", "0", "0"]
-    assert "0 fail, 0 error, 0 warn, 0 skip, 14 pass; 1 GPU workload, 1 GPU pod (1 bound" in out
+    assert "0 fail, 0 error, 0 warn, 0 skip, 15 pass; 1 GPU workload, 1 GPU pod (1 bound" in out
 
 
 def test_the_gpu_pods_table_is_capped(run: Runner) -> None:

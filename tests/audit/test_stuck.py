@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.audit.conftest import Runner
+from tests.audit.conftest import NOW, Runner
 from tests.audit.objects import apod, node
-from webhook.audit import Finding
+from webhook.audit import Collector, Finding, audit
 from webhook.audit.stuck import pod_requests
+from webhook.files import load_policy
 
 GPU1 = {"nvidia.com/gpu": 1}
 TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
@@ -348,3 +351,58 @@ def test_bound_pods_hold_slots_and_finished_ones_do_not(run: Runner) -> None:
 )
 def test_pod_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
     assert pod_requests(spec) == expected
+
+
+AUTOSCALED = Path(__file__).resolve().parent.parent.parent / "examples" / "clusters" / "autoscaled"
+
+
+def _autoscaled(run: Runner, pod: dict[str, Any], **kwargs: Any) -> Finding:
+    policy = load_policy(AUTOSCALED / "policy.yaml")
+    nodes = yaml.safe_load((AUTOSCALED / "nodes.yaml").read_text())["items"]
+    collector = Collector()
+    collector.add_all([pod])
+    return _finding(audit(collector, nodes, policy=policy, now=NOW, **kwargs), "gpu-pod-scheduled")
+
+
+def test_a_pod_waiting_for_a_node_the_autoscaler_can_add(run: Runner) -> None:
+    finding = _autoscaled(
+        run, apod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "Tesla-T4-SHARED"})
+    )
+    assert finding.result == "warn" and finding.reasons == ("scale-up",)
+    assert (
+        "no node advertises nvidia.com/gpu yet: it waits for the autoscaler to add a node of pool gpu-t4 (declared in"
+        in finding.message
+    )
+    # The selection names the T4 product: the L4 pool would not serve it.
+    assert "gpu-l4x4" not in finding.message
+    assert "docs/autoscaling.md" in finding.fix
+
+
+def test_a_pod_no_pool_can_ever_serve(run: Runner) -> None:
+    # The renamed name no node group advertises (the T4 key does not rename its shares).
+    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu.shared": 1}))
+    assert finding.result == "fail" and finding.reasons == ("not-offered",)
+    assert (
+        "no node advertises nvidia.com/gpu.shared, and no pool an autoscaler can add would"
+        in finding.message
+    )
+    assert "ask for nvidia.com/gpu" in finding.fix
+
+
+def test_a_selection_no_pool_at_zero_matches_is_not_a_wait(run: Runner) -> None:
+    pod = apod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    finding = _autoscaled(run, pod)
+    assert finding.reasons == ("not-offered",) and finding.result == "fail"
+
+
+def test_a_karpenter_nodepool_is_a_pool_the_audit_waits_for(run: Runner) -> None:
+    nodepool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu-a10g"},
+        "spec": {"template": {"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-A10G"}}}},
+    }
+    pod = apod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A10G"})
+    finding = _autoscaled(run, pod, nodepools=[nodepool])
+    assert finding.reasons == ("scale-up",)
+    assert "pool gpu-a10g (Karpenter NodePool gpu-a10g, from zero)" in finding.message

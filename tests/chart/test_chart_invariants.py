@@ -30,6 +30,19 @@ VALIDATED = {
     ("", "v1", "replicationcontrollers"),
     ("", "v1", "podtemplates"),
 }
+# With dra.enabled (the default), the DRA entries of the validating configuration, on CREATE
+# only (a claim's spec is immutable; a pod's claims cannot change either).
+DRA_VALIDATED = {
+    ("resource.k8s.io", "v1", "resourceclaims", ("CREATE",)),
+    ("resource.k8s.io", "v1", "resourceclaimtemplates", ("CREATE",)),
+    ("", "v1", "pods", ("CREATE",)),
+}
+DRA_HOOKS = (
+    "resourceclaims.validate.gpu-policy.io",
+    "resourceclaimtemplates.validate.gpu-policy.io",
+    "pod-claims.validate.gpu-policy.io",
+)
+DRA_KINDS = ["deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"]
 
 
 def _container(rendered) -> dict[str, Any]:
@@ -78,7 +91,9 @@ def test_every_webhook_entry(renderer: Renderer, case_id: str) -> None:
             "port": 443,
         }
         (condition,) = hook["matchConditions"]
-        assert "nvidia.com/" in condition["expression"]
+        # Only what asks for an nvidia.com/* resource or a GPU DeviceClass, or a pod with
+        # claims (whose classes only the webhook's snapshot knows).
+        assert "nvidia.com" in condition["expression"]
         for rule in hook["rules"]:
             assert rule["scope"] == "Namespaced"
 
@@ -149,10 +164,43 @@ def test_mutating_pods_only(renderer: Renderer) -> None:
 def test_validating_configuration(default_render) -> None:
     doc = default_render.one("ValidatingWebhookConfiguration", FULLNAME)
     rules = set()
+    dra = set()
     for hook in doc["webhooks"]:
         assert "reinvocationPolicy" not in hook
-        rules |= _rules(hook)
+        if hook["name"] in DRA_HOOKS:
+            dra |= _rules(hook)
+        else:
+            rules |= _rules(hook)
     assert rules == {(g, v, r, ("CREATE", "UPDATE")) for g, v, r in VALIDATED}
+    assert dra == DRA_VALIDATED
+
+
+def test_dra_off(renderer: Renderer) -> None:
+    rendered = renderer.render_case(CASES["ci/no-dra-values.yaml"])
+    names = [hook["name"] for _, hook in webhooks(rendered)]
+    assert not set(DRA_HOOKS) & set(names)
+    groups = [g for r in rendered.one("ClusterRole", FULLNAME)["rules"] for g in r["apiGroups"]]
+    assert "resource.k8s.io" not in groups
+    policy = yaml.safe_load(
+        next(iter(rendered.one("ConfigMap", f"{FULLNAME}-policy")["data"].values()))
+    )
+    assert "dra" not in policy["spec"]
+
+
+def test_dra_classes_reach_policy_and_conditions(renderer: Renderer) -> None:
+    rendered = renderer.run(
+        ["template", "x", str(CHART), "--set", "dra.deviceClassSuffixes={example.com}"]
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    (config,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    (claims,) = [h for h in config["webhooks"] if h["name"] == DRA_HOOKS[0]]
+    assert "endsWith('.example.com')" in claims["matchConditions"][0]["expression"]
+    assert "nvidia" not in claims["matchConditions"][0]["expression"]
+    (policy_map,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and "policy" in d["metadata"]["name"]
+    ]
+    policy = yaml.safe_load(next(iter(policy_map["data"].values())))
+    assert policy["spec"]["dra"]["deviceClassSuffixes"] == ["example.com"]
 
 
 def test_match_condition_paths(default_render) -> None:
@@ -165,6 +213,8 @@ def test_match_condition_paths(default_render) -> None:
         "podtemplates": "object.template.spec.containers",
     }
     for hook in doc["webhooks"]:
+        if hook["name"] in DRA_HOOKS:
+            continue  # claims: test_chart_match_conditions.py
         resources = {r for rule in hook["rules"] for r in rule["resources"]}
         expression = hook["matchConditions"][0]["expression"]
         (resource,) = resources & paths.keys()
@@ -304,6 +354,7 @@ def test_container_contract(default_render) -> None:
     assert container["image"] == "gpu-policy-webhook:0.1.0"
     env = _env(default_render)
     assert env["GPU_POLICY_KUBE"] == "in-cluster"
+    assert env[contract.DRA_ENV] == "auto"
     assert env["GPU_POLICY_TLS_DIR"] == "/etc/gpu-policy/tls"
     assert env["GPU_POLICY_BIND"] == "0.0.0.0:8443"
     assert env["GPU_POLICY_FILE"] == "/etc/gpu-policy/policy/policy.yaml"
@@ -392,7 +443,17 @@ def test_rbac_is_minimal(default_render) -> None:
     # The watch's RBAC; the certificates' is in test_chart_selfmanaged.py.
     cluster_role = default_render.one("ClusterRole", FULLNAME)
     assert cluster_role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": DRA_KINDS,
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["karpenter.sh"],
+            "resources": ["nodepools"],
+            "verbs": ["get", "list", "watch"],
+        },
     ]
     role = default_render.one("Role", f"{FULLNAME}-device-plugin-config")
     assert role["metadata"]["namespace"] == "gpu-operator"
@@ -471,6 +532,9 @@ def test_policy_configmap(default_render, chart_values) -> None:
         **expected["devicePlugin"],
         "configMapRef": device_plugin["configMapRef"],
     }
+    # The GPU DeviceClasses come from dra.deviceClassSuffixes, which the claim entries'
+    # matchConditions read too.
+    expected["dra"] = {"deviceClassSuffixes": chart_values["dra"]["deviceClassSuffixes"]}
     assert policy["spec"] == expected
     annotations = default_render.one("Deployment")["spec"]["template"]["metadata"]["annotations"]
     assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/policy"])
@@ -484,6 +548,22 @@ def test_rendered_policy_loads_in_the_server(default_render) -> None:
     assert policy.node_label == "nvidia.com/device-plugin.config"
     assert policy.default_config == "any"
     assert policy.enforcement == "enforce"
+
+
+def test_declared_pools_reach_the_server(renderer: Renderer) -> None:
+    """policy.spec.pools is rendered as written, and the server reads the autoscaled pool."""
+    model = pytest.importorskip("webhook.policy.model")
+    rendered = renderer.render_case(CASES["ci/autoscaled-values.yaml"])
+    policy = model.parse_policy(_policy(rendered), source="chart policy.yaml")
+    (pool,) = policy.pools
+    assert (pool.name, pool.config, pool.product) == ("gpu-t4", "t4", "Tesla-T4")
+    assert (pool.min_nodes, pool.max_nodes, pool.nodes) == (0, 4, 0)
+    assert pool.autoscaled
+
+
+def test_a_misspelt_pool_field_fails_the_schema(renderer: Renderer) -> None:
+    error = renderer.fails("--set-json", 'policy.spec.pools=[{"config": "t4", "minNode": 0}]')
+    assert "minNode" in error
 
 
 # --- optional objects ---------------------------------------------------------------------

@@ -147,13 +147,19 @@ SAMPLES: list[tuple[str, str, dict[str, Any], bool]] = [
 ]
 
 
-def _conditions_for(rendered, resource: str, mutating: bool) -> list[str]:
-    """The expressions of the entry whose rules cover ``resource``."""
+def _conditions_for(
+    rendered, resource: str, mutating: bool, *, pod_claims: bool = False
+) -> list[str]:
+    """The expressions of the entry whose rules cover ``resource`` (for pods: the entry for
+    pods that ask for nvidia.com/* resources, or with ``pod_claims`` the one for pods with
+    claims)."""
     kind = "MutatingWebhookConfiguration" if mutating else "ValidatingWebhookConfiguration"
     found = [
         [c["expression"] for c in hook["matchConditions"]]
         for k, hook in webhooks(rendered)
-        if k == kind and any(resource in rule["resources"] for rule in hook["rules"])
+        if k == kind
+        and any(resource in rule["resources"] for rule in hook["rules"])
+        and hook["name"].startswith("pod-claims.") is pod_claims
     ]
     assert len(found) == 1, f"{len(found)} {kind} entries cover {resource}"
     return found[0]
@@ -187,7 +193,8 @@ def test_every_expression_compiles(default_render) -> None:
     expressions = [
         c["expression"] for _, hook in webhooks(default_render) for c in hook["matchConditions"]
     ]
-    assert len(expressions) == 8  # pods and three template entries, in each configuration
+    # pods and three template entries in each configuration, and the three DRA entries
+    assert len(expressions) == 11
     for expression in expressions:
         cel.compile(expression)
 
@@ -198,3 +205,217 @@ def test_guards_are_needed(default_render) -> None:
         cel.evaluate("object.spec.template.spec.containers.size() > 0", {"object": {"spec": {}}})
     deployment = _conditions_for(default_render, "deployments", mutating=False)
     assert _matches(deployment, {"spec": {"template": {}}}) is False
+
+
+def claim(kind: str, *requests: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"devices": {"requests": list(requests)}}
+    body = spec if kind == "ResourceClaim" else {"spec": spec}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": "c"},
+        "spec": body,
+    }
+
+
+def exactly(device_class: str) -> dict[str, Any]:
+    return {"name": "r", "exactly": {"deviceClassName": device_class}}
+
+
+def first_available(*classes: str) -> dict[str, Any]:
+    subs = [{"name": f"s{i}", "deviceClassName": c} for i, c in enumerate(classes)]
+    return {"name": "r", "firstAvailable": subs}
+
+
+CLAIM_SAMPLES: list[tuple[str, dict[str, Any], bool]] = [
+    ("gpu class", exactly("gpu.nvidia.com"), True),
+    ("per-profile MIG class", exactly("mig-1g-12gb.gpu.nvidia.com"), True),
+    ("another vendor", exactly("gpu.example.com"), False),
+    ("a name that only ends in the letters", exactly("notnvidia.com"), False),
+    ("firstAvailable, GPU second", first_available("net.example.com", "mig.nvidia.com"), True),
+    ("firstAvailable, no GPU", first_available("net.example.com"), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "request_", "expected"),
+    [(k, s[1], s[2]) for k in ("ResourceClaim", "ResourceClaimTemplate") for s in CLAIM_SAMPLES],
+    ids=[f"{k}: {s[0]}" for k in ("ResourceClaim", "ResourceClaimTemplate") for s in CLAIM_SAMPLES],
+)
+def test_claims_reach_the_webhook_only_for_gpu_classes(
+    default_render, kind: str, request_: dict[str, Any], expected: bool
+) -> None:
+    resource = kind.lower() + "s"
+    conditions = _conditions_for(default_render, resource, mutating=False)
+    assert _matches(conditions, claim(kind, request_)) is expected
+    # Not even a claim without requests makes the expression fail.
+    assert _matches(conditions, {"spec": {}}) is False
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (
+            pod(
+                {
+                    **pod_spec(CPU),
+                    "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
+                }
+            ),
+            True,
+        ),
+        (
+            pod({**pod_spec(GPU), "resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}),
+            False,
+        ),
+        (pod(pod_spec(CPU)), False),
+        (pod({**pod_spec(CPU), "resourceClaims": []}), False),
+    ],
+    ids=["claims only", "claims and a GPU resource: the pods entry has it", "no claims", "empty"],
+)
+def test_pods_with_claims_reach_the_webhook_once(
+    default_render, obj: dict[str, Any], expected: bool
+) -> None:
+    conditions = _conditions_for(default_render, "pods", mutating=False, pod_claims=True)
+    assert _matches(conditions, obj) is expected
+
+
+# ---- GPU isolation (ci/isolation-values.yaml): pods that can reach a GPU node are sent too.
+H100_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}
+L4_TOLERATIONS = [
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "pool", "operator": "Equal", "value": "l4", "effect": "NoExecute"},
+]
+
+
+def _with(spec: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**spec, **fields}
+
+
+ISOLATION_SAMPLES = [
+    ("GPU pod", pod(pod_spec(GPU)), "default", True),
+    ("plain pod", pod(pod_spec(CPU)), "default", False),
+    (
+        "tolerates the H100 taint",
+        pod(_with(pod_spec(CPU), tolerations=[H100_TOLERATION])),
+        "default",
+        True,
+    ),
+    (
+        "tolerates the H100 taint with another value",
+        pod(_with(pod_spec(CPU), tolerations=[{**H100_TOLERATION, "value": "true"}])),
+        "default",
+        False,
+    ),
+    (
+        "catch-all toleration",
+        pod(_with(pod_spec(CPU), tolerations=[{"operator": "Exists"}])),
+        "default",
+        True,
+    ),
+    (
+        # (nvidia.com/gpu Exists alone would also tolerate the H100s' taint.)
+        "tolerates half of the L4 taints",
+        pod(_with(pod_spec(CPU), tolerations=L4_TOLERATIONS[1:])),
+        "default",
+        False,
+    ),
+    (
+        "tolerates both L4 taints",
+        pod(_with(pod_spec(CPU), tolerations=L4_TOLERATIONS)),
+        "default",
+        True,
+    ),
+    (
+        "NoExecute-only toleration",
+        pod(
+            _with(
+                pod_spec(CPU),
+                tolerations=[
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}
+                ],
+            )
+        ),
+        "default",
+        False,
+    ),
+    ("bound by nodeName", pod(_with(pod_spec(CPU), nodeName="node-1")), "default", True),
+    (
+        "exempt namespace",
+        pod(_with(pod_spec(CPU), tolerations=[{"operator": "Exists"}])),
+        "gpu-operator",
+        False,
+    ),
+    ("GPU pod in the exempt namespace", pod(pod_spec(GPU)), "gpu-operator", True),
+]
+
+
+@pytest.fixture(scope="module")
+def isolation_render(renderer):  # type: ignore[no-untyped-def]
+    from chart_helpers import CASES
+
+    return renderer.render_case(CASES["ci/isolation-values.yaml"])
+
+
+@pytest.mark.parametrize("mutating", [True, False], ids=["mutating", "validating"])
+@pytest.mark.parametrize(
+    ("obj", "namespace", "expected"),
+    [s[1:] for s in ISOLATION_SAMPLES],
+    ids=[s[0] for s in ISOLATION_SAMPLES],
+)
+def test_isolation_sends_exactly_the_pods_that_reach_a_gpu_node(
+    isolation_render, mutating: bool, obj: dict[str, Any], namespace: str, expected: bool
+) -> None:
+    expressions = _conditions_for(isolation_render, "pods", mutating=mutating)
+    context = {
+        "object": copy.deepcopy(obj),
+        "oldObject": None,
+        "request": {"operation": "CREATE", "namespace": namespace},
+    }
+    assert all(cel.evaluate(e, context) is True for e in expressions) is expected
+
+
+def test_isolation_sends_no_pod_update_that_asks_for_no_gpu(isolation_render) -> None:  # type: ignore[no-untyped-def]
+    tolerating = pod(_with(pod_spec(CPU), tolerations=[{"operator": "Exists"}]))
+    expressions = _conditions_for(isolation_render, "pods", mutating=False)
+    for operation, sent in (("CREATE", True), ("UPDATE", False)):
+        context = {
+            "object": tolerating,
+            "oldObject": None,
+            "request": {"operation": operation, "namespace": "monitoring"},
+        }
+        assert all(cel.evaluate(e, context) is True for e in expressions) is sent
+
+
+def test_isolation_covers_pod_templates(isolation_render) -> None:  # type: ignore[no-untyped-def]
+    daemonset = workload(
+        "DaemonSet", "apps/v1", _with(pod_spec(CPU), tolerations=[{"operator": "Exists"}])
+    )
+    context = {
+        "object": daemonset,
+        "oldObject": None,
+        "request": {"operation": "CREATE", "namespace": "monitoring"},
+    }
+    expressions = _conditions_for(isolation_render, "daemonsets", mutating=False)
+    assert all(cel.evaluate(e, context) is True for e in expressions)
+    plain = workload("Deployment", "apps/v1", pod_spec(CPU))
+    context["object"] = plain
+    assert not all(cel.evaluate(e, context) is True for e in expressions)
+
+
+def test_untainted_gpu_nodes_send_every_pod(renderer) -> None:  # type: ignore[no-untyped-def]
+    rendered = renderer.render(
+        "--set",
+        "policy.spec.isolation.mode=warn",
+        "--set-json",
+        "webhook.isolation.gpuNodeTaints=[[]]",
+    )
+    expressions = _conditions_for(rendered, "pods", mutating=True)
+    context = {
+        "object": pod(pod_spec(CPU)),
+        "oldObject": None,
+        "request": {"operation": "CREATE", "namespace": "web"},
+    }
+    assert all(cel.evaluate(e, context) is True for e in expressions)
+    context["request"]["namespace"] = "gpu-operator"
+    assert not all(cel.evaluate(e, context) is True for e in expressions)

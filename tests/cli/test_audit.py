@@ -137,3 +137,73 @@ def test_usage_and_file_errors_exit_2_with_one_line(args: list[str], message: st
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_pod_waiting_for_its_claims_on_the_dra_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The node dump carries the DeviceClasses and ResourceSlices; the objects dump a pod, its
+    template and the claim made from it."""
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(
+        yaml.safe_dump_all(
+            [
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": "nine", "namespace": "ml"},
+                    "spec": {
+                        "spec": {
+                            "devices": {
+                                "requests": [
+                                    {
+                                        "name": "gpu",
+                                        "exactly": {
+                                            "deviceClassName": "gpu.nvidia.com",
+                                            "count": 9,
+                                        },
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                },
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": "train",
+                        "namespace": "ml",
+                        "uid": "u-1",
+                        "creationTimestamp": "2025-07-14T08:00:00Z",
+                    },
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "x",
+                                "resources": {"claims": [{"name": "gpu"}]},
+                            }
+                        ],
+                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "nine"}],
+                    },
+                    "status": {"phase": "Pending"},
+                },
+            ]
+        )
+    )
+    done = gpu_policy(
+        "audit",
+        "--nodes",
+        str(CLUSTERS / "dra-a100" / "nodes.yaml"),
+        "--objects",
+        str(objects),
+        "--policy",
+        str(CLUSTERS / "dra-a100" / "policy.yaml"),
+        "--now",
+        "2025-07-14T09:00:00Z",
+        "-o",
+        "json",
+    )
+    assert done.returncode == 1, done.stderr
+    (stuck,) = [f for f in json.loads(done.stdout)["findings"] if f["rule"] == "gpu-pod-scheduled"]
+    assert stuck["reasons"] == ["claim-unsatisfiable"]
+    assert "no node has more than 8 matching devices" in stuck["message"]

@@ -60,3 +60,15 @@ def test_disagreements_are_reported() -> None:
         str(ROOT / "tests" / "fixtures" / "nodes" / "labels-replicas-4-but-allocatable-1.yaml"),
     )
     assert "disagreement:" in result.stdout and "restart the device plugin" in result.stdout
+
+
+def test_gpu_node_taints_are_the_chart_value_from_the_nodes() -> None:
+    import yaml
+
+    tainted = inventory("h100-mig-single", "--gpu-node-taints")
+    untainted = inventory("mps-l4", "--gpu-node-taints")
+    assert tainted.returncode == untainted.returncode == 0
+    value = yaml.safe_load(tainted.stdout)["webhook"]["isolation"]["gpuNodeTaints"]
+    assert value == [[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]]
+    # Untainted GPU nodes: every pod can reach one.
+    assert yaml.safe_load(untainted.stdout)["webhook"]["isolation"]["gpuNodeTaints"] == [[]]

@@ -105,3 +105,45 @@ def test_plugin_warnings_go_to_stderr_one_line_each(tmp_path: Path) -> None:
         (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
         assert line.startswith(f"warning: {config}: ")
         assert "strategy" in line
+
+
+DRA_A100 = CLUSTERS / "dra-a100"
+TEMPLATE_AND_POD = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: nine, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com, count: 9}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train, namespace: ml}
+spec:
+  containers:
+  - name: main
+    image: pytorch
+    resources: {claims: [{name: gpu}]}
+  resourceClaims:
+  - {name: gpu, resourceClaimTemplateName: nine}
+"""
+
+
+def test_a_pod_is_judged_on_the_template_reviewed_beside_it() -> None:
+    result = gpu_policy(
+        "review",
+        "--policy",
+        str(DRA_A100 / "policy.yaml"),
+        "--nodes",
+        str(DRA_A100 / "nodes.yaml"),
+        "-",
+        stdin=TEMPLATE_AND_POD,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "DENIED ResourceClaimTemplate/nine -n ml" in result.stdout
+    assert "DENIED Pod/train -n ml" in result.stdout
+    assert 'claim "gpu" (ResourceClaimTemplate nine): request "gpu" asks for 9' in result.stdout
+    assert "2 reviewed, 2 denied" in result.stdout

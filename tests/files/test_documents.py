@@ -95,7 +95,11 @@ def test_two_documents_where_one_is_expected() -> None:
 
 def test_nodes_from_a_dump_and_a_wrong_kind() -> None:
     assert [n["metadata"]["name"] for n in nodes_from_text(NODE_LIST, source="s")] == ["a", "b"]
-    with pytest.raises(PolicyError, match=r"^s: line 12: expected a Node$"):
+    with pytest.raises(
+        PolicyError,
+        match=r"^s: line 12: expected a Node or a DeviceClass, ResourceSlice, ResourceClaim, "
+        r"ResourceClaimTemplate, not Pod$",
+    ):
         nodes_from_text(NODE_LIST + "---\n" + POD % "p", source="s")
 
 

@@ -35,6 +35,9 @@ def make_source(api_client: client.ApiClient) -> Iterator[MakeSource]:
 
     def make(**kwargs: object) -> ClusterSource:
         kwargs.setdefault("configmap", ("gpu-operator", "device-plugin-config"))
+        # The core kinds: the DRA kinds a v1.36 API server serves are watched in
+        # test_dra_controlplane.py and test_dra_claims_controlplane.py.
+        kwargs.setdefault("dra", "off")
         kwargs.setdefault("timings", FAST)
         source = ClusterSource(api_client, **kwargs)  # type: ignore[arg-type]
         sources.append(source)

@@ -109,7 +109,8 @@ def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     assert audit_counts["pods"]["gpu"] == 100
     assert audit_counts["pods"]["refused"] == 3  # 2 asking for 2 shared GPUs, 1 flaky device
     findings = audit_counts["findings"]
-    assert findings["gpu-resource-offered/fail"] == 2  # mig-3g-00007, mig-3g-00027
+    # mig-3g-00007, mig-3g-00027 (no such profile), and the too-big pod (16 GPUs: no node has that many)
+    assert findings["gpu-resource-offered/fail"] == 3
     assert findings["gpu-node-selection/fail"] == 2  # v100-pinned-00008, v100-pinned-00028
     assert findings["gpu-shared-request-above-one/fail"] == 1
     assert findings["gpu-webhook-changes/warn"] == 1  # pre-webhook-00009

@@ -89,8 +89,10 @@ def test_initial_list_is_reflected(cluster: LiveCluster, make_source: MakeSource
     }
     assert state.synced and state.api_reachable
     assert state.errors == 0 and state.watch_restarts == 0
-    assert set(state.resource_versions) == {"nodes", "pods", "configmap"}
-    assert all(int(rv) > 0 for rv in state.resource_versions.values())
+    assert set(state.resource_versions) == {"nodes", "pods", "configmap", "nodepools"}
+    assert state.nodepools == ()  # the fake serves no Karpenter CRD: none, and synced
+    assert state.resource_versions["nodepools"] == ""
+    assert all(int(rv) > 0 for k, rv in state.resource_versions.items() if k != "nodepools")
     assert state.node_list()["items"] == list(state.nodes)
     health = source.health()
     assert health.synced and health.api_reachable and health.errors == 0
@@ -426,7 +428,7 @@ def test_callback_failure_does_not_stop_updates(
 
 def test_without_pods_or_configmap(cluster: LiveCluster, make_source: MakeSource) -> None:
     seed(cluster)
-    source = make_source(configmap=None, watch_pods=False)
+    source = make_source(configmap=None, watch_pods=False, watch_nodepools=False)
     assert source.wait_synced(30)
     state = source.current
     assert state is not None

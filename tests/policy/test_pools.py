@@ -8,11 +8,24 @@ from typing import Any
 
 import pytest
 
-from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
-from webhook.files import load_policy, nodes_from_text, read_text
-from webhook.policy import Policy, PolicyError, inventory_from_nodes, inventory_from_policy
+from tests.builders import ctr, gpu, pod
+from webhook.contract import (
+    GPU_POLICY_API_VERSION,
+    PRODUCT_ANNOTATION,
+    SHARING_ANNOTATION,
+    SHARING_POLICY_KIND,
+)
+from webhook.files import load_inventory, load_policy, nodes_from_text, read_text
+from webhook.policy import (
+    Inventory,
+    Policy,
+    PolicyError,
+    inventory_from_nodes,
+    inventory_from_policy,
+    review,
+)
 from webhook.policy.inventory import Offer, PoolOrigin, Scaling
-from webhook.policy.model import DeclaredPool, parse_policy
+from webhook.policy.model import DeclaredPool, Enforcement, parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SEED003 = ROOT / "examples" / "clusters" / "seed003-l20-t4"
@@ -151,3 +164,81 @@ def test_bad_bounds_are_refused(pool: dict[str, Any], field: str, words: str) ->
         parse_policy(_policy_doc(pool), source="p.yaml")
     assert err.value.field == field
     assert words in err.value.reason
+
+
+AUTOSCALED = ROOT / "examples" / "clusters" / "autoscaled"
+
+
+def _autoscaled() -> tuple[Policy, Inventory, Inventory]:
+    policy = load_policy(AUTOSCALED / "policy.yaml")
+    at_zero = load_inventory(policy, AUTOSCALED / "nodes.yaml")
+    scaled_up = load_inventory(policy, AUTOSCALED / "nodes-scaled-up.yaml")
+    return policy, at_zero, scaled_up
+
+
+PODS = {
+    "one-gpu": pod(gpu(1)),
+    "request-only": pod(ctr(requests={"nvidia.com/gpu": 1})),
+    "shared-intent": pod(gpu(1), annotations={SHARING_ANNOTATION: "shared"}),
+    "exclusive-intent": pod(gpu(1), annotations={SHARING_ANNOTATION: "exclusive"}),
+    "shared-name": pod(gpu(1, "nvidia.com/gpu.shared")),
+    "three-gpus": pod(gpu(3)),
+    "product": pod(gpu(1), annotations={PRODUCT_ANNOTATION: "Tesla-T4"}),
+    "two-containers": pod(
+        ctr("a", limits={"nvidia.com/gpu": 1}), ctr("b", limits={"nvidia.com/gpu": 1})
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PODS)
+def test_a_pod_for_a_pool_at_zero_is_mutated_as_with_its_node(name: str) -> None:
+    policy, at_zero, scaled_up = _autoscaled()
+    waiting = review(PODS[name], policy=policy, inventory=at_zero)
+    landed = review(PODS[name], policy=policy, inventory=scaled_up)
+    assert waiting.allowed and landed.allowed
+    assert waiting.patch == landed.patch and waiting.changes == landed.changes
+    assert landed.warnings == ()
+    # One warning per container that asks for a GPU, naming it.
+    assert len(waiting.warnings) == len(PODS[name]["spec"]["containers"])
+    for warning in waiting.warnings:
+        assert warning.startswith("[gpu-pool-at-zero] container ")
+        assert "no node offers yet" in warning and "pool gpu-" in warning
+
+
+def test_the_warning_names_only_the_pools_that_can_serve() -> None:
+    policy, at_zero, _ = _autoscaled()
+    (warning,) = review(PODS["three-gpus"], policy=policy, inventory=at_zero).warnings
+    assert "pool gpu-l4x4 (declared in" in warning and "0-2 nodes" in warning
+    assert "gpu-t4" not in warning
+
+
+@pytest.mark.parametrize("mode", ["warn", "audit"])
+def test_the_warning_under_other_modes(mode: Enforcement) -> None:
+    policy, at_zero, _ = _autoscaled()
+    decision = review(PODS["one-gpu"], policy=replace(policy, enforcement=mode), inventory=at_zero)
+    assert decision.allowed
+    assert [r.status for r in decision.results if r.rule == "gpu-pool-at-zero"] == ["warn"]
+    assert bool(decision.warnings) == (mode == "warn")
+
+
+def test_what_no_pool_offers_is_refused_with_what_can() -> None:
+    policy, at_zero, _ = _autoscaled()
+    slice_pod = pod(gpu(1, "nvidia.com/mig-1g.5gb"))
+    decision = review(slice_pod, policy=policy, inventory=at_zero)
+    assert not decision.allowed and decision.failed == ("gpu-resource-offered",)
+    assert "no node or autoscaled pool offers MIG 1g.5gb instances" in decision.denial
+    assert "Tesla-T4-SHARED (no node yet: pool gpu-t4" in decision.denial
+    assert "NVIDIA-L4 (no node yet: pool gpu-l4x4" in decision.denial
+
+
+def test_a_live_node_beside_a_pool_at_zero_takes_no_warning() -> None:
+    policy = load_policy(AUTOSCALED / "policy.yaml")
+    nodes = nodes_from_text(read_text(AUTOSCALED / "nodes-scaled-up.yaml"), source="n")
+    only_t4 = inventory_from_nodes(
+        [n for n in nodes if "l4x4" not in n["metadata"]["name"]], policy, source="n"
+    )
+    assert [p.name for p in only_t4.at_zero] == ["gpu-l4x4"]
+    one = review(PODS["one-gpu"], policy=policy, inventory=only_t4)
+    assert one.allowed and one.warnings == ()
+    three = review(PODS["three-gpus"], policy=policy, inventory=only_t4)
+    assert three.allowed and three.warnings and "gpu-l4x4" in three.warnings[0]

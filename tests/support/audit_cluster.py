@@ -158,7 +158,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("flaky-device", "Deployment", "l20", problem="device-unhealthy"),
     # Held back by a queue (Kueue) through scheduling gates.
     Scenario("queued", "Deployment", "mig", problem="gated"),
-    # More GPUs than any node has.
+    # More GPUs than any node has: the engine refuses it too (no node has that many).
     Scenario(
         "too-big",
         "Job",
@@ -166,6 +166,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         gpus=16,
         replicas=1,
         problem="too-large",
+        policy=(("gpu-resource-offered", "fail"),),
     ),
     Scenario("ranker", "Deployment", "exclusive"),
     Scenario("tokenizer", "StatefulSet", "l20"),

@@ -229,6 +229,9 @@ class ControlPlane:
     kubeconfig: Path = field(default_factory=Path)
     ca_pem: bytes = b""
     components: list[_Component] = field(default_factory=list)
+    #: More kube-apiserver flags, e.g. ``--runtime-config=resource.k8s.io/v1=false`` for a
+    #: server that looks like one from before DRA.
+    apiserver_args: tuple[str, ...] = ()
     _client: Any = None
     _dynamic: Any = None
     _args: dict[str, list[str]] = field(default_factory=dict)
@@ -335,6 +338,7 @@ class ControlPlane:
                 "--disable-admission-plugins=TaintNodesByCondition",
                 "--allow-privileged=true",
                 "--profiling=false",
+                *self.apiserver_args,
             ],
         )
         self._wait("kube-apiserver", lambda: self._get(self.url + "/readyz") == "ok")

@@ -20,6 +20,7 @@ real server's. Standard library only; one thread per client connection.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
 import ssl
@@ -134,7 +135,7 @@ class FaultProxy:
         #: When set, requests go on with ``Authorization: Bearer <bearer>`` in place of the
         #: client's (give the proxy a context without a client certificate, which would win).
         self.bearer: str | None = None
-        #: (request, HTTP status) of every answer relayed from the API server.
+        #: (request, HTTP status) of every answer from the API server, as its head arrives.
         self.answers: list[tuple[Request, int]] = []
         self._down: str | None = None
         self._conns: set[_Conn] = set()
@@ -288,6 +289,9 @@ class FaultProxy:
                 self._lock.wait(min(left, 0.05))
         return True
 
+    def _answered(self, request: Request, status: int) -> None:
+        self.answers.append((request, status))
+
     def _changed(self) -> None:
         with self._lock:
             self._lock.notify_all()
@@ -347,8 +351,9 @@ class FaultProxy:
                     ).start()
                 self._changed()
                 try:
-                    keep, status = self._relay(upfile, conn, method)
-                    self.answers.append((request, status))
+                    keep = self._relay(
+                        upfile, conn, method, functools.partial(self._answered, request)
+                    )
                     if not keep:
                         return
                 finally:
@@ -397,14 +402,15 @@ class FaultProxy:
         )
 
     @staticmethod
-    def _relay(upfile: object, conn: _Conn, method: str) -> tuple[bool, int]:
-        """Copy one answer from the API server to the client: (whether the connection stays
-        open, the answer's status)."""
+    def _relay(upfile: object, conn: _Conn, method: str, on_status: Callable[[int], None]) -> bool:
+        """Copy one answer from the API server to the client (``on_status`` hears its status
+        as soon as it arrives: a watch streams on); False when the connection ends."""
         client = conn.client
         head = _read_head(upfile)
         client.sendall(b"".join(head) + b"\r\n")
         headers = _headers(head)
         status = int(head[0].split()[1])
+        on_status(status)
         read = upfile.read  # type: ignore[attr-defined]
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             pass
@@ -421,8 +427,8 @@ class FaultProxy:
         else:
             while data := read(65536):
                 client.sendall(data)
-            return False, status
-        return headers.get("connection", "").lower() != "close", status
+            return False
+        return headers.get("connection", "").lower() != "close"
 
     @staticmethod
     def _relay_chunked(upfile: object, conn: _Conn) -> None:

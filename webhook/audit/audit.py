@@ -11,7 +11,8 @@ Three families of findings:
   new pods that the running ones lack;
 * **scheduling** (per GPU workload or bare pod): ``gpu-pod-scheduled`` for pods not bound
   to a node, ``gpu-pod-admitted`` for pods the kubelet refused, with the reason in GPU terms
-  (``webhook.audit.stuck``), how long the oldest has waited and the scheduler's message;
+  (``webhook.audit.stuck``; for pods with DRA claims in DRA terms, ``webhook.audit.claims``),
+  how long the oldest has waited and the scheduler's message;
 * **nodes** (cluster-scoped): ``gpu-node-capacity`` per GPU node (full while pods wait for
   it), ``gpu-node-labels`` (the inventory's label / allocatable disagreements).
 """
@@ -20,18 +21,23 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from webhook.audit.claims import ClaimDiagnosis
 from webhook.audit.findings import Finding, Ref, format_age, worst
-from webhook.audit.nodes import NodeView, node_views
+from webhook.audit.isolation import isolation_findings
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
+from webhook.policy.autoscaling import karpenter_pools
 from webhook.policy.decision import RULES, RuleResult, Status
+from webhook.policy.dra import dra_snapshot
+from webhook.policy.nodes import NodeView, node_views
+from webhook.policy.workloads import locate
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
 
@@ -48,6 +54,11 @@ _RULE_FIXES = {
     "gpu-node-selection": "select nodes that offer the GPU it asks for (the message says which)",
     "gpu-shared-request-above-one": "ask for 1 shared GPU per container",
     "gpu-resource-offered": "ask for a GPU that some node offers (the message says which)",
+    "gpu-claim-admin-access": "remove adminAccess, or run it in a namespace the policy allows",
+    "gpu-claim-device-class": "name a DeviceClass the cluster has (the message says which)",
+    "gpu-claim-shared-request-above-one": "ask for 1 device (or 1 share) per shared request",
+    "gpu-claim-mig-profile": "ask for a MIG profile some ResourceSlice offers",
+    "gpu-claim-devices-available": "ask for the devices some node has (the message says which)",
 }
 _CONTROLLERS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
 
@@ -279,7 +290,8 @@ def _stuck_findings(
         details: dict[str, str] = {"reasons": ", ".join(codes), "pods": str(count)}
         for reason in entry.reasons:
             details.update({k: v for k, v in reason.details.items() if v})
-        result: Status = "warn" if codes == ("gated",) else "fail"
+        # A gated pod waits for its gate, a scale-up one for its node: both as they should.
+        result: Status = "warn" if set(codes) <= {"gated", "scale-up"} else "fail"
         out.append(
             Finding(
                 rule=rule,
@@ -332,8 +344,26 @@ class Placement:
         return out
 
 
+def _pending_reasons(
+    pod: Mapping[str, Any],
+    requests: Mapping[str, int],
+    capacity: Capacity,
+    claims: ClaimDiagnosis | None,
+) -> list[Reason]:
+    """Why an unbound pod waits: its GPU resources (as the nodes offer them), its GPU claims
+    (as the ResourceSlices offer them and the claims hold them), or both."""
+    reasons = capacity.diagnose_pending(pod, requests) if requests else []
+    if claims is not None and claims.asks(pod):
+        reasons += claims.diagnose(pod)
+    return reasons
+
+
 def _scheduling_findings(
-    group: Group, capacity: Capacity, now: datetime, waiters: Counter[str]
+    group: Group,
+    capacity: Capacity,
+    now: datetime,
+    waiters: Counter[str],
+    claims: ClaimDiagnosis | None = None,
 ) -> tuple[list[Finding], Placement]:
     subject = group.subject
     common: dict[str, Any] = {"subject": subject, "category": "scheduling", "since": group.created}
@@ -361,7 +391,7 @@ def _scheduling_findings(
             continue
         else:
             gated = _gated(pod)
-            reasons = [gated] if gated else capacity.diagnose_pending(pod, requests)
+            reasons = [gated] if gated else _pending_reasons(pod, requests, capacity, claims)
             for reason in reasons:
                 waiters.update(reason.nodes)
             into = pending
@@ -484,6 +514,36 @@ def _node_findings(
     return out
 
 
+def _asks_for_gpu(obj: Mapping[str, Any], claims: ClaimDiagnosis | None) -> bool:
+    """A GPU container, or (where the audit sees DRA) a GPU claim or a claim it cannot find.
+
+    Pods and templates are kept by the trim for their claims alone; here the claims decide.
+    """
+    workload = locate(obj)
+    if workload is None:
+        return False
+    if workload.spec.get("containers") or workload.spec.get("initContainers"):
+        return True  # the trim keeps GPU containers only
+    if claims is None:
+        return False
+    pod = {
+        "metadata": {"namespace": (obj.get("metadata") or {}).get("namespace")},
+        "spec": workload.spec,
+        "status": obj.get("status") or {},
+    }
+    return claims.asks(pod)
+
+
+def _gpu_groups(groups: list[Group], claims: ClaimDiagnosis | None) -> list[Group]:
+    """The groups with their GPU pods only, and without those left with no GPU object."""
+    out = []
+    for group in groups:
+        group.pods = [p for p in group.pods if _asks_for_gpu(p, claims)]
+        if group.pods or (group.judged is not None and _asks_for_gpu(group.judged, claims)):
+            out.append(group)
+    return out
+
+
 def audit(
     collected: Collector,
     nodes: Iterable[Mapping[str, Any]],
@@ -491,20 +551,43 @@ def audit(
     policy: Policy,
     now: datetime,
     inventory: Inventory | None = None,
+    nodepools: Iterable[Mapping[str, Any]] = (),
 ) -> AuditResult:
     """Judge the collected GPU workloads and pods against the policy and the nodes.
 
     ``nodes`` are Node objects (full or trimmed): they give the per-node view (allocatable,
     labels, taints) the stuck-pod reasons need. ``inventory`` defaults to the one those
-    nodes make with ``policy``, as the webhook builds it. ``now`` dates the waiting times.
+    nodes make with ``policy`` and Karpenter's ``nodepools``, as the webhook builds it (pools
+    that can appear included), with the DRA objects the collector read. ``now`` dates the
+    waiting times.
     """
     now = as_utc(now)
     node_list = list(nodes)
+    found = collected.dra
+    snapshot = None
+    if any(found.values()):
+        snapshot = dra_snapshot(
+            found["DeviceClass"],
+            found["ResourceSlice"],
+            found["ResourceClaim"],
+            found["ResourceClaimTemplate"],
+        )
     if inventory is None:
-        inventory = inventory_from_nodes(node_list, policy, source="nodes")
+        can_appear, notes = karpenter_pools(nodepools, policy)
+        inventory = inventory_from_nodes(
+            node_list,
+            policy,
+            source="nodes",
+            can_appear=can_appear,
+            notes=notes,
+            dra=snapshot,
+        )
+    elif inventory.dra is None and snapshot is not None:
+        inventory = replace(inventory, dra=snapshot)
     views = node_views(node_list)
     capacity = Capacity(views, inventory)
-    groups = collected.groups()
+    claims = ClaimDiagnosis(inventory.dra, policy.dra) if inventory.dra is not None else None
+    groups = _gpu_groups(collected.groups(), claims)
     for group in groups:
         for pod in group.pods:
             if _is_bound(pod):
@@ -516,12 +599,14 @@ def audit(
         if group.judged is not None:
             decision = review(group.judged, policy=policy, inventory=inventory)
             findings += _policy_findings(group, decision)
-        scheduling, placement = _scheduling_findings(group, capacity, now, waiters)
+        scheduling, placement = _scheduling_findings(group, capacity, now, waiters, claims)
         findings += scheduling
         placements.append(placement)
     findings += _node_findings(views, capacity, inventory, waiters)
+    gpu_nodes = {n.name for n in views} | {n.name for n in inventory.gpu_nodes.nodes or ()}
+    findings += isolation_findings(collected.exposed, gpu_nodes, policy)
     findings.sort(key=Finding.sort_key)
-    pods = collected.pods
+    pods = [p for g in groups for p in g.pods]
     bound = sum(1 for p in pods if _is_bound(p))
     refused = sum(1 for p in pods if _is_refused(p))
     return AuditResult(

@@ -41,10 +41,17 @@ AUDIT_RULES: dict[str, str] = {
     "gpu-node-capacity": "pods waiting for a node's GPUs could get one of its slots",
     "gpu-node-labels": "a node's GPU labels agree with what it advertises",
     "gpu-policy": "the object is one the policy judges",
+    "gpu-visible-without-request": "no running container on a GPU node sees GPUs without "
+    "asking for one",
 }
 
 #: Report categories: what kind of check produced a finding.
-CATEGORIES = {"policy": "GPU policy", "scheduling": "GPU scheduling", "nodes": "GPU nodes"}
+CATEGORIES = {
+    "policy": "GPU policy",
+    "scheduling": "GPU scheduling",
+    "nodes": "GPU nodes",
+    "isolation": "GPU isolation",
+}
 
 
 def rank(result: str) -> int:

@@ -18,11 +18,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.audit.findings import Ref
+from webhook.audit.isolation import exposure
 from webhook.audit.trim import API_VERSIONS, trim
 
 __all__ = ["Collector", "Group", "as_utc", "parse_time", "ref_of"]
 
 _Key = tuple[str, str, str]
+#: The DRA kinds a listing or a dump may hold beside pods and workloads.
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 
 
 def as_utc(when: datetime) -> datetime:
@@ -87,8 +90,14 @@ class Collector:
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
         self.workloads: list[dict[str, Any]] = []
+        #: DRA objects read (DeviceClasses, ResourceSlices, ResourceClaims and their
+        #: templates), by kind: what the devices are and who holds them (docs/audit.md).
+        self.dra: dict[str, list[Mapping[str, Any]]] = {k: [] for k in DRA_KINDS}
         #: Objects read per kind, GPU or not (what the audit looked at).
         self.scanned: Counter[str] = Counter()
+        #: Bound pods with containers that see GPUs without asking for one, cut down to
+        #: those containers (webhook.audit.isolation.exposure).
+        self.exposed: list[dict[str, Any]] = []
 
     def add(self, obj: Mapping[str, Any], kind: str | None = None) -> None:
         """Read one object; a ``List`` (or ``PodList``, ...) is read item by item.
@@ -106,6 +115,14 @@ class Collector:
         if not kind:
             return
         self.scanned[kind] += 1
+        if kind in self.dra:
+            self.dra[kind].append(obj)
+            return
+        if kind == "Pod":
+            seen = exposure(obj)
+            if seen is not None:
+                seen["created"] = parse_time(seen["created"])
+                self.exposed.append(seen)
         trimmed = trim(obj, kind)
         if trimmed is None:
             return

@@ -47,7 +47,7 @@ APIS: dict[str, tuple[str, str, str]] = {
 #: Results per report object are cut at this many bytes of JSON: below etcd's default
 #: 1.5 MiB request limit, with room for metadata and managedFields.
 MAX_REPORT_BYTES = 1_000_000
-_SEVERITY = {"scheduling": "high", "policy": "medium", "nodes": "low"}
+_SEVERITY = {"scheduling": "high", "isolation": "high", "policy": "medium", "nodes": "low"}
 
 
 def selector() -> str:

@@ -3,7 +3,12 @@
 For a pod that is not bound to a node, the checks follow the scheduler's own filters in
 order, and stop at the first that leaves no node, because that is the one to fix first:
 
-1. ``not-offered``: a resource name (or MIG profile) no node advertises;
+1. ``scale-up``: a resource no node advertises yet, that a pool with no node (an autoscaled
+   pool the policy declares, or a Karpenter NodePool: docs/autoscaling.md) will offer once
+   the autoscaler adds its node, and whose product the pod's nodeSelector admits: it waits as
+   it should (a warning, not a failure);
+   ``not-offered``: a resource name (or MIG profile) no node advertises and no such pool
+   would either: no node will ever serve it;
 2. ``not-together``: each is advertised, but no node advertises all the pod asks for;
 3. ``selection``: its nodeSelector / required node affinity matches no node that offers it;
 4. ``taints``: every node left has a NoSchedule / NoExecute taint (or a cordon) it does not
@@ -29,7 +34,10 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Ref
-from webhook.audit.nodes import (
+from webhook.audit.owners import parse_time
+from webhook.policy import Inventory
+from webhook.policy.inventory import Offer
+from webhook.policy.nodes import (
     UNSCHEDULABLE_TAINT,
     NodeView,
     Taint,
@@ -39,9 +47,6 @@ from webhook.audit.nodes import (
     selector_matches,
     untolerated,
 )
-from webhook.audit.owners import parse_time
-from webhook.policy import Inventory
-from webhook.policy.inventory import Offer
 from webhook.policy.products import base_model
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.resources import parse_resource
@@ -222,7 +227,7 @@ class Capacity:
     def _diagnose(self, spec: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
         missing = [r for r in requests if r not in self._offering]
         if missing:
-            return [self._not_offered(r) for r in missing]
+            return [self._not_offered(r, spec) for r in missing]
         # The nodes that offer the scarcest of the requested resources, then the others.
         first = min(requests, key=lambda r: len(self._offering[r]))
         offering = [n for n in self._offering[first] if all(r in n.gpus for r in requests)]
@@ -274,11 +279,37 @@ class Capacity:
 
     # --- one Reason per finding --------------------------------------------------------
 
-    def _not_offered(self, resource: str) -> Reason:
+    def _can_appear(self, resource: str, spec: Mapping[str, Any]) -> list[str]:
+        """The pools at zero that will offer ``resource`` on nodes the pod's selector admits."""
+        selector = spec.get("nodeSelector") or {}
+        pools = []
+        for pool, offer in self.inventory.advertising(resource):
+            if not pool.at_zero:
+                continue
+            if offer.selector is not None and selector.get(offer.selector[0]) not in (
+                None,
+                offer.selector[1],
+            ):
+                continue
+            pools.append(pool.describe())
+        return list(dict.fromkeys(pools))
+
+    def _not_offered(self, resource: str, spec: Mapping[str, Any]) -> Reason:
         form = parse_resource(resource)
         what = resource
         if form is not None and form.profile:
             what = f"{resource} (MIG {form.profile} instances)"
+        pools = self._can_appear(resource, spec)
+        if pools:
+            return Reason(
+                "scale-up",
+                f"no node advertises {what} yet: it waits for the autoscaler to add a node of "
+                f"{_listed(pools)}",
+                "nothing to change while the node comes; if none comes, read the autoscaler's "
+                "events for the pod: the node group or NodePool must promise the labels the pod "
+                "selects and the resource it asks for (docs/autoscaling.md)",
+                {"resource": resource, "pools": _listed(pools)},
+            )
         offered = self.inventory.summary()
         if form is None:
             fix = f"ask for one of the offered names: {resource} is no name the device plugin uses"
@@ -294,9 +325,11 @@ class Capacity:
             )
         else:
             fix = "ask for one of the offered resources"
+        # Where pools can appear, say that none of them would serve it either: it never runs.
+        never = ", and no pool an autoscaler can add would" if self.inventory.at_zero else ""
         return Reason(
             "not-offered",
-            f"no node advertises {what}; the cluster offers {offered}",
+            f"no node advertises {what}{never}; the cluster offers {offered}",
             fix,
             {"resource": resource, "offered": offered},
         )

@@ -11,8 +11,10 @@ read), so each object is trimmed as soon as it is read and the rest is dropped:
 * the pod spec keeps the containers that ask for GPUs (``nvidia.com/gpu*``,
   ``nvidia.com/mig-*``): their name, those resources and an init container's
   ``restartPolicy``; then ``nodeName``, ``nodeSelector``,
-  the node affinity and the tolerations;
-* the status keeps phase, reason, message and the ``PodScheduled`` condition.
+  the node affinity, the tolerations and ``resourceClaims`` (DRA: a pod with claims is kept
+  even when no container asks for a GPU resource, since its claims may ask for GPUs);
+* the status keeps phase, reason, message, the ``PodScheduled`` condition and
+  ``resourceClaimStatuses`` (the names of the claims made from templates).
 
 The result is still a Pod, Deployment, ... that ``review()`` judges as it judges a manifest.
 Strings that repeat across thousands of pods (namespaces, node names, resource names, kinds)
@@ -25,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.audit.nodes import is_gpu_resource
+from webhook.policy.nodes import is_gpu_resource
 from webhook.policy.workloads import TEMPLATE_PATHS, dig
 
 __all__ = [
@@ -105,9 +107,12 @@ def trim_pod_spec(spec: Any) -> dict[str, Any] | None:
         return None
     containers = _containers(spec.get("containers"), init=False)
     init_containers = _containers(spec.get("initContainers"), init=True)
-    if not containers and not init_containers:
+    claims = _claims(spec.get("resourceClaims"))
+    if not containers and not init_containers and not claims:
         return None
     out: dict[str, Any] = {}
+    if claims:
+        out["resourceClaims"] = claims
     if init_containers:
         out["initContainers"] = init_containers
     out["containers"] = containers
@@ -129,6 +134,19 @@ def trim_pod_spec(spec: Any) -> dict[str, Any] | None:
             if isinstance(t, Mapping)
         ]
     return out
+
+
+def _claims(refs: Any) -> list[dict[str, str]]:
+    """A pod's ``spec.resourceClaims``: each entry's name and its claim or template name."""
+    if not isinstance(refs, list):
+        return []
+    keys = ("name", "resourceClaimName", "resourceClaimTemplateName")
+    return [
+        {k: str(r[k]) for k in keys if isinstance(r.get(k), str) and r[k]}
+        for r in refs
+        if isinstance(r, Mapping)
+        and (r.get("resourceClaimName") or r.get("resourceClaimTemplateName"))
+    ]
 
 
 def _metadata(meta: Any) -> dict[str, Any]:
@@ -191,6 +209,13 @@ def _status(status: Any) -> dict[str, Any]:
                     kept[key] = _text(condition[key])
             out["conditions"] = [kept]
             break
+    claims = status.get("resourceClaimStatuses")
+    if isinstance(claims, list) and claims:
+        out["resourceClaimStatuses"] = [
+            {k: str(c[k]) for k in ("name", "resourceClaimName") if c.get(k)}
+            for c in claims
+            if isinstance(c, Mapping)
+        ]
     return out
 
 

@@ -25,7 +25,7 @@ from webhook.audit.owners import parse_time
 from webhook.cli.main import UsageError, add_colour_argument, in_pod, use_colour
 from webhook.cli.render import paint, to_json, to_yaml
 from webhook.cli.review import COLOURS
-from webhook.files import kubernetes_objects, load_policy, nodes_from_text, read_text
+from webhook.files import cluster_from_text, kubernetes_objects, load_policy, read_text
 from webhook.policy import Policy
 
 if TYPE_CHECKING:
@@ -152,8 +152,12 @@ def from_dumps(policy: Policy, args: argparse.Namespace, now: datetime) -> Audit
     note = _dump_policy_note(policy)
     if note:
         print(f"warning: {note}", file=sys.stderr)
-    nodes = nodes_from_text(read_text(args.nodes), source=args.nodes)
+    # The node dump may carry the DRA objects too (kubectl get nodes,deviceclasses,...).
+    dump = cluster_from_text(read_text(args.nodes), source=args.nodes)
+    nodes = dump.nodes
     collector = Collector()
+    for kind, objects in dump.by_kind.items():
+        collector.add_all(objects, kind=kind)
     for path in args.objects:
         collector.add_all(d.value for d in kubernetes_objects(read_text(path), source=path))
     return audit(collector, nodes, policy=policy, now=now)
@@ -162,7 +166,13 @@ def from_dumps(policy: Policy, args: argparse.Namespace, now: datetime) -> Audit
 def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> int:
     """Audit the live cluster, read page by page; print it, and apply the reports if asked."""
     # kubernetes is imported only for this mode.
-    from webhook.kube.lister import ClusterError, connect_audit, read_configmap, read_for_audit
+    from webhook.kube.lister import (
+        ClusterError,
+        connect_audit,
+        read_configmap,
+        read_for_audit,
+        read_nodepools,
+    )
     from webhook.kube.reports import apply_reports
     from webhook.kube.snapshot import with_configmap
 
@@ -186,7 +196,8 @@ def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> int
                     # As the server and `inventory`: a ConfigMap that does not parse is not used.
                     print(f"warning: device-plugin ConfigMap refused: {refused}", file=sys.stderr)
             nodes = read_for_audit(api, collector, page_size=args.page_size, timeout=args.timeout)
-            result = audit(collector, nodes, policy=policy, now=now)
+            nodepools = read_nodepools(api, page_size=args.page_size, timeout=args.timeout)
+            result = audit(collector, nodes, policy=policy, now=now, nodepools=nodepools)
             print(render(result, args), end="", flush=True)
             if args.apply:
                 written = reports(result, api=args.report_api)

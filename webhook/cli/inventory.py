@@ -4,6 +4,8 @@ The view a cluster admin wants before and after a sharing rollout: per pool
 (config key and GPU model) the nodes, product, physical GPUs, sharing strategy, replicas, the
 advertised resource, its slots, the slots requested by running pods and the free ones; then the
 total ("GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)") and any label/allocatable disagreement.
+ORIGIN says where each pool comes from: the nodes, the policy (``spec.pools``) or a Karpenter
+NodePool, with an autoscaled pool's bounds; a pool with no node yet shows 0 nodes and slots.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.audit.stuck import pod_requests
 from webhook.cli.main import EXIT_OK, print_plugin_warnings
-from webhook.cli.render import cell, table, to_json
+from webhook.cli.render import cell, table, to_json, to_yaml
 from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Inventory, Policy, PolicyError
+from webhook.policy.inventory import dra_product
 
 if TYPE_CHECKING:  # kubernetes is imported only when a command reads a cluster
     from webhook.kube import ClusterState
@@ -41,6 +44,12 @@ def add_parser(sub: Any) -> None:
     cluster_arguments(p, required=False)
     p.add_argument("--pods", help="a pod dump (kubectl get pods -A -o yaml) for --nodes")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--gpu-node-taints",
+        action="store_true",
+        help="print the chart value webhook.isolation.gpuNodeTaints for this cluster's GPU "
+        "nodes instead (docs/isolation.md)",
+    )
     p.set_defaults(func=run)
 
 
@@ -80,11 +89,31 @@ def run(args: argparse.Namespace) -> int:
         inventory = load_inventory(policy, args.nodes)
         if args.pods:
             pods = [d.value for d in kubernetes_objects(read_text(args.pods), source=args.pods)]
-    if args.output == "json":
+    if args.gpu_node_taints:
+        print(gpu_node_taints(inventory), end="")
+    elif args.output == "json":
         print(as_json(inventory, pods))
     else:
         print(text(inventory, pods), end="")
     return EXIT_OK
+
+
+def gpu_node_taints(inventory: Inventory) -> str:
+    """The chart's ``webhook.isolation.gpuNodeTaints`` for the inventory's GPU nodes, as YAML.
+
+    One list per distinct set of NoSchedule / NoExecute taints; ``[]`` for untainted GPU nodes
+    (every pod then reaches one, and every pod is sent to the webhook).
+    """
+    sets = [
+        [
+            {"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect}
+            for t in taints
+        ]
+        for taints in inventory.gpu_nodes.taint_sets()
+    ]
+    where = "the GPU nodes" if inventory.gpu_nodes.known else "the policy's tolerations"
+    values = {"webhook": {"isolation": {"gpuNodeTaints": sets}}}
+    return f"# From {where} ({inventory.source}).\n" + to_yaml(values)
 
 
 @dataclass(frozen=True)
@@ -93,6 +122,9 @@ class Row:
 
     pool: str
     config: str | None
+    origin: str
+    origin_name: str | None
+    scaling: str | None
     nodes: int
     product: str | None
     gpus: int | None
@@ -152,6 +184,9 @@ def rows(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> list[R
                 Row(
                     pool=pool.name,
                     config=pool.config_key,
+                    origin=pool.origin.kind,
+                    origin_name=pool.origin.name,
+                    scaling=None if pool.scaling is None else pool.scaling.describe(),
                     nodes=pool.node_count or len(pool.nodes),
                     product=offer.product,
                     gpus=offer.devices,
@@ -181,6 +216,7 @@ def total_line(found: list[Row]) -> str:
 
 HEADERS = (
     "POOL",
+    "ORIGIN",
     "NODES",
     "PRODUCT",
     "GPUS",
@@ -194,6 +230,16 @@ HEADERS = (
 )
 
 
+def origin_cell(row: Row) -> str:
+    """``nodes``, ``policy, 0-4 nodes``, ``NodePool gpu-t4, from zero``: the ORIGIN column.
+
+    The policy file is named once, in the ``source:`` line; a NodePool by its name.
+    """
+    where = {"karpenter": "NodePool", "resourceslice": "ResourceSlice"}.get(row.origin)
+    what = f"{where} {row.origin_name}" if where else row.origin
+    return what if row.scaling is None else f"{what}, {row.scaling}"
+
+
 def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
     """The table, the total and the disagreements, for a terminal."""
     found = rows(inventory, pods)
@@ -202,6 +248,7 @@ def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
             cell(v)
             for v in (
                 r.pool,
+                origin_cell(r),
                 r.nodes,
                 r.product,
                 r.gpus,
@@ -218,6 +265,13 @@ def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
     ]
     lines = table(HEADERS, data)
     lines.append(total_line(found))
+    classes = dra_classes(inventory)
+    if classes:
+        lines.append("")
+        lines += table(
+            ("DEVICECLASS", "SERVES", "DEVICES"),
+            [[c["name"], ", ".join(c["serves"]), c["devices"]] for c in classes],
+        )
     lines.append(f"source: {inventory.source}")
     lines += [f"disagreement: {problem}" for problem in inventory.disagreements]
     return "\n".join(lines) + "\n"
@@ -233,5 +287,34 @@ def as_json(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str
             "total_slots": sum(r.slots or 0 for r in found),
             "summary": total_line(found),
             "disagreements": list(inventory.disagreements),
+            "deviceClasses": dra_classes(inventory),
         }
     )
+
+
+def dra_classes(inventory: Inventory) -> list[dict[str, Any]]:
+    """Per DRA DeviceClass: the extended resource names it serves and the devices it selects
+    (``8: NVIDIA-A100-SXM4-40GB x 8``); [] where the inventory has no DRA side."""
+    dra = inventory.dra
+    if dra is None:
+        return []
+    out = []
+    for name in sorted(dra.classes):
+        device_class = dra.classes[name]
+        devices, _ = dra.class_devices(name)
+        kinds: dict[str, int] = defaultdict(int)
+        for device in devices:
+            model, profile = dra_product(device)
+            kinds[" ".join(p for p in (model or "unknown product", profile) if p)] += 1
+        listed = ", ".join(f"{k} x {n}" for k, n in sorted(kinds.items()))
+        serves = [
+            n for n in device_class.resource_names if dra.class_for_resource(n) is device_class
+        ]
+        out.append(
+            {
+                "name": name,
+                "serves": serves,
+                "devices": f"{len(devices)}: {listed}" if devices else "0",
+            }
+        )
+    return out

@@ -35,6 +35,7 @@ from webhook.planning import (
     parse_measurements,
     planned_inventory,
     policy_text,
+    pool_changes,
 )
 from webhook.policy import Inventory, Policy, PolicyError
 
@@ -135,8 +136,10 @@ def _headroom_text(headroom: Fraction) -> str:
     return f"{float(headroom * 100):g} %"
 
 
-def render_text(plan: Plan, before: str, after: str, written: Iterable[Path]) -> str:
-    """Before view, after view, sizing table, warnings and the files written."""
+def render_text(
+    plan: Plan, before: str, after: str, written: Iterable[Path], changes: Sequence[str] = ()
+) -> str:
+    """Before view, after view, sizing table, the pools it changes, warnings, files written."""
     parts = [
         "BEFORE",
         before.rstrip("\n"),
@@ -147,6 +150,8 @@ def render_text(plan: Plan, before: str, after: str, written: Iterable[Path]) ->
         f"SIZING ({RULE})",
         sizing_table(plan).rstrip("\n"),
     ]
+    if changes:
+        parts += ["", "POOLS THE CHANGE AFFECTS", *(f"- {c}" for c in changes)]
     if plan.warnings:
         parts.append("")
         parts += [f"warning: {w}" for w in plan.warnings]
@@ -164,7 +169,11 @@ def _plain(value: Any) -> Any:
 
 
 def render_json(
-    plan: Plan, before: Sequence[Any], after: Sequence[Any], written: Iterable[Path]
+    plan: Plan,
+    before: Sequence[Any],
+    after: Sequence[Any],
+    written: Iterable[Path],
+    changes: Sequence[str] = (),
 ) -> str:
     """The same as ``render_text``, as one JSON document."""
     slots = plan.slots()
@@ -178,6 +187,7 @@ def render_json(
             "slots": {"before": slots[0], "after": slots[1]},
             "configs": plan.configs,
             "labels": [{"node": n, "config": k} for n, k in plan.labels],
+            "pool_changes": list(changes),
             "warnings": [{"code": w.code, "subject": w.subject, "message": w.message}
                          for w in plan.warnings],
             "written": [str(p) for p in written],
@@ -285,10 +295,11 @@ def run(args: argparse.Namespace) -> int:
     written: list[Path] = []
     if args.write_dir:
         written = write_files(plan, policy, existing, args.write_dir, configmap=where)
+    changes = pool_changes(plan, policy.node_label)
     if args.output == "json":
         before_rows, after_rows = inventory_view.rows(inventory), inventory_view.rows(after)
-        print(render_json(plan, before_rows, after_rows, written))
+        print(render_json(plan, before_rows, after_rows, written, changes))
     else:
         before_text, after_text = inventory_view.text(inventory), inventory_view.text(after)
-        print(render_text(plan, before_text, after_text, written), end="")
+        print(render_text(plan, before_text, after_text, written, changes), end="")
     return EXIT_OK

@@ -10,6 +10,7 @@ import argparse
 import difflib
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from webhook.cli.main import (
@@ -22,6 +23,7 @@ from webhook.cli.main import (
 from webhook.cli.render import paint, to_json, to_yaml
 from webhook.files import Document, kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Decision, review
+from webhook.policy.claims import with_claim_objects
 
 DESCRIPTION = "gpu-policy review: judge manifests offline with the same engine as the server."
 # ANSI colour codes of the verdicts and rule results (built with zip: bandit takes a "pass" key
@@ -65,17 +67,21 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     print_plugin_warnings(policy)
     inventory = load_inventory(policy, args.nodes)
+    objects = [obj for path in args.files for _, obj in _objects(path)]
+    if inventory.dra is not None:
+        # A pod reviewed beside its ResourceClaimTemplate is judged on what the template asks.
+        found = with_claim_objects(inventory.dra, objects, namespace=args.namespace)
+        inventory = replace(inventory, dra=found)
     pairs = []
-    for path in args.files:
-        for _, obj in _objects(path):
-            decision = review(
-                obj,
-                policy=policy,
-                inventory=inventory,
-                operation=args.operation,
-                namespace=args.namespace,
-            )
-            pairs.append((obj, decision))
+    for obj in objects:
+        decision = review(
+            obj,
+            policy=policy,
+            inventory=inventory,
+            operation=args.operation,
+            namespace=args.namespace,
+        )
+        pairs.append((obj, decision))
     decisions = [d for _, d in pairs]
     if args.output == "json":
         print(to_json([decision_dict(d) for d in decisions]))

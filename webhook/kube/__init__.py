@@ -1,6 +1,7 @@
 """The Kubernetes side: the ONLY package that imports ``kubernetes``.
 
-It watches Nodes, GPU Pods and the device-plugin ConfigMap and hands immutable
+It watches Nodes, GPU Pods, the device-plugin ConfigMap and, where the cluster serves
+``resource.k8s.io/v1``, DeviceClasses and ResourceSlices, and hands immutable
 :class:`ClusterState` snapshots to the core::
 
     from webhook.kube import ClusterSource, load_client

@@ -7,11 +7,14 @@ just that name). Each kind is listed with ``limit``/``continue``; every page's r
 decoded with orjson (``_preload_content=False``, as the watchers do) and handed to the sink at
 once, so that no more than one page of full objects is held: the sink
 (``webhook.audit.Collector``) keeps only what GPU judgement needs. Nodes are trimmed to what
-the engine reads and returned.
+the engine reads and returned. Where API discovery finds ``resource.k8s.io/v1`` (and listing
+it is allowed), DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates are
+listed too: why pods with claims wait (docs/audit.md).
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -22,8 +25,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.client import load_client
+from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
 from webhook.kube.dryrun import connect
-from webhook.kube.trim import trim_node
+from webhook.kube.source import DRA_KINDS, NODEPOOLS
+from webhook.kube.trim import dra_trimmer, trim_node, trim_nodepool
 from webhook.kube.watcher import _describe, status_message
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "failure",
     "list_pages",
     "read_configmap",
+    "read_dra",
     "read_for_audit",
 ]
 
@@ -141,6 +147,30 @@ def read_configmap(
     return doc
 
 
+def read_nodepools(
+    api: client.ApiClient, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """Karpenter's NodePools, trimmed; none where the cluster has no Karpenter.
+
+    A 404 (the CRD is not installed) or a 403 (the audit's role does not grant them) reads as
+    none, as the webhook's watch does: the audit then knows no pools that can appear besides
+    the policy's. Other failures raise ClusterError.
+    """
+    call = functools.partial(client.CustomObjectsApi(api).list_cluster_custom_object, *NODEPOOLS)
+    try:
+        return [
+            trim_nodepool(item)
+            for page in list_pages(call, page_size=page_size, timeout=timeout)
+            for item in page
+        ]
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return []
+        raise failure("listing NodePools", exc) from None
+    except Exception as exc:  # urllib3's several connection errors
+        raise failure("listing NodePools", exc) from None
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while the pages are decoded and read.
@@ -164,6 +194,7 @@ def read_for_audit(
 ) -> list[dict[str, Any]]:
     """List every audited kind into ``sink``, page by page; return the (trimmed) nodes.
 
+    Where the cluster serves DRA, the DRA kinds (:func:`read_dra`) go into ``sink`` too.
     ``api`` comes from :func:`connect_audit` (the caller closes it). Raises ClusterError with
     one line (the kind, the HTTP status or the connection error) when a list fails.
     """
@@ -182,7 +213,40 @@ def read_for_audit(
                     sink.add_all(page, kind=kind)
     except Exception as exc:  # ApiException, and urllib3's several connection errors
         raise failure(f"listing {kind}s", exc) from None
+    _, listed = read_dra(api, page_size=page_size, timeout=timeout)
+    for name, objects in listed.items():
+        if objects:
+            sink.add_all(objects, kind=DRA_KINDS[name])
     return nodes
+
+
+def read_dra(
+    api: client.ApiClient, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
+) -> tuple[DraSupport, dict[str, list[dict[str, Any]]]]:
+    """DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates (trimmed, by
+    the names of ``webhook.kube.source.DRA_KINDS``), listed page by page where discovery finds
+    DRA; empty lists, and why, where it does not (docs/dra.md, "Detection").
+
+    Raises ClusterError with one line when the API server cannot be asked or a list fails.
+    """
+    kinds = tuple(DRA_KINDS)
+    try:
+        found = discover_dra(api, kinds=kinds, timeout=timeout)
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        raise failure("discovering resource.k8s.io", exc) from None
+    listed: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    if not found.available:
+        return found, listed
+    calls = dra_list_calls(api)
+    kind = kinds[0]
+    try:
+        for kind in kinds:
+            trim = dra_trimmer(DRA_KINDS[kind])
+            for page in list_pages(calls[kind], page_size=page_size, timeout=timeout):
+                listed[kind] += [trim(obj) for obj in page]
+    except Exception as exc:  # as above
+        raise failure(f"listing {kind}", exc) from None
+    return found, listed
 
 
 def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:

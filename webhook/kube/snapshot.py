@@ -1,8 +1,10 @@
 """From a cluster snapshot to what the engine reads: the live policy and inventory.
 
 The device-plugin ConfigMap in the cluster replaces the configs of the policy file (one source
-of truth for plugin and webhook); the nodes replace the declared pools. A ConfigMap that does
-not parse keeps the policy's configs and is reported, so that a bad edit never takes effect.
+of truth for plugin and webhook); the nodes replace the declared pools, except the autoscaled
+ones, which join them with the pools Karpenter's NodePools can launch (docs/autoscaling.md).
+A ConfigMap that does not parse keeps the policy's configs and is reported, so that a bad edit
+never takes effect.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 from webhook.kube.source import ClusterState
 from webhook.policy import Inventory, Policy, PolicyError, inventory_from_nodes
+from webhook.policy.autoscaling import karpenter_pools
+from webhook.policy.dra import dra_snapshot
 from webhook.policy.plugin_config import parse_plugin_configmap
 
 
@@ -59,7 +63,24 @@ def live_view(
     policy, error = with_configmap(base, state.configmap_document(), state.configmap_ref)
     if error is not None and previous is not None:
         policy = base.with_configs(previous.policy.configs)
-    inventory = inventory_from_nodes(state.nodes, policy, source=source)
+    dra = None
+    if state.dra_available:
+        # The previous view's snapshot: its devices of unchanged slices (the same objects in
+        # successive states) and what was evaluated on them are not read again.
+        before = previous.inventory.dra if previous is not None else None
+        dra = dra_snapshot(
+            state.device_classes,
+            state.resource_slices,
+            state.resource_claims,
+            state.resource_claim_templates,
+            previous=before,
+        )
+    else:
+        source = f"{source}; {state.dra}"
+    can_appear, notes = karpenter_pools(state.nodepools, policy)
+    inventory = inventory_from_nodes(
+        state.nodes, policy, source=source, can_appear=can_appear, notes=notes, dra=dra
+    )
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
 
 

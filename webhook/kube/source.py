@@ -1,9 +1,15 @@
 """Cluster inventory from the API server, handed to the engine as immutable snapshots.
 
 :class:`ClusterSource` runs one :class:`~webhook.kube.watcher.ResourceWatcher` per kind
-(Nodes, GPU Pods, the device-plugin ConfigMap) and one publisher thread. Watchers only
-update their own dict and raise a flag; the publisher coalesces bursts (5,000 ADDED events
-on start, a rolling relabel of a node pool) into one :class:`ClusterState` and swaps it in.
+(Nodes, GPU Pods, the device-plugin ConfigMap, Karpenter NodePools where the cluster serves
+them, and where it serves
+``resource.k8s.io/v1`` the DRA kinds: DeviceClasses, ResourceSlices, ResourceClaimTemplates,
+optionally ResourceClaims) and one publisher thread. Whether DRA is served is asked once, by API
+discovery (``webhook.kube.discovery``), on a thread of its own that retries like a watcher;
+the first snapshot waits for that answer, so that a DRA cluster is never judged without it.
+Watchers only update their own dict and raise a flag; the publisher coalesces bursts (5,000
+ADDED events on start, a rolling relabel of a node pool) into one :class:`ClusterState` and
+swaps it in.
 A request reads one ``ClusterState`` from start to end: nothing in it changes under it.
 """
 
@@ -20,7 +26,9 @@ from typing import Any
 
 from kubernetes import client
 
-from webhook.kube.trim import configmap_data, trim_node, trim_pod
+from webhook.contract import DRA_MODES
+from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
+from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_nodepool, trim_pod
 from webhook.kube.watcher import (
     KindSpec,
     ResourceWatcher,
@@ -28,14 +36,27 @@ from webhook.kube.watcher import (
     key_by_name,
     key_by_namespace_name,
 )
+from webhook.policy.dra import API_GROUP
 
-__all__ = ["ClusterSource", "ClusterState", "Health"]
+__all__ = ["DRA_KINDS", "ClusterSource", "ClusterState", "Health"]
 
 log = logging.getLogger(__name__)
+
+#: Karpenter's NodePools (docs/autoscaling.md): group, version, plural.
+NODEPOOLS = ("karpenter.sh", "v1", "nodepools")
 
 #: The field selector for pods that can hold a device: completed pods are left out by the
 #: API server itself (a pod that completes arrives as DELETED).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+#: The DRA kinds watched (ResourceClaims only with ``watch_claims``; ResourceClaimTemplates,
+#: which pods' spec.resourceClaims name, always), and their kind names.
+DRA_KINDS = {
+    "deviceclasses": "DeviceClass",
+    "resourceslices": "ResourceSlice",
+    "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
+}
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,20 @@ class ClusterState:
     generation: int
     #: ``time.monotonic()`` when this snapshot was built.
     built_monotonic: float
+    #: Trimmed Karpenter NodePools (:func:`~webhook.kube.trim.trim_nodepool`), sorted by
+    #: name; empty where the cluster has no Karpenter (the CRD is not installed).
+    nodepools: tuple[dict[str, Any], ...] = ()
+    #: DeviceClasses, ResourceSlices, ResourceClaimTemplates and (when watched)
+    #: ResourceClaims, trimmed, sorted by key; empty where DRA is not available.
+    device_classes: tuple[dict[str, Any], ...] = ()
+    resource_slices: tuple[dict[str, Any], ...] = ()
+    resource_claims: tuple[dict[str, Any], ...] = ()
+    resource_claim_templates: tuple[dict[str, Any], ...] = ()
+    #: Whether DRA is watched, and why not: ``DRA available``, ``DRA is not available: ...``
+    #: or ``DRA turned off``.
+    dra: str = "DRA turned off"
+    #: True when the DRA kinds above are watched (DRA available).
+    dra_available: bool = False
 
     def node_list(self) -> dict[str, Any]:
         """The nodes as a ``kind: List`` document, the shape of ``kubectl get nodes -o yaml``."""
@@ -109,6 +144,10 @@ class Health:
     snapshots: int
     callback_errors: int
     last_error: str | None
+    #: None until discovery answered; then ``DRA available`` or why DRA is not watched.
+    dra: str | None = None
+    #: True when the DRA kinds are watched.
+    dra_available: bool = False
 
 
 class ClusterSource:
@@ -118,8 +157,14 @@ class ClusterSource:
     ``configmap`` is ``(namespace, name)`` of the device-plugin ConfigMap, or None to not
     watch one; it is watched with ``fieldSelector=metadata.name=<name>`` so that RBAC can
     grant just that ConfigMap. ``watch_pods=False`` leaves pods out (``gpu_pods`` stays
-    empty). ``on_snapshot`` runs on the publisher thread after each new snapshot; it should
-    only swap a reference. The first snapshot is published once every kind has been listed.
+    empty); ``watch_nodepools=False`` leaves Karpenter's NodePools out (an optional kind:
+    a cluster without the CRD has none). ``on_snapshot`` runs on the publisher thread after
+    each new snapshot; it should only swap a reference. The first snapshot is published once
+    every kind has been listed.
+
+    ``dra`` is ``auto`` (watch DeviceClasses and ResourceSlices where discovery finds
+    ``resource.k8s.io/v1`` and they may be listed) or ``off``; ``watch_claims`` adds
+    ResourceClaims (the audit reads their allocations).
 
     Call :meth:`start`, then read :attr:`current` (or wait with :meth:`wait_synced`);
     :meth:`stop` ends the threads. Also a context manager.
@@ -132,9 +177,21 @@ class ClusterSource:
         configmap: tuple[str, str] | None,
         on_snapshot: Callable[[ClusterState], None] | None = None,
         watch_pods: bool = True,
+        watch_nodepools: bool = True,
         timings: WatchTimings | None = None,
+        dra: str = "auto",
+        watch_claims: bool = False,
     ) -> None:
+        if dra not in DRA_MODES:
+            raise ValueError(f"dra must be one of {', '.join(DRA_MODES)}, not {dra!r}")
         self.timings = timings or WatchTimings()
+        self._api_client = api_client
+        self._dra_kinds = tuple(k for k in DRA_KINDS if watch_claims or k != "resourceclaims")
+        #: What discovery found; None until it answered (``dra="off"``: never asked).
+        self.dra: DraSupport | None = (
+            DraSupport(False, "turned off by configuration") if dra == "off" else None
+        )
+        self._dra_thread: threading.Thread | None = None
         self.configmap = configmap
         self._on_snapshot = on_snapshot
         self._cond = threading.Condition()
@@ -147,6 +204,7 @@ class ClusterSource:
         self._publisher: threading.Thread | None = None
         self.snapshots = 0
         self.callback_errors = 0
+        self._dra_error: str | None = None
 
         core = client.CoreV1Api(api_client)
         specs = [KindSpec("nodes", core.list_node, key_by_name, trim_node)]
@@ -161,6 +219,12 @@ class ClusterSource:
                 core.list_namespaced_config_map, namespace, field_selector=f"metadata.name={name}"
             )
             specs.append(KindSpec("configmap", cms, key_by_name, configmap_data))
+        if watch_nodepools:
+            custom = client.CustomObjectsApi(api_client)
+            nodepools = functools.partial(custom.list_cluster_custom_object, *NODEPOOLS)
+            specs.append(
+                KindSpec("nodepools", nodepools, key_by_name, trim_nodepool, optional=True)
+            )
         self.watchers: dict[str, ResourceWatcher] = {
             spec.name: ResourceWatcher(spec, self.timings, self._changed, self._status_changed)
             for spec in specs
@@ -176,7 +240,60 @@ class ClusterSource:
         self._publisher.start()
         for watcher in self.watchers.values():
             watcher.start()
+        if self.dra is None:
+            self._dra_thread = threading.Thread(
+                target=self._discover_loop, name="kube-dra-discovery", daemon=True
+            )
+            self._dra_thread.start()
         return self
+
+    def _discover_loop(self) -> None:
+        """Ask discovery until it answers; then start the DRA watchers if DRA is available."""
+        failures = 0
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+            try:
+                found = discover_dra(self._api_client, kinds=self._dra_kinds)
+            except Exception as exc:  # unreachable or 5xx: retried like a list
+                failures += 1
+                self._dra_error = f"discovering {API_GROUP}: {exc}"
+                delay = self.timings.backoff(failures)
+                log.warning("%s (failure %d); retrying in %.2fs", self._dra_error, failures, delay)
+                with self._cond:
+                    self._cond.wait_for(lambda: self._stopping, timeout=delay)
+                continue
+            self._dra_error = None
+            self._enable_dra(found)
+            return
+
+    def _enable_dra(self, found: DraSupport) -> None:
+        calls = dra_list_calls(self._api_client)
+        with self._cond:
+            if self._stopping:
+                return
+            if found.available:
+                added = {
+                    kind: ResourceWatcher(
+                        KindSpec(kind, calls[kind], _dra_key(kind), dra_trimmer(DRA_KINDS[kind])),
+                        self.timings,
+                        self._changed,
+                        self._status_changed,
+                    )
+                    for kind in self._dra_kinds
+                }
+                # A new dict, swapped in whole: readers iterate the old one undisturbed.
+                self.watchers = {**self.watchers, **added}
+                for watcher in added.values():
+                    watcher.start()
+            # Set last: ``synced`` needs it, and the new watchers are in place by now.
+            self.dra = found
+        if found.available:
+            log.info("DRA available: watching %s", ", ".join(self._dra_kinds))
+        else:
+            log.warning("%s; judging device-plugin resources only", found.describe())
+        self._changed()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop every thread; the last snapshot stays readable."""
@@ -188,6 +305,8 @@ class ClusterSource:
         deadline = time.monotonic() + timeout
         for watcher in self.watchers.values():
             watcher.join(max(0.0, deadline - time.monotonic()))
+        if self._dra_thread is not None:
+            self._dra_thread.join(max(0.0, deadline - time.monotonic()))
         if self._publisher is not None:
             self._publisher.join(max(0.0, deadline - time.monotonic()))
 
@@ -243,8 +362,8 @@ class ClusterSource:
 
     @property
     def synced(self) -> bool:
-        """True once every kind has been listed."""
-        return all(w.synced for w in self.watchers.values())
+        """True once discovery answered and every watched kind has been listed."""
+        return self.dra is not None and all(w.synced for w in self.watchers.values())
 
     def snapshot_age(self) -> float | None:
         """Seconds since the data was last known current (None before the first sync)."""
@@ -260,6 +379,9 @@ class ClusterSource:
         state = self._current
         now = time.monotonic()
         errors = [w.last_error for w in self.watchers.values() if w.last_error]
+        if self._dra_error:
+            errors.append(self._dra_error)
+        dra = self.dra
         return Health(
             synced=self.synced,
             api_reachable=self.api_reachable,
@@ -271,6 +393,8 @@ class ClusterSource:
             snapshots=self.snapshots,
             callback_errors=self.callback_errors,
             last_error=errors[-1] if errors else None,
+            dra=None if dra is None else dra.describe(),
+            dra_available=dra is not None and dra.available,
         )
 
     # ------------------------------------------------------------------ publishing
@@ -321,11 +445,12 @@ class ClusterSource:
             # by _status_changed: publish again.
             self._status_changed()
             log.debug(
-                "snapshot %d: %d nodes, %d GPU pods, configmap %s",
+                "snapshot %d: %d nodes, %d GPU pods, configmap %s, %d ResourceSlices",
                 state.generation,
                 len(state.nodes),
                 len(state.gpu_pods),
                 "absent" if state.configmap is None else f"{len(state.configmap)} keys",
+                len(state.resource_slices),
             )
             if self._on_snapshot is not None:
                 try:
@@ -357,4 +482,20 @@ class ClusterSource:
             api_reachable=self.api_reachable,
             generation=1 if previous is None else previous.generation + 1,
             built_monotonic=now,
+            nodepools=views.get("nodepools", ()),
+            device_classes=views.get("deviceclasses", ()),
+            resource_slices=views.get("resourceslices", ()),
+            resource_claims=views.get("resourceclaims", ()),
+            resource_claim_templates=views.get("resourceclaimtemplates", ()),
+            dra="DRA not asked yet" if self.dra is None else self.dra.describe(),
+            dra_available=self.dra is not None and self.dra.available,
         )
+
+
+# The namespaced DRA kinds; DeviceClasses and ResourceSlices are cluster-scoped.
+_NAMESPACED = ("resourceclaims", "resourceclaimtemplates")
+
+
+def _dra_key(kind: str) -> Callable[[dict[str, Any]], str]:
+    # ResourceClaims are namespaced; classes and slices are cluster-scoped.
+    return key_by_namespace_name if kind in _NAMESPACED else key_by_name

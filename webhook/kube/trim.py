@@ -16,10 +16,18 @@ Pure functions on plain dicts: no ``kubernetes`` import needed here.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["GPU_RESOURCE_PREFIX", "TERMINAL_PHASES", "configmap_data", "trim_node", "trim_pod"]
+__all__ = [
+    "GPU_RESOURCE_PREFIX",
+    "TERMINAL_PHASES",
+    "configmap_data",
+    "dra_trimmer",
+    "trim_node",
+    "trim_nodepool",
+    "trim_pod",
+]
 
 #: Extended resources the engine cares about on pods.
 GPU_RESOURCE_PREFIX = "nvidia.com/"
@@ -127,3 +135,75 @@ def configmap_data(configmap: Mapping[str, Any]) -> dict[str, str]:
     """A ConfigMap's ``data`` (the device-plugin config files, one per key)."""
     data = configmap.get("data") or {}
     return {str(k): str(v) for k, v in data.items()}
+
+
+# What of a DRA object's metadata the model reads (webhook/policy/dra.py): the name, the
+# namespace of a claim, and a class's creationTimestamp (the newest class serves a shared
+# extended resource name). managedFields, annotations and the rest are dropped.
+_DRA_METADATA = ("name", "namespace", "creationTimestamp", "uid")
+
+
+def _interned(value: Any) -> Any:
+    """A copy with every string interned: 4,000 published GPUs repeat the same attribute
+    names, product names and driver versions."""
+    if isinstance(value, str):
+        return _intern(value)
+    if isinstance(value, Mapping):
+        return {_intern(str(k)): _interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    return value
+
+
+def dra_trimmer(kind: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """The trim function for one DRA kind (``DeviceClass``, ``ResourceSlice``,
+    ``ResourceClaim``): list items carry no ``kind``, so the watcher says it."""
+
+    def trim(obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep ``metadata`` (name, namespace, creationTimestamp, uid), ``spec`` and
+        ``status`` whole: selectors, devices and allocations are what the model reads, and
+        they change only when the objects really do."""
+        meta = obj.get("metadata") or {}
+        out: dict[str, Any] = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": kind,
+            "metadata": {k: meta[k] for k in _DRA_METADATA if k in meta},
+            "spec": _interned(obj.get("spec") or {}),
+        }
+        if obj.get("status"):
+            out["status"] = _interned(obj["status"])
+        return out
+
+    return trim
+
+
+def trim_nodepool(nodepool: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Karpenter NodePool that say which nodes it can launch, in its shape.
+
+    Kept: ``metadata.name``, ``spec.template.metadata.labels`` and
+    ``spec.template.spec.requirements`` (key, operator, values): what
+    :func:`webhook.policy.autoscaling.karpenter_pools` reads. Status (resources in use, node
+    counts) changes with every launch and is dropped, so it costs no new snapshot.
+    """
+    meta = nodepool.get("metadata") or {}
+    template = (nodepool.get("spec") or {}).get("template") or {}
+    requirements = [
+        {
+            "key": str(r.get("key", "")),
+            "operator": str(r.get("operator", "")),
+            "values": [str(v) for v in r.get("values") or ()],
+        }
+        for r in (template.get("spec") or {}).get("requirements") or ()
+        if isinstance(r, Mapping)
+    ]
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": str(meta.get("name", ""))},
+        "spec": {
+            "template": {
+                "metadata": {"labels": _str_map((template.get("metadata") or {}).get("labels"))},
+                "spec": {"requirements": requirements},
+            }
+        },
+    }

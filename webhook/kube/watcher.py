@@ -14,6 +14,11 @@ The protocol is the one client-go's reflector follows:
 * ``410 Gone`` (the resourceVersion was compacted away) means events were lost: list again;
 * any other failure waits an exponential backoff with jitter, then resumes; the stored
   objects are kept meanwhile, so the webhook goes on answering from the last known state.
+
+An optional kind (a custom resource such as Karpenter's NodePools) may not be served at all:
+a 404 on its list (no CRD) or a 403 (no permission to read it) counts as a synced, empty list,
+and the list is tried again every ``absent_recheck`` seconds, so that installing the CRD
+later is noticed.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ from kubernetes.client.exceptions import ApiException
 __all__ = ["KindSpec", "ResourceWatcher", "WatchTimings", "key_by_name", "key_by_namespace_name"]
 
 log = logging.getLogger(__name__)
+
+# The answers to the list of an optional kind that mean "not served to us": no such resource
+# (the CRD is not installed) and forbidden (RBAC does not grant it).
+_NOT_SERVED = frozenset({403, 404})
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,8 @@ class WatchTimings:
     debounce: float = 0.05
     #: ...but a snapshot is never delayed more than this after the first change.
     debounce_max: float = 0.5
+    #: How often an optional kind the API server does not serve is looked for again.
+    absent_recheck: float = 60.0
 
     def backoff(self, failures: int, rnd: Callable[[], float] = random.random) -> float:
         """The delay before retry number ``failures`` (1 for the first retry)."""
@@ -83,13 +94,16 @@ class KindSpec:
     ``call`` is a generated list function with its fixed arguments bound, e.g.
     ``functools.partial(core.list_namespaced_config_map, "gpu-operator",
     field_selector="metadata.name=device-plugin-config")``. ``trim`` returns the value to
-    keep for an object, or None to not keep it (a pod without GPU requests).
+    keep for an object, or None to not keep it (a pod without GPU requests). ``optional``:
+    the API server may not serve the kind (a CRD that is not installed); see the module
+    docstring.
     """
 
     name: str
     call: Callable[..., Any]
     key: Callable[[dict[str, Any]], str]
     trim: Callable[[dict[str, Any]], Any]
+    optional: bool = False
 
 
 class _Gone(Exception):
@@ -185,6 +199,9 @@ class ResourceWatcher:
         #: The resourceVersion as of the last change of the stored objects.
         self.data_resource_version: str | None = None
         self.synced = False
+        #: An optional kind the API server does not serve (or lets us not read), as of the
+        #: last list.
+        self.absent = False
         self.reachable: bool | None = None
         self.streaming = False
         self.last_ok: float | None = None
@@ -240,8 +257,11 @@ class ResourceWatcher:
 
     @property
     def last_ok_effective(self) -> float | None:
-        """When the stored state was last known current: now while a watch is open."""
-        return time.monotonic() if self.streaming else self.last_ok
+        """When the stored state was last known current: now while a watch is open.
+
+        An absent optional kind counts as current: its absence is checked again regularly.
+        """
+        return time.monotonic() if self.streaming or self.absent else self.last_ok
 
     # ------------------------------------------------------------------ the loop
 
@@ -265,6 +285,14 @@ class ResourceWatcher:
                 if failures:
                     failures += 1
                     delay = self.timings.backoff(failures)
+            except ApiException as exc:
+                if self._stop.is_set():
+                    break
+                if self.spec.optional and exc.status in _NOT_SERVED and not self._in_stream:
+                    self._not_served(exc)
+                    failures, delay = 0, self.timings.absent_recheck
+                else:
+                    failures, delay = self._failed(exc, failures)
             except Exception as exc:
                 if self._stop.is_set():
                     break
@@ -274,6 +302,31 @@ class ResourceWatcher:
             if delay:
                 self._stop.wait(delay)
         log.debug("%s watcher stopped", self.spec.name)
+
+    def _not_served(self, exc: ApiException) -> None:
+        """An optional kind the API server does not serve: no objects, synced, reachable."""
+        with self._lock:
+            changed = bool(self._items)
+            self._items = {}
+            self.resource_version = None
+            first = not self.synced
+            if changed or first:
+                self.version += 1
+            self.synced = True
+        if not self.absent:
+            log.info(
+                "%s: not served (%s %s); treated as none, looked for again every %gs",
+                self.spec.name,
+                exc.status,
+                exc.reason,
+                self.timings.absent_recheck,
+            )
+        self.absent = True
+        self.last_ok = time.monotonic()
+        self._set_reachable(True)
+        if changed or first:
+            self._on_change()
+        self._on_status()
 
     def _failed(self, exc: Exception, failures: int) -> tuple[int, float]:
         """Count and log a failed list or watch: (failures in a row, seconds to wait)."""
@@ -348,6 +401,7 @@ class ResourceWatcher:
             if not token:
                 break
         self.lists += 1
+        self.absent = False
         with self._lock:
             old = self._items
             # Keep the old dict object for unchanged entries: snapshots share them, and an

@@ -23,6 +23,7 @@ from webhook.planning.rollout import (
     label_script,
     planned_inventory,
     policy_text,
+    pool_changes,
 )
 from webhook.planning.sizing import (
     DEFAULT_HEADROOM,
@@ -55,6 +56,7 @@ __all__ = [
     "parse_memory_mib",
     "planned_inventory",
     "policy_text",
+    "pool_changes",
     "profile_memory_estimate",
     "replicas_for",
 ]

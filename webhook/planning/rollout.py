@@ -16,10 +16,10 @@ import yaml
 
 from webhook.contract import DEVICE_PLUGIN_CONFIGMAP, GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from webhook.planning.plugin_texts import dump_yaml
-from webhook.planning.sizing import Plan, PoolPlan, pct
+from webhook.planning.sizing import Plan, PoolPlan, pct, pool_model
 from webhook.policy.inventory import Inventory, Offer
-from webhook.policy.model import Policy
-from webhook.policy.products import product_label, product_value
+from webhook.policy.model import DeclaredPool, Policy
+from webhook.policy.products import base_model, product_label, product_value
 from webhook.policy.resources import ResourceForm
 
 CONFIGMAP_FILE = "device-plugin-config.yaml"
@@ -55,7 +55,11 @@ def planned_inventory(plan: Plan, *, source: str = "plan") -> Inventory:
             else _offer_after(p, o.offer, o.replicas_after, o.slots_after)
             for o in p.offers
         ]
-        name = "/".join(x for x in (p.key_after, p.model) if x) or p.pool.name
+        # Pools from nodes are named after their key and model; declared and Karpenter pools
+        # keep their own names.
+        name = p.pool.name
+        if p.pool.origin.kind == "nodes":
+            name = "/".join(x for x in (p.key_after, p.model) if x) or p.pool.name
         pools.append(replace(p.pool, name=name, config_key=p.key_after, offers=tuple(offers)))
     return Inventory(pools=tuple(pools), source=source)
 
@@ -149,24 +153,105 @@ def policy_text(plan: Plan, policy: Policy) -> str:
     if policy.configmap_ref is not None:
         ref = policy.configmap_ref
         device_plugin["configMapRef"] = {"namespace": ref.namespace, "name": ref.name}
+    spec: dict[str, Any] = {
+        "enforcement": policy.enforcement,
+        "defaultIntent": policy.default_intent,
+        "exemptNamespaces": sorted(policy.exempt_namespaces),
+        "devicePlugin": device_plugin,
+        "mutation": {
+            "rewriteResourceNames": policy.rewrite_resource_names,
+            "injectNodeSelection": policy.inject_node_selection,
+            "tolerations": [dict(t) for t in policy.tolerations],
+        },
+    }
+    pools = autoscaled_pools_after(plan, policy)
+    if pools:
+        spec["pools"] = pools
     doc = {
         "apiVersion": GPU_POLICY_API_VERSION,
         "kind": SHARING_POLICY_KIND,
         "metadata": {"name": policy.name},
-        "spec": {
-            "enforcement": policy.enforcement,
-            "defaultIntent": policy.default_intent,
-            "exemptNamespaces": sorted(policy.exempt_namespaces),
-            "devicePlugin": device_plugin,
-            "mutation": {
-                "rewriteResourceNames": policy.rewrite_resource_names,
-                "injectNodeSelection": policy.inject_node_selection,
-                "tolerations": [dict(t) for t in policy.tolerations],
-            },
-        },
+        "spec": spec,
     }
     head = (
         "# Written by `gpu-policy plan`: the webhook policy for the planned layout. The inventory\n"
-        "# comes from the nodes (--nodes or the live cluster), so no `pools:` here.\n"
+        "# comes from the nodes (--nodes or the live cluster); `pools:` keeps only the pools an\n"
+        "# autoscaler grows from zero, on their planned config keys.\n"
     )
     return head + dump_yaml(doc)
+
+
+def _plan_of(plan: Plan, declared: DeclaredPool) -> PoolPlan | None:
+    """The plan of the pool ``declared`` describes (the same config key and GPU model)."""
+    model = base_model(declared.product) if declared.product else None
+    for p in plan.pools:
+        if p.pool.config_key == declared.config and pool_model(p.pool) == model:
+            return p
+    return None
+
+
+def autoscaled_pools_after(plan: Plan, policy: Policy) -> list[dict[str, Any]]:
+    """The policy's autoscaled pools (``spec.pools``) as the planned policy declares them."""
+    out = []
+    for declared in policy.pools:
+        if not declared.autoscaled:
+            continue
+        planned = _plan_of(plan, declared)
+        key = planned.key_after if planned is not None and planned.key_after else declared.config
+        entry: dict[str, Any] = {
+            "name": declared.name,
+            "config": key,
+            "product": declared.product,
+            "gpusPerNode": declared.gpus_per_node,
+            "memoryMiB": declared.memory_mib,
+            "migDevices": dict(declared.mig_devices) or None,
+            "minNodes": declared.min_nodes,
+            "maxNodes": declared.max_nodes,
+            "deviceClass": declared.device_class,
+        }
+        default_nodes = declared.min_nodes if declared.min_nodes is not None else 1
+        if declared.nodes != default_nodes:
+            entry["nodes"] = declared.nodes
+        out.append({k: v for k, v in entry.items() if v is not None})
+    return out
+
+
+def pool_changes(plan: Plan, node_label: str) -> tuple[str, ...]:
+    """Per pool the plan changes: what changes, and what its nodes (now and to come) need.
+
+    A pool with nodes is relabelled by the label script; a pool an autoscaler grows (declared
+    in the policy or a Karpenter NodePool) also needs its node template changed, or the nodes
+    it adds next run the old key and carry the old product label (docs/autoscaling.md).
+    """
+    after = planned_inventory(plan)
+    out = []
+    for p, new in zip(plan.pools, after.pools, strict=True):
+        if not p.changed:
+            continue
+        parts = []
+        if p.key_after != p.pool.config_key:
+            parts.append(f"config key {p.pool.config_key} -> {p.key_after}")
+        parts += [
+            f"{o.offer.form.original} x{o.offer.replicas} -> x{o.replicas_after}"
+            for o in p.offers
+            if o.replicas_after != o.offer.replicas
+        ]
+        needs = []
+        labelled = p.key_after is not None and p.key_after != plan.default_config
+        if p.pool.nodes and labelled and p.key_after != p.pool.config_key:
+            needs.append(f"{len(p.pool.nodes)} node(s) relabelled by label-nodes.sh")
+        if p.pool.scaling is not None or p.pool.origin.kind in ("policy", "karpenter"):
+            template = [f"{node_label}={p.key_after}"] if labelled else []
+            template += sorted(
+                {f"{o.selector[0]}={o.selector[1]}" for o in new.offers if o.selector is not None}
+            )
+            needs.append(
+                "the nodes its autoscaler adds must carry "
+                + (", ".join(template) or "no config label (the default key)")
+                + " (node group labels or node-template tags, NodePool template labels)"
+            )
+        if p.pool.origin.kind == "policy" and p.key_after != p.pool.config_key:
+            needs.append(f"spec.pools config {p.key_after} in the written policy")
+        line = f"{p.pool.describe()}: {', '.join(parts)}"
+        out.append(line + (f"; {'; '.join(needs)}" if needs else ""))
+    return tuple(out)

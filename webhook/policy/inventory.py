@@ -23,7 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from webhook.policy.dra import Device, DeviceClass, DraSnapshot
 from webhook.policy.model import DeclaredPool, Policy
+from webhook.policy.nodes import GpuNodes, Taint, node_selector_matches, node_views
 from webhook.policy.plugin_config import PluginConfig, mps_max_clients
 from webhook.policy.products import (
     CAPABILITY_LABELS,
@@ -33,6 +35,7 @@ from webhook.policy.products import (
     product_label,
     product_mig_profile,
     product_value,
+    sanitise_model,
 )
 from webhook.policy.products import model_key as product_model_key
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
@@ -58,6 +61,9 @@ class Offer:
     slots: int | None
     memory_mib: int | None
     selector: tuple[str, str] | None
+    # The most one node offers of it (its slots on one node: the scheduler fits a container's
+    # request on one node); None where no node is known (pools declared or at zero).
+    most_on_a_node: int | None = None
     # GFD's capability labels (key, value) on the offer's nodes (products.CAPABILITY_LABELS);
     # a key absent here is not known, and node selection on it is not judged.
     capabilities: frozenset[tuple[str, str]] = frozenset()
@@ -133,14 +139,14 @@ class Scaling:
     max_nodes: int | None = None
 
     def describe(self) -> str:
-        """``0-4 nodes``, ``at most 4 nodes``, ``autoscaled``."""
+        """``0-4 nodes``, ``at most 4 nodes``, ``from zero``, ``autoscaled``."""
         low, high = self.min_nodes, self.max_nodes
         if low is not None and high is not None:
             return f"{low}-{high} nodes"
         if high is not None:
             return f"at most {high} nodes"
         if low is not None:
-            return f"at least {low} nodes"
+            return "from zero" if low == 0 else f"at least {low} nodes"
         return "autoscaled"
 
 
@@ -178,22 +184,35 @@ class Pool:
 
 
 def describe_pair(pool: Pool, offer: Offer) -> str:
-    """An offer as messages name it; one of a pool at zero says which pool can add it."""
+    """An offer as messages name it; one of a pool at zero says which pool can add it, one
+    of DRA devices which DeviceClass serves it."""
     if pool.at_zero:
         return f"{offer.product or 'unknown product'} (no node yet: {pool.describe()})"
+    if pool.origin.kind == "resourceslice" and pool.device_class:
+        return f"{offer.describe()} through DRA DeviceClass {pool.device_class}"
     return offer.describe()
+
+
+# Nothing known of the GPU nodes and no taint assumed: every pod can reach one.
+_UNKNOWN_GPU_NODES = GpuNodes(None)
 
 
 @dataclass(frozen=True)
 class Inventory:
     """An immutable snapshot of the pools; a request reads one snapshot from start to end.
 
-    ``pairs`` holds every (pool, offer) pair, pool by pool: what a review walks.
+    ``pairs`` holds every (pool, offer) pair, pool by pool: what a review walks. ``dra`` is
+    the DRA side the pools of devices came from (classes, devices, compiled selectors), None
+    where DRA is not seen (no DRA objects in the files, DRA off, a cluster without it).
     """
 
     pools: tuple[Pool, ...]
     source: str
     disagreements: tuple[str, ...] = ()
+    # Which pods can be placed on a GPU node (docs/isolation.md): the GPU nodes' names, labels
+    # and taints, or, without Node objects, the taints the policy's tolerations are for.
+    gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES
+    dra: DraSnapshot | None = field(default=None, compare=False)
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
@@ -300,8 +319,14 @@ def _offer_from_config(
     )
 
 
-def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
-    """The pool ``pool`` describes, with ``nodes`` nodes (0: an autoscaled pool at zero)."""
+def declared_pool(
+    policy: Policy, pool: DeclaredPool, *, nodes: int, origin: PoolOrigin | None = None
+) -> Pool:
+    """The pool ``pool`` describes, with ``nodes`` nodes (0: an autoscaled pool at zero).
+
+    Its offers are what the device plugin and GFD give each such node under the pool's config
+    key; ``origin`` defaults to the policy.
+    """
     config = policy.configs.get(pool.config)
     mig = config.mig_strategy if config is not None else "none"
     common: dict[str, Any] = {"model": pool.product, "memory": pool.memory_mib, "mig_strategy": mig}
@@ -359,7 +384,7 @@ def _declared_pool(policy: Policy, pool: DeclaredPool, *, nodes: int) -> Pool:
         nodes=(),
         offers=tuple(offers),
         node_count=nodes,
-        origin=PoolOrigin("policy", policy.source),
+        origin=origin or PoolOrigin("policy", policy.source),
         scaling=Scaling(pool.min_nodes, pool.max_nodes) if pool.autoscaled else None,
         device_class=pool.device_class,
     )
@@ -393,17 +418,35 @@ def _config_pool(policy: Policy, key: str, config: PluginConfig) -> Pool:
     return Pool(name=key, config_key=key, mig_strategy=config.mig_strategy, nodes=(), offers=offers)
 
 
+def assumed_taints(policy: Policy) -> tuple[Taint, ...]:
+    """The taints GPU nodes are taken to carry when no Node object says: those the policy's
+    tolerations (``spec.mutation.tolerations``, added to GPU pods) are there to tolerate."""
+    taints = []
+    for tol in policy.tolerations:
+        key = str(tol.get("key") or "")
+        if not key:
+            continue  # a catch-all toleration names no taint
+        value = str(tol.get("value") or "") if tol.get("operator", "Equal") == "Equal" else ""
+        taints.append(Taint(key, value, str(tol.get("effect") or "NoSchedule")))
+    return tuple(dict.fromkeys(taints))
+
+
 def inventory_from_policy(policy: Policy) -> Inventory:
     """The inventory the policy implies: its declared pools, or one pool per config key.
 
     Each declared pool has the nodes it says it has (``nodes``); an autoscaled one with none
     is at zero.
     """
+    gpu_nodes = GpuNodes(None, assumed_taints(policy))
     if policy.pools:
-        pools = tuple(_declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
-        return Inventory(pools=pools, source=f"pools declared in {policy.source}")
+        pools = tuple(declared_pool(policy, p, nodes=p.nodes) for p in policy.pools)
+        return Inventory(
+            pools=pools, source=f"pools declared in {policy.source}", gpu_nodes=gpu_nodes
+        )
     pools = tuple(_config_pool(policy, k, c) for k, c in policy.configs.items())
-    return Inventory(pools=pools, source=f"device-plugin config in {policy.source}")
+    return Inventory(
+        pools=pools, source=f"device-plugin config in {policy.source}", gpu_nodes=gpu_nodes
+    )
 
 
 @dataclass(slots=True)
@@ -516,6 +559,8 @@ def _node_offer(
         slots=slots,
         memory_mib=_int(labels.get(f"{original}.memory")),
         selector=(product_label(form, node.mig_strategy), product) if product else None,
+        # The scheduler fits a container's request on one node: no more than it advertises.
+        most_on_a_node=slots,
         capabilities=frozenset(
             (key, labels[key]) for key in CAPABILITY_LABELS if labels.get(key) is not None
         ),
@@ -606,9 +651,14 @@ def _merge(offers: list[Offer], extra: list[Offer]) -> list[Offer]:
             slots=(prev.slots or 0) + (o.slots or 0),
             memory_mib=prev.memory_mib,
             selector=prev.selector,
+            most_on_a_node=_most(prev.most_on_a_node, o.most_on_a_node),
             capabilities=prev.capabilities | o.capabilities,
         )
     return list(merged.values())
+
+
+def _most(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 def pool_key(pool: Pool) -> tuple[str | None, str | None]:
@@ -618,7 +668,7 @@ def pool_key(pool: Pool) -> tuple[str | None, str | None]:
 
 def autoscaled_pools(policy: Policy) -> tuple[Pool, ...]:
     """The policy's autoscaled pools as they are with no node: what each can add."""
-    return tuple(_declared_pool(policy, p, nodes=0) for p in policy.pools if p.autoscaled)
+    return tuple(declared_pool(policy, p, nodes=0) for p in policy.pools if p.autoscaled)
 
 
 def with_pools_that_can_appear(
@@ -653,15 +703,22 @@ def inventory_from_nodes(
     *,
     source: str,
     can_appear: Iterable[Pool] = (),
+    notes: Iterable[str] = (),
+    dra: DraSnapshot | None = None,
 ) -> Inventory:
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
     Nodes without any ``nvidia.com/`` GPU resource in ``status.allocatable`` are not pools.
-    The policy's autoscaled pools, then ``can_appear`` (pools the cluster's autoscaler objects
-    describe), join as pools at zero, unless the nodes already form them.
+    With ``dra``, the devices its DeviceClasses select are pools too, under the extended
+    resource names the classes serve (:func:`dra_pools`). The policy's autoscaled pools, then
+    ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools at zero,
+    unless the nodes already form them. ``notes`` (what those objects keep the autoscaler
+    from doing) join the disagreements.
     """
+    nodes = list(nodes)
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
     problems: list[str] = []
+    nodes = list(nodes)
     for node in nodes:
         found = _node_offers(node, policy)
         if found is None:
@@ -688,9 +745,179 @@ def inventory_from_nodes(
                 node_count=len(names),
             )
         )
+    if dra is not None:
+        found_pools, found_problems = dra_pools(dra, nodes)
+        pools += found_pools
+        problems += found_problems
+        source += f" + DRA: {len(dra.devices)} devices in ResourceSlices"
     everything, origins = with_pools_that_can_appear(
         pools, (*autoscaled_pools(policy), *can_appear)
     )
     if origins:
         source += " + pools that can appear: " + ", ".join(o.describe() for o in origins)
-    return Inventory(pools=everything, source=source, disagreements=tuple(problems))
+    return Inventory(
+        pools=everything,
+        source=source,
+        disagreements=(*problems, *notes),
+        gpu_nodes=GpuNodes(node_views(nodes, labelled=True)),
+        dra=dra,
+    )
+
+
+# --- pools of DRA devices ------------------------------------------------------------------
+
+ALL_NODES = "(every node)"
+
+
+def dra_product(device: Device) -> tuple[str | None, str | None]:
+    """(GPU model as GFD spells it, MIG profile) of a device the NVIDIA DRA driver publishes
+    (docs/dra.md, "Device attributes"): ``productName``, and ``profile`` for ``type: mig``."""
+    name = device.attribute("productName")
+    model = sanitise_model(name) if isinstance(name, str) and name else None
+    profile = device.attribute("profile") if device.attribute("type") == "mig" else None
+    return model, profile if isinstance(profile, str) else None
+
+
+def _where(device: Device, nodes: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The nodes that can use ``device``: its node, every node, or those its selector picks."""
+    if device.node is not None:
+        return [device.node]
+    if device.all_nodes:
+        return [ALL_NODES]
+    return [
+        n for n, labels in nodes.items() if node_selector_matches(device.node_selector, n, labels)
+    ]
+
+
+def _served_forms(dra: DraSnapshot, device_class: DeviceClass) -> list[ResourceForm]:
+    """The GPU resource names (``nvidia.com/gpu``, ``nvidia.com/mig-...``) ``device_class``
+    serves: its ``extendedResourceName`` when it is one and no newer class took it over."""
+    forms = []
+    for name in device_class.resource_names:
+        form = parse_resource(name)
+        if form is not None and dra.class_for_resource(name) is device_class:
+            forms.append(form)
+    return forms
+
+
+@dataclass(frozen=True, slots=True)
+class _ClusterNodes:
+    """What the DRA pools need of the Nodes: labels (for ResourceSlice nodeSelectors) and
+    ``status.allocatable`` (where a device plugin already serves a name)."""
+
+    labels: Mapping[str, Mapping[str, str]]
+    allocatable: Mapping[str, Mapping[str, Any]]
+
+
+def dra_pools(dra: DraSnapshot, nodes: Iterable[Mapping[str, Any]]) -> tuple[list[Pool], list[str]]:
+    """Pools of the devices DeviceClasses select, where a class serves a GPU resource name.
+
+    One pool per (class, GPU model, MIG profile); its offer counts the devices, and the most
+    of them one node has: the scheduler allocates a request's devices on one node (or from
+    devices every node reaches). On a node whose ``status.allocatable`` has the name, the
+    scheduler serves it from the device plugin alone (docs/dra.md, "KEP-5004"): its devices
+    do not count for that name, and the node is reported, with what DRA could not evaluate.
+    """
+    labels: dict[str, Mapping[str, str]] = {}
+    allocatable: dict[str, Mapping[str, Any]] = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name", "?"))
+        labels[name] = meta.get("labels") or {}
+        allocatable[name] = (node.get("status") or {}).get("allocatable") or {}
+    cluster = _ClusterNodes(labels, allocatable)
+    pools: list[Pool] = []
+    problems = list(dra.problems)
+    for device_class in sorted(dra.classes.values(), key=lambda c: c.name):
+        forms = _served_forms(dra, device_class)
+        if not forms:
+            continue
+        devices, _ = dra.class_devices(device_class.name)
+        groups: dict[tuple[str | None, str | None], list[Device]] = defaultdict(list)
+        for device in devices:
+            groups[dra_product(device)].append(device)
+        for kind, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            pool, found = _dra_pool(device_class, forms, kind, members, cluster)
+            problems += found
+            if pool is not None:
+                pools.append(pool)
+    return pools, problems
+
+
+def _dra_pool(
+    device_class: DeviceClass,
+    forms: list[ResourceForm],
+    kind: tuple[str | None, str | None],
+    devices: list[Device],
+    cluster: _ClusterNodes,
+) -> tuple[Pool | None, list[str]]:
+    """The pool of ``devices`` (all of ``kind``: GPU model, MIG profile) of ``device_class``,
+    None when a device plugin serves each of its names on all of its nodes; and those nodes."""
+    model, profile = kind
+    per_node: dict[str, int] = defaultdict(int)
+    for device in devices:
+        for node in _where(device, cluster.labels):
+            per_node[node] += 1
+    # Devices every node reaches add to what each node has.
+    everywhere = per_node.pop(ALL_NODES, 0)
+    memory = devices[0].capacity_of("memory")
+    memory_mib = None if memory is None else int(memory.value // 2**20)
+    product = None
+    if model is not None:
+        product = product_value(model, ResourceForm(profile, False), replicas=1, renamed=False)
+    offers = []
+    problems = []
+    served: set[str] = set()
+    for form in forms:
+        counts = {}
+        for node, count in per_node.items():
+            raw = cluster.allocatable.get(node, {}).get(form.name)
+            if raw is None:
+                counts[node] = count
+                continue
+            problems.append(
+                f"node {node}: {form.name} comes from its device plugin (allocatable {raw}) and "
+                f"from DRA (DeviceClass {device_class.name}, {count} devices): the scheduler "
+                "serves it from the device plugin alone there; give each name one source: stop "
+                "the device plugin on the node, or drop extendedResourceName from the class"
+            )
+        total = sum(counts.values()) + everywhere
+        if not total:
+            continue
+        served.update(counts)
+        offers.append(
+            Offer(
+                form=form,
+                profile=profile,
+                product=product,
+                replicas=1,
+                strategy="none",
+                fail_requests_greater_than_one=False,
+                devices=total,
+                slots=total,
+                memory_mib=memory_mib,
+                selector=None,
+                most_on_a_node=max(counts.values(), default=0) + everywhere,
+            )
+        )
+    if not offers:
+        return None, problems
+    node_names = tuple(sorted(served)) + ((ALL_NODES,) if everywhere else ())
+    slice_pools = sorted({d.pool for d in devices})
+    origin = slice_pools[0]
+    if len(slice_pools) > 1:
+        origin += f" and {len(slice_pools) - 1} more"
+    parts = [device_class.name, model or "unknown product"]
+    if profile:
+        parts.append(profile)
+    pool = Pool(
+        name="/".join(parts),
+        config_key=None,
+        mig_strategy="none",
+        nodes=node_names,
+        offers=tuple(offers),
+        node_count=len(served) or (1 if everywhere else 0),
+        origin=PoolOrigin("resourceslice", origin),
+        device_class=device_class.name,
+    )
+    return pool, problems

@@ -13,7 +13,27 @@ spec:
            migDevices, deviceClass}]
   mutation: {rewriteResourceNames, injectNodeSelection: intent | always | when-needed | never,
              tolerations}
+  dra: {deviceClassSuffixes, failRequestsGreaterThanOne, adminAccessNamespaces}
+  isolation: {mode: off | warn | enforce, exemptNamespaces: [...]}
 ```
+
+``dra`` is about claims (ResourceClaims, ResourceClaimTemplates, pods' ``resourceClaims``;
+docs/dra-claims.md): ``deviceClassSuffixes`` says which claims are GPU claims (a request whose
+DeviceClass is named one of them, or ends in ``.<suffix>``; default ``[nvidia.com]``, the
+classes NVIDIA's DRA driver installs); ``failRequestsGreaterThanOne`` (default true), the device
+plugin's word for the same rule, refuses a request for more than one device whose config shares
+the device (the driver's ``GpuConfig`` / ``MigDeviceConfig`` sharing TimeSlicing or MPS) and a
+consumable-capacity ``shares`` request above one; ``adminAccessNamespaces`` (default none) are
+the namespaces whose claims may set ``adminAccess: true``.
+
+``isolation`` is about the containers that ask for no GPU (docs/isolation.md): ``off`` (the
+default) leaves them alone and the webhook never looks at a pod without a GPU request; ``warn``
+and ``enforce`` review every pod that can be placed on a GPU node. Under ``enforce`` each of its
+containers that asks for no GPU gets ``NVIDIA_VISIBLE_DEVICES=void`` and one that sets the
+variable to GPUs itself is refused; ``warn`` says so instead. ``exemptNamespaces`` (the GPU
+Operator's own ``gpu-operator`` is the usual one: its pods reach the GPUs on purpose, without a
+request) are left alone, as is a pod annotated ``gpu-policy.io/isolation: disabled`` (which is
+reported).
 
 ``injectNodeSelection`` says when the webhook adds the product node selection: ``intent`` (the
 default) whenever the pod states what it wants (a sharing, product or MIG profile annotation)
@@ -54,6 +74,11 @@ Enforcement = Literal["enforce", "warn", "audit"]
 SharingIntent = Literal["any", "shared", "exclusive"]
 NodeSelection = Literal["intent", "always", "when-needed", "never"]
 NODE_SELECTION_MODES: tuple[NodeSelection, ...] = ("intent", "always", "when-needed", "never")
+IsolationMode = Literal["off", "warn", "enforce"]
+ISOLATION_MODES: tuple[IsolationMode, ...] = ("off", "warn", "enforce")
+# The GPU Operator's namespace: its device plugin, DCGM exporter and validators use the GPUs
+# without a device-plugin request, on purpose (docs/isolation.md).
+DEFAULT_ISOLATION_EXEMPT: tuple[str, ...] = ("gpu-operator",)
 DEFAULT_NODE_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -90,6 +115,19 @@ class DeclaredPool:
 
 
 @dataclass(frozen=True, slots=True)
+class Isolation:
+    """What the webhook does with containers that ask for no GPU (docs/isolation.md)."""
+
+    mode: IsolationMode = "off"
+    exempt_namespaces: frozenset[str] = frozenset(DEFAULT_ISOLATION_EXEMPT)
+
+    @property
+    def on(self) -> bool:
+        """True when pods without a GPU request are reviewed at all."""
+        return self.mode != "off"
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigMapRef:
     """Where the device plugin's ConfigMap lives in the cluster (watched live)."""
 
@@ -123,6 +161,19 @@ def configmap_source(doc: Mapping[str, Any]) -> PluginSource:
 
 
 @dataclass(frozen=True, slots=True)
+class DraPolicy:
+    """What the policy says about DRA claims (``spec.dra``)."""
+
+    device_class_suffixes: tuple[str, ...] = ("nvidia.com",)
+    fail_requests_greater_than_one: bool = True
+    admin_access_namespaces: frozenset[str] = frozenset()
+
+    def is_gpu_class(self, name: str) -> bool:
+        """True when a request for DeviceClass ``name`` is a GPU request the policy judges."""
+        return any(name == s or name.endswith(f".{s}") for s in self.device_class_suffixes)
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """A loaded, validated sharing policy: immutable, shared by every request."""
 
@@ -140,6 +191,8 @@ class Policy:
     name: str = "policy"
     source: str = "<policy>"
     plugin_source: PluginSource | None = None
+    dra: DraPolicy = DraPolicy()
+    isolation: Isolation = Isolation()
 
     def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
         """What the device plugin would silently ignore in the configs, each warning once."""
@@ -358,9 +411,83 @@ def _plugin_configs(
     return parse_plugin_configmap(doc, source=value), configmap_source(doc)
 
 
-_SPEC_FIELDS = frozenset(
-    {"enforcement", "defaultIntent", "exemptNamespaces", "devicePlugin", "pools", "mutation"}
+_DRA_FIELDS = frozenset(
+    {"deviceClassSuffixes", "failRequestsGreaterThanOne", "adminAccessNamespaces"}
 )
+
+
+def _dra(spec: Mapping[str, Any], source: str) -> DraPolicy:
+    body = _get(spec, "dra", Mapping, {}, source, "spec.dra")
+    unknown = sorted(set(body) - _DRA_FIELDS)
+    if unknown:
+        raise PolicyError(
+            source,
+            f"spec.dra.{unknown[0]}",
+            f"unknown field (known: {', '.join(sorted(_DRA_FIELDS))})",
+        )
+    suffixes = _get(
+        body, "deviceClassSuffixes", list, ["nvidia.com"], source, "spec.dra.deviceClassSuffixes"
+    )
+    if not suffixes or not all(isinstance(s, str) and s.strip(".") for s in suffixes):
+        raise PolicyError(
+            source, "spec.dra.deviceClassSuffixes", "must be a list of DNS suffixes (nvidia.com)"
+        )
+    namespaces = _get(
+        body, "adminAccessNamespaces", list, [], source, "spec.dra.adminAccessNamespaces"
+    )
+    return DraPolicy(
+        device_class_suffixes=tuple(str(s).strip(".") for s in suffixes),
+        fail_requests_greater_than_one=_get(
+            body,
+            "failRequestsGreaterThanOne",
+            bool,
+            True,
+            source,
+            "spec.dra.failRequestsGreaterThanOne",
+        ),
+        admin_access_namespaces=frozenset(str(n) for n in namespaces),
+    )
+
+
+_SPEC_FIELDS = frozenset(
+    {
+        "enforcement",
+        "defaultIntent",
+        "exemptNamespaces",
+        "devicePlugin",
+        "pools",
+        "mutation",
+        "isolation",
+        "dra",
+    }
+)
+_ISOLATION_FIELDS = frozenset({"mode", "exemptNamespaces"})
+
+
+def _isolation(spec: Mapping[str, Any], source: str) -> Isolation:
+    body = _get(spec, "isolation", Mapping, {}, source, "spec.isolation")
+    unknown = sorted(set(body) - _ISOLATION_FIELDS)
+    if unknown:
+        raise PolicyError(
+            source,
+            f"spec.isolation.{unknown[0]}",
+            f"unknown field (known: {', '.join(sorted(_ISOLATION_FIELDS))})",
+        )
+    # YAML 1.1 reads a bare `off` as false: take it for the mode it was meant to be.
+    raw = body.get("mode", "off")
+    mode = "off" if raw is False else raw
+    exempt = _get(
+        body,
+        "exemptNamespaces",
+        list,
+        list(DEFAULT_ISOLATION_EXEMPT),
+        source,
+        "spec.isolation.exemptNamespaces",
+    )
+    return Isolation(
+        mode=_choice(mode, ISOLATION_MODES, source, "spec.isolation.mode"),
+        exempt_namespaces=frozenset(str(n) for n in exempt),
+    )
 
 
 def parse_policy(
@@ -446,6 +573,8 @@ def _sharing_policy(
     _check_keys(
         configs, ((f"spec.pools[{i}].config", p.config) for i, p in enumerate(pools)), source
     )
+    dra = _dra(spec, source)
+    isolation = _isolation(spec, source)
     metadata = _get(doc, "metadata", Mapping, {}, source, "metadata")
     return Policy(
         configs=configs,
@@ -481,6 +610,8 @@ def _sharing_policy(
         name=str(metadata.get("name", "policy")),
         source=source,
         plugin_source=plugin_source,
+        dra=dra,
+        isolation=isolation,
     )
 
 

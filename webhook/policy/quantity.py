@@ -42,7 +42,11 @@ class QuantityError(ValueError):
     """A GPU quantity that Kubernetes or the device plugin would refuse; the text says why."""
 
 
-def _value(raw: object) -> Fraction:
+def quantity_value(raw: object) -> Fraction:
+    """The exact value of a Kubernetes quantity (``"80Gi"``, ``"500m"``, ``2``, ``"1e3"``).
+
+    Raises QuantityError for anything that is not one.
+    """
     if isinstance(raw, bool) or raw is None:
         raise QuantityError(f"{shown(raw)} is not a quantity")
     if isinstance(raw, int):
@@ -81,7 +85,7 @@ def parse_gpu_quantity(raw: object) -> int:
         return raw
     if type(raw) is str and raw.isdigit() and raw[0] != "0":
         return int(raw)
-    value = _value(raw)
+    value = quantity_value(raw)
     if value.denominator != 1:
         raise QuantityError(
             f"{shown(raw)} is {float(value):g} of a device: GPUs are whole devices, "
@@ -106,7 +110,7 @@ def parse_memory_mib(raw: object) -> int:
     if match is None:
         raise QuantityError(f"{raw!r} is not a memory quantity such as 4621Mi")
     unit = (match[2] or "Mi").removesuffix("B")
-    mib = math.ceil(_value(match[1] + ("k" if unit == "K" else unit)) / _BINARY["Mi"])
+    mib = math.ceil(quantity_value(match[1] + ("k" if unit == "K" else unit)) / _BINARY["Mi"])
     if mib <= 0:
         raise QuantityError(f"{raw!r}: a process uses some memory")
     return mib

@@ -56,6 +56,9 @@ class ClusterFeed:
         self._last_error: str | None = None
         self._last_warnings: tuple[PolicyWarning, ...] = ()
         self._cluster: ClusterState | None = None
+        # The snapshot the served policy and inventory were last built from: readiness waits
+        # for it, not for the watch alone, so that a ready worker answers from the cluster.
+        self._served: ClusterState | None = None
         self._metrics = ClusterMetrics()
         self._stopped = threading.Event()
 
@@ -81,6 +84,7 @@ class ClusterFeed:
             configmap=(ref.namespace, ref.name) if ref is not None else None,
             on_snapshot=feed.on_snapshot,
             watch_pods=False,
+            dra=settings.dra,
         )
         return feed
 
@@ -114,6 +118,7 @@ class ClusterFeed:
         """A new cluster snapshot (publisher thread): rebuild the served snapshot."""
         self._cluster = cluster
         self.state.refresh()
+        self._served = cluster
 
     def view(self, base: Policy) -> tuple[Policy, Inventory] | None:
         """The policy file combined with the latest cluster snapshot; None before the first."""
@@ -141,15 +146,18 @@ class ClusterFeed:
     def ready(self) -> tuple[bool, str]:
         """(ready, reason) for ``/readyz``: ready once the cluster has been listed."""
         health = self.source.health()
-        if not health.synced or self._cluster is None:
+        served = self._served
+        if not health.synced or served is None:
             why = f": {health.last_error}" if health.last_error else ""
             return False, f"cluster ({self.where}) not listed yet{why}"
         age = health.sync_age_seconds
-        nodes = len(self._cluster.nodes)
+        nodes = len(served.nodes)
         text = f"cluster ({self.where}): {nodes} nodes"
         text += f", data {age:.0f} s old" if age is not None else ""
         if not health.api_reachable:
             text += f", API server unreachable: {health.last_error}"
+        if health.dra:
+            text += f", {health.dra}"
         if self._last_error:
             text += f", ConfigMap refused: {self._last_error}"
         return True, text

@@ -318,6 +318,13 @@ CONFIGMAP_REFUSED = Gauge(
     multiprocess_mode="max",
 )
 
+DRA_AVAILABLE = Gauge(
+    "gpu_policy_dra_available",
+    "1 when the worker reads DeviceClasses and ResourceSlices, 0 when DRA is not available "
+    "(no resource.k8s.io/v1, as before Kubernetes 1.34, or not readable) or turned off.",
+    multiprocess_mode="min",
+)
+
 
 class ClusterMetrics:
     """Turns a ClusterSource's health (running totals, data age) into these metrics."""
@@ -342,3 +349,5 @@ class ClusterMetrics:
             CLUSTER_LAST_SYNC.set(now - health.sync_age_seconds)
         CLUSTER_REACHABLE.set(1.0 if health.api_reachable else 0.0)
         CONFIGMAP_REFUSED.set(1.0 if refused else 0.0)
+        if health.dra is not None:
+            DRA_AVAILABLE.set(1.0 if health.dra_available else 0.0)

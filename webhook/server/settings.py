@@ -21,11 +21,14 @@ from webhook.contract import (
     CLIENT_CA_ENV,
     DEFAULT_BIND,
     DEFAULT_CERT_INTERVAL,
+    DEFAULT_DRA,
     DEFAULT_KUBE,
     DEFAULT_LOG_LEVEL,
     DEFAULT_THREADS,
     DEFAULT_TLS_DIR,
     DEFAULT_WORKERS,
+    DRA_ENV,
+    DRA_MODES,
     KUBE_ENV,
     LOG_LEVEL_ENV,
     METRICS_DIR_ENV,
@@ -50,17 +53,19 @@ class Settings:
 
     ``policy_file`` None means the bundled example policy; ``nodes_file`` None means the
     inventory the policy's ``pools`` describe. ``kube`` is ``off``, ``in-cluster`` or a
-    kubeconfig path. ``reload_interval`` is how often (seconds, at most) the policy and node
-    files are checked for changes. ``bind`` to ``metrics_dir`` are gunicorn's: the listen
-    address, the processes and threads, the TLS files (``tls.crt`` and ``tls.key`` in
-    ``tls_dir``), the CA client certificates must be signed by, and the directory the
-    workers share their metrics in (None: the gunicorn config makes one private to this
-    server; the image and the chart set one).
+    kubeconfig path; ``dra`` (``auto`` or ``off``) whether its DRA objects are read.
+    ``reload_interval`` is how often (seconds, at most) the policy and node files are checked
+    for changes. ``bind`` to ``metrics_dir`` are gunicorn's: the listen address, the
+    processes and threads, the TLS files (``tls.crt`` and ``tls.key`` in ``tls_dir``), the CA
+    client certificates must be signed by, and the directory the workers share their metrics
+    in (None: the gunicorn config makes one private to this server; the image and the chart
+    set one).
     """
 
     policy_file: Path | None = None
     nodes_file: Path | None = None
     kube: str = DEFAULT_KUBE
+    dra: str = DEFAULT_DRA
     log_level: str = DEFAULT_LOG_LEVEL
     max_body_bytes: int = MAX_BODY_BYTES
     reload_interval: float = 1.0
@@ -96,10 +101,14 @@ class Settings:
         log_level = text(LOG_LEVEL_ENV).lower() or DEFAULT_LOG_LEVEL
         if log_level not in LOG_LEVELS:
             raise ValueError(f"{LOG_LEVEL_ENV}={log_level!r}: use one of {', '.join(LOG_LEVELS)}")
+        dra = text(DRA_ENV).lower() or DEFAULT_DRA
+        if dra not in DRA_MODES:
+            raise ValueError(f"{DRA_ENV}={dra!r}: use one of {', '.join(DRA_MODES)}")
         return cls(
             policy_file=path(POLICY_FILE_ENV),
             nodes_file=path(NODES_ENV),
             kube=text(KUBE_ENV) or DEFAULT_KUBE,
+            dra=dra,
             log_level=log_level,
             bind=text(BIND_ENV) or DEFAULT_BIND,
             workers=positive_int(WORKERS_ENV, DEFAULT_WORKERS),

@@ -118,6 +118,15 @@ exactly that one, so both come from the same value.
 {{- $_ := set $dp "configMapRef" (dict "namespace" (required "devicePlugin.configMapRef.namespace is required with devicePlugin.configMapRef.name" $ref.namespace) "name" $ref.name) }}
 {{- end }}
 {{- $_ := set $spec "devicePlugin" $dp }}
+{{- if .Values.dra.enabled }}
+{{- /* The classes the claim webhooks are sent are the classes the policy judges. */}}
+{{- $dra := deepCopy (get $spec "dra" | default dict) }}
+{{- if hasKey $dra "deviceClassSuffixes" }}
+{{- fail "policy.spec.dra.deviceClassSuffixes is set by the chart from dra.deviceClassSuffixes (which also decides which claims the API server sends): set that value instead." }}
+{{- end }}
+{{- $_ := set $dra "deviceClassSuffixes" .Values.dra.deviceClassSuffixes }}
+{{- $_ := set $spec "dra" $dra }}
+{{- end }}
 {{- $policy := dict "apiVersion" "gpu-policy.io/v1alpha1" "kind" "SharingPolicy" "metadata" (dict "name" (include "gpu-policy-webhook.fullname" .)) "spec" $spec }}
 {{- toYaml $policy }}
 {{- end }}
@@ -136,19 +145,171 @@ with the failurePolicy) rather than false.
 {{- end }}
 
 {{/*
-A matchConditions list for the pod spec found at the given path ("object.spec.template.spec"),
-guarded by has() on every step of that path below the object.
+"true" when pods that ask for no GPU are sent too, for GPU isolation (docs/isolation.md): the
+rendered policy's spec.isolation.mode is warn or enforce, or webhook.isolation.enabled says so.
+*/}}
+{{- define "gpu-policy-webhook.isolating" -}}
+{{- $mode := "off" }}
+{{- if not .Values.policy.existingConfigMap }}
+{{- $mode = toString (dig "isolation" "mode" "off" .Values.policy.spec) }}
+{{- end }}
+{{- if or .Values.webhook.isolation.enabled (has $mode (list "warn" "enforce")) }}true{{ end }}
+{{- end }}
+
+{{/*
+CEL: true when the toleration t tolerates the taint given as a dict (key, value, effect), as
+the scheduler's TaintToleration filter decides: an empty effect matches every effect, an empty
+key with Exists every key, Exists any value, Equal (the default) the same value.
+*/}}
+{{- define "gpu-policy-webhook.toleratesTaint" -}}
+{{- $effect := printf "(!has(t.effect) || t.effect == '' || t.effect == '%s')" .effect }}
+{{- $any := "((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists')" }}
+{{- $value := printf "((has(t.operator) && t.operator == 'Exists') || ((!has(t.operator) || t.operator == 'Equal') && (has(t.value) ? t.value : '') == '%s'))" (.value | default "") }}
+{{- printf "%s && (%s || (has(t.key) && t.key == '%s' && %s))" $effect $any .key $value }}
+{{- end }}
+
+{{/*
+CEL: true when the pod spec at .spec can be placed on a GPU node: it is bound by name
+(spec.nodeName; the webhook checks which node), or it tolerates every taint of one of
+webhook.isolation.gpuNodeTaints (an empty list, an untainted GPU node: every pod). The
+namespaces the rendered policy exempts from isolation are left out, and so are pod UPDATEs.
+*/}}
+{{- define "gpu-policy-webhook.reachesGpuNode" -}}
+{{- $spec := .spec }}
+{{- $sets := list }}
+{{- $everyPod := false }}
+{{- range .root.Values.webhook.isolation.gpuNodeTaints }}
+{{- if not . }}{{ $everyPod = true }}{{ end }}
+{{- $each := list }}
+{{- range . }}
+{{- $each = append $each (printf "%s.tolerations.exists(t, %s)" $spec (include "gpu-policy-webhook.toleratesTaint" .)) }}
+{{- end }}
+{{- if $each }}
+{{- $sets = append $sets (printf "(has(%s.tolerations) && %s)" $spec (join " && " $each)) }}
+{{- end }}
+{{- end }}
+{{- $reach := "true" }}
+{{- if not $everyPod }}
+{{- $reach = join " || " (prepend $sets (printf "has(%s.nodeName)" $spec)) }}
+{{- end }}
+{{- if eq $spec "object.spec" }}
+{{- /* A pod's containers cannot change after CREATE: its UPDATEs need no isolation review. */}}
+{{- $reach = printf "request.operation == 'CREATE' && (%s)" $reach }}
+{{- end }}
+{{- $exempt := list }}
+{{- if not .root.Values.policy.existingConfigMap }}
+{{- $exempt = dig "isolation" "exemptNamespaces" (list "gpu-operator") .root.Values.policy.spec }}
+{{- end }}
+{{- if $exempt }}
+{{- printf "!(request.namespace in %s) && (%s)" (toJson $exempt | replace "\"" "'") $reach }}
+{{- else }}
+{{- $reach }}
+{{- end }}
+{{- end }}
+
+{{/*
+A matchConditions list for the pod spec found at .spec ("object.spec.template.spec"),
+guarded by has() on every step of that path below the object. Without GPU isolation only pods
+that ask for an nvidia.com/* resource are sent; with it, also those that can be placed on a GPU
+node (gpu-policy-webhook.reachesGpuNode).
 */}}
 {{- define "gpu-policy-webhook.matchConditions" -}}
-{{- $steps := splitList "." . }}
+{{- $steps := splitList "." .spec }}
 {{- $prefix := first $steps }}
 {{- $guards := list }}
 {{- range rest $steps }}
 {{- $prefix = printf "%s.%s" $prefix . }}
 {{- $guards = append $guards (printf "has(%s)" $prefix) }}
 {{- end -}}
+{{- $asks := include "gpu-policy-webhook.asksForNvidia" .spec }}
+{{- if include "gpu-policy-webhook.isolating" .root -}}
+- name: asks-for-nvidia-resource-or-reaches-gpu-node
+  expression: {{ printf "%s && ((%s) || (%s))" (join " && " $guards) $asks (include "gpu-policy-webhook.reachesGpuNode" .) | quote }}
+{{- else -}}
 - name: asks-for-nvidia-resource
-  expression: {{ printf "%s && (%s)" (join " && " $guards) (include "gpu-policy-webhook.asksForNvidia" .) | quote }}
+  expression: {{ printf "%s && (%s)" (join " && " $guards) $asks | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+CEL: true when the DeviceClass name in the CEL expression given (e.g. "r.exactly.deviceClassName")
+is one of dra.deviceClassSuffixes or ends in ".<suffix>": the GPU classes
+(docs/dra-claims.md, "What the webhook checks").
+*/}}
+{{- define "gpu-policy-webhook.gpuDeviceClass" -}}
+{{- $name := .name }}
+{{- $tests := list }}
+{{- range .suffixes }}
+{{- $tests = append $tests (printf "%s == '%s' || %s.endsWith('.%s')" $name (trimAll "." .) $name (trimAll "." .)) }}
+{{- end }}
+{{- printf "(%s)" (join " || " $tests) }}
+{{- end }}
+
+{{/*
+matchConditions for a ResourceClaimSpec at the given path (.spec: "object.spec" of a
+ResourceClaim, "object.spec.spec" of a ResourceClaimTemplate): some request, exactly or one of
+its firstAvailable subrequests, names a GPU DeviceClass. Every step is guarded with has().
+*/}}
+{{- define "gpu-policy-webhook.claimMatchConditions" -}}
+{{- $steps := splitList "." (printf "%s.devices.requests" .spec) }}
+{{- $prefix := first $steps }}
+{{- $guards := list }}
+{{- range rest $steps }}
+{{- $prefix = printf "%s.%s" $prefix . }}
+{{- $guards = append $guards (printf "has(%s)" $prefix) }}
+{{- end }}
+{{- $exact := include "gpu-policy-webhook.gpuDeviceClass" (dict "name" "r.exactly.deviceClassName" "suffixes" .suffixes) }}
+{{- $sub := include "gpu-policy-webhook.gpuDeviceClass" (dict "name" "s.deviceClassName" "suffixes" .suffixes) -}}
+- name: asks-for-gpu-device-class
+  expression: {{ printf "%s && %s.exists(r, (has(r.exactly) && %s) || (has(r.firstAvailable) && r.firstAvailable.exists(s, %s)))" (join " && " $guards) $prefix $exact $sub | quote }}
+{{- end }}
+
+{{/*
+The validating webhook entries for DRA (dra.enabled): ResourceClaims and ResourceClaimTemplates
+that ask for a GPU DeviceClass, and pods that refer to claims without asking for an
+nvidia.com/* resource themselves (those already reach pods.validate.gpu-policy.io). A pod's
+claims name no DeviceClass: the webhook finds them in its snapshot, and leaves other drivers'
+claims alone.
+*/}}
+{{- define "gpu-policy-webhook.claimWebhooks" -}}
+{{- $client := include "gpu-policy-webhook.clientConfig" . }}
+{{- $common := include "gpu-policy-webhook.commonWebhookFields" .root }}
+{{- $suffixes := .root.Values.dra.deviceClassSuffixes -}}
+- name: resourceclaims.validate.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: ["resource.k8s.io"]
+      apiVersions: ["v1"]
+      resources: ["resourceclaims"]
+      # The spec of a claim is immutable: CREATE is the one moment to judge it.
+      operations: ["CREATE"]
+      scope: Namespaced
+  matchConditions:
+    {{- include "gpu-policy-webhook.claimMatchConditions" (dict "spec" "object.spec" "suffixes" $suffixes) | nindent 4 }}
+  {{- $common | nindent 2 }}
+- name: resourceclaimtemplates.validate.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: ["resource.k8s.io"]
+      apiVersions: ["v1"]
+      resources: ["resourceclaimtemplates"]
+      operations: ["CREATE"]
+      scope: Namespaced
+  matchConditions:
+    {{- include "gpu-policy-webhook.claimMatchConditions" (dict "spec" "object.spec.spec" "suffixes" $suffixes) | nindent 4 }}
+  {{- $common | nindent 2 }}
+- name: pod-claims.validate.gpu-policy.io
+  {{- $client | nindent 2 }}
+  rules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      resources: ["pods"]
+      operations: ["CREATE"]
+      scope: Namespaced
+  matchConditions:
+    - name: refers-to-claims
+      expression: {{ printf "has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0 && !(%s)" (include "gpu-policy-webhook.asksForNvidia" "object.spec") | quote }}
+  {{- $common | nindent 2 }}
 {{- end }}
 
 {{/*
@@ -178,7 +339,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" "object.spec.template.spec" | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.template.spec") | nindent 4 }}
   {{- $common | nindent 2 }}
 - name: cronjobs.{{ $verb }}.gpu-policy.io
   {{- $client | nindent 2 }}
@@ -189,7 +350,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" "object.spec.jobTemplate.spec.template.spec" | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.jobTemplate.spec.template.spec") | nindent 4 }}
   {{- $common | nindent 2 }}
 - name: podtemplates.{{ $verb }}.gpu-policy.io
   {{- $client | nindent 2 }}
@@ -200,7 +361,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" "object.template.spec" | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.template.spec") | nindent 4 }}
   {{- $common | nindent 2 }}
 {{- end }}
 

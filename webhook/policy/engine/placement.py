@@ -14,7 +14,7 @@ from webhook.contract import MIG_ANNOTATION, SHARING_ANNOTATION
 from webhook.policy.decision import RuleResult
 from webhook.policy.engine.checks import Ask
 from webhook.policy.engine.intent import Intent
-from webhook.policy.inventory import Inventory, Offer, Pool
+from webhook.policy.inventory import Inventory, Offer, Pool, describe_pair
 from webhook.policy.model import Policy
 from webhook.policy.products import base_model
 from webhook.policy.records import per_review_record
@@ -40,8 +40,8 @@ def _describe_kind(form: ResourceForm, mig_profile: str | None) -> str:
 def summary(pairs: Iterable[Pair]) -> str:
     """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), ...``: the offers, name by name."""
     by_name: dict[str, list[str]] = {}
-    for _, offer in pairs:
-        by_name.setdefault(offer.form.name, []).append(offer.describe())
+    for pool, offer in pairs:
+        by_name.setdefault(offer.form.name, []).append(describe_pair(pool, offer))
     return "; ".join(f"{name}: {', '.join(sorted(set(v)))}" for name, v in sorted(by_name.items()))
 
 
@@ -123,6 +123,16 @@ def _shared_mig_hint(ask: Ask, intent: Intent, inventory: Inventory) -> str:
     )
 
 
+def _nobody(inventory: Inventory) -> str:
+    """Who offers nothing: the nodes, and the pools an autoscaler can add nodes to if any."""
+    return "no node or autoscaled pool" if inventory.at_zero else "no node"
+
+
+def _offering(inventory: Inventory) -> str:
+    """Who offers what the message lists: the nodes, and the pools that can appear if any."""
+    return "Nodes and pools that can appear offer" if inventory.at_zero else "Nodes offer"
+
+
 def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | RuleResult:
     """The (pool, offer) pairs that can serve ``ask``, or the failure that says why none can."""
     form = ask.form
@@ -131,7 +141,7 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
         return RuleResult(
             "gpu-resource-offered",
             "fail",
-            f"{ask.label} asks for {form.name}, but no node offers "
+            f"{ask.label} asks for {form.name}, but {_nobody(inventory)} offers "
             f"{_describe_kind(form, intent.mig_profile)}: the pod would stay "
             f"Pending. The cluster offers {inventory.summary()}; ask for one of those",
             ask.label,
@@ -157,8 +167,8 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
         return RuleResult(
             "gpu-resource-offered",
             "fail",
-            f"{ask.label} asks for {why} {what} ({source}), but no node offers them: the pod "
-            f"would stay Pending. Nodes offer {summary(by_kind)}"
+            f"{ask.label} asks for {why} {what} ({source}), but {_nobody(inventory)} offers "
+            f"them: the pod would stay Pending. {_offering(inventory)} {summary(by_kind)}"
             f"{_shared_mig_hint(ask, intent, inventory) if shared_only else ''}",
             ask.label,
         )
@@ -178,7 +188,29 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
             f"{_selection_fix(intent, cands)}",
             ask.label,
         )
-    return selected if ask.count == 1 else _for_several(ask, selected)
+    enough = _enough_on_a_node(ask, selected)
+    if isinstance(enough, RuleResult):
+        return enough
+    return enough if ask.count == 1 else _for_several(ask, enough)
+
+
+def _enough_on_a_node(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
+    """The offers with ``ask.count`` devices (or slots) on some node, where that is known: the
+    scheduler fits a container's request on one node, or why none has as many."""
+    enough = [
+        (p, o) for p, o in selected if o.most_on_a_node is None or o.most_on_a_node >= ask.count
+    ]
+    if enough:
+        return enough
+    most = max(o.most_on_a_node or 0 for _, o in selected)
+    return RuleResult(
+        "gpu-resource-offered",
+        "fail",
+        f"{ask.label} asks for {ask.count} {ask.form.name}, but no node has that many: the "
+        f"most one node offers is {most} ({summary(selected)}): the pod would stay Pending. "
+        f"Ask for at most {most}, or spread the work over several pods",
+        ask.label,
+    )
 
 
 def _for_several(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
@@ -201,6 +233,21 @@ def _for_several(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
         "UnexpectedAdmissionError. Ask for 1 (a share is access to a GPU, not a "
         "fraction of its compute), or target an exclusive GPU",
         ask.label,
+    )
+
+
+def awaiting_nodes(choice: Choice) -> RuleResult | None:
+    """The warning for a container only pools at zero can serve: which pools will add a node."""
+    if not all(pool.at_zero for pool, _ in choice.candidates):
+        return None
+    pools = ", ".join(dict.fromkeys(pool.describe() for pool, _ in choice.candidates))
+    label = choice.ask.label
+    return RuleResult(
+        "gpu-pool-at-zero",
+        "warn",
+        f"{label} asks for {choice.name}, which no node offers yet: the pod stays Pending "
+        f"until the autoscaler adds a node of {pools} (docs/autoscaling.md)",
+        label,
     )
 
 
@@ -271,9 +318,15 @@ def _choose_name(ask: Ask, usable: list[Pair], policy: Policy) -> Choice | RuleR
 
 
 def _needs_selection(choice: Choice, inventory: Inventory) -> bool:
-    # The candidates are some of the pairs that advertise the chosen name, each once: fewer
-    # of them than all means the name alone would also reach nodes that cannot serve it.
-    return len(choice.candidates) < len(inventory.advertising(choice.name))
+    # The name alone would also reach nodes that cannot serve the container: some pair that
+    # advertises it is not a candidate, yet has room for the request on one of its nodes (a
+    # node with fewer devices than asked for is never chosen by the scheduler anyway).
+    chosen = {id(offer) for _, offer in choice.candidates}
+    count = choice.ask.count
+    return any(
+        id(offer) not in chosen and (offer.most_on_a_node is None or offer.most_on_a_node >= count)
+        for _, offer in inventory.advertising(choice.name)
+    )
 
 
 def selection(

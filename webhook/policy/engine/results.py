@@ -6,7 +6,8 @@ that could not be judged (because an earlier one failed) is skipped with the rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 
 from webhook.policy.decision import RULES, RuleResult
 
@@ -15,23 +16,47 @@ _PASS = {rule: RuleResult(rule, "pass", text) for rule, text in RULES.items()}
 ALL_PASS = tuple(_PASS.values())
 
 
+def skipping(rules: Iterable[str], reason: str) -> dict[str, str]:
+    """``rules`` mapped to the one ``reason`` they are skipped for (for :func:`rule_results`)."""
+    return dict.fromkeys(rules, reason)
+
+
 def rule_results(
-    findings: Sequence[RuleResult], skipped: Iterable[str] = (), reason: str = ""
+    findings: Sequence[RuleResult],
+    skipped: Mapping[str, str] | None = None,
+    omit: frozenset[str] = frozenset(),
 ) -> tuple[RuleResult, ...]:
-    """Every rule's result: its findings in the order found, else skipped (``reason``) or pass."""
-    if not findings and not skipped:
-        return ALL_PASS
+    """Every rule's result: its findings in the order found, else skipped (rule -> reason in
+    ``skipped``) or pass; the rules in ``omit`` (not in force: GPU isolation when it is off)
+    have none."""
+    if not findings:
+        return _clean(tuple(sorted((skipped or {}).items())), omit)
+    skip = skipped or {}
     touched = {r.rule for r in findings}
-    skip = set(skipped)
     out: list[RuleResult] = []
     for rule in RULES:
+        if rule in omit and rule not in touched:
+            continue
         if rule in touched:
             out += [r for r in findings if r.rule == rule]
         elif rule in skip:
-            out.append(RuleResult(rule, "skip", reason))
+            out.append(RuleResult(rule, "skip", skip[rule]))
         else:
             out.append(_PASS[rule])
     return tuple(out)
+
+
+@cache
+def _clean(skipped: tuple[tuple[str, str], ...], omit: frozenset[str]) -> tuple[RuleResult, ...]:
+    # A review without findings skips one of a few fixed sets of rules: one shared tuple each.
+    if not skipped and not omit:
+        return ALL_PASS
+    skip = dict(skipped)
+    return tuple(
+        RuleResult(rule, "skip", skip[rule]) if rule in skip else _PASS[rule]
+        for rule in RULES
+        if rule not in omit
+    )
 
 
 def as_warnings(results: Iterable[RuleResult]) -> tuple[RuleResult, ...]:

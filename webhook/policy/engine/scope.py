@@ -11,15 +11,19 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from typing import Any, Final
 
+from webhook.policy.claims import CLAIM_SPEC_PATHS, RESOURCE_GROUP
 from webhook.policy.workloads import locate
 
 REVIEWED_OPERATIONS: Final = ("CREATE", "UPDATE")
 
-# (API group, kind) of the objects the validating endpoint judges: pods and pod templates.
+# (API group, kind) of the objects the validating endpoint judges: pods, pod templates, and
+# DRA claims and claim templates.
 POD: Final = ("", "Pod")
+CLAIM_KINDS: Final = frozenset((RESOURCE_GROUP, kind) for kind in CLAIM_SPEC_PATHS)
 VALIDATED_KINDS: Final = frozenset(
     {
         POD,
+        *CLAIM_KINDS,
         ("", "PodTemplate"),
         ("", "ReplicationController"),
         ("apps", "Deployment"),
@@ -36,12 +40,15 @@ def operation_skip(kind: str, operation: str) -> str | None:
     """Why ``operation`` on a ``kind`` is not reviewed, or None when it is.
 
     Pod templates are judged on CREATE and UPDATE (as the pods they will create); a pod only on
-    CREATE, since its resources cannot change afterwards.
+    CREATE, since its resources cannot change afterwards, and so are ResourceClaims and
+    ResourceClaimTemplates, whose spec is immutable.
     """
     if operation not in REVIEWED_OPERATIONS:
         return f"{operation} is not reviewed"
     if kind == "Pod" and operation != "CREATE":
         return f"pod {operation}: GPU resources cannot change after creation"
+    if kind in CLAIM_SPEC_PATHS and operation != "CREATE":
+        return f"{kind} {operation}: its spec cannot change after creation"
     return None
 
 
@@ -86,7 +93,7 @@ def validate_skip(
 ) -> str | None:
     """Why the validating endpoint leaves a request alone, or None when it judges it."""
     if (group, kind) not in VALIDATED_KINDS:
-        return f"{kind} has no pod template"
+        return f"{kind} has no pod template and is no claim"
     if sub_resource:
         return f"subresource {sub_resource} is not reviewed"
     why = operation_skip(kind, operation)

@@ -8,7 +8,8 @@ import pytest
 
 from tests.audit.objects import node
 from tests.support.objects import cpu_node
-from webhook.audit.nodes import (
+from webhook.kube.trim import trim_node
+from webhook.policy.nodes import (
     NodeView,
     Taint,
     affinity_matches,
@@ -16,7 +17,6 @@ from webhook.audit.nodes import (
     selector_matches,
     untolerated,
 )
-from webhook.kube.trim import trim_node
 
 L20 = NodeView(
     name="gpu-1",

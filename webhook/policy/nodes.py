@@ -1,4 +1,4 @@
-"""A per-node view of the GPU nodes, and the scheduler's node filters a GPU pod goes through.
+"""A per-node view of the GPU nodes, and the scheduler's node filters a pod goes through.
 
 The inventory (``webhook.policy.inventory``) sums nodes into pools: enough to judge a
 request, not to say which node is full or which taint keeps a pod off. This module keeps,
@@ -7,13 +7,17 @@ resources, and answers the scheduler's questions the way kube-scheduler's filter
 (NodeResourcesFit, NodeAffinity, TaintToleration, NodeUnschedulable): does the pod's
 nodeSelector / required node affinity match, which NoSchedule / NoExecute taints does it
 not tolerate. Nodes are plain dicts, full or trimmed (``webhook.kube.trim.trim_node``).
+
+The audit asks these questions about GPU pods that wait; :class:`GpuNodes` asks them about pods
+that ask for no GPU: can this pod be placed on a GPU node at all (docs/isolation.md, "Which
+pods can reach a GPU node")?
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
@@ -21,16 +25,20 @@ from webhook.policy.workloads import dig
 
 __all__ = [
     "UNSCHEDULABLE_TAINT",
+    "GpuNodes",
     "NodeView",
     "Taint",
     "affinity_matches",
     "is_gpu_resource",
+    "node_selector_matches",
     "node_views",
     "selector_matches",
     "untolerated",
 ]
 
 _GPU_NAMES = ("nvidia.com/gpu", "nvidia.com/mig")
+#: The label the GPU Operator's node feature rules put on every node with an NVIDIA GPU.
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 #: The taint a cordoned node behaves as having (the NodeUnschedulable filter's own check).
 UNSCHEDULABLE_TAINT = ("node.kubernetes.io/unschedulable", "", "NoSchedule")
 _intern = sys.intern
@@ -76,8 +84,15 @@ def _count(raw: Any) -> int:
         return 0
 
 
-def node_views(nodes: Iterable[Mapping[str, Any]]) -> tuple[NodeView, ...]:
-    """The nodes that advertise a GPU resource in ``status.allocatable``, sorted by name."""
+def node_views(
+    nodes: Iterable[Mapping[str, Any]], *, labelled: bool = False
+) -> tuple[NodeView, ...]:
+    """The nodes that advertise a GPU resource in ``status.allocatable``, sorted by name.
+
+    ``labelled``: also the nodes labelled ``nvidia.com/gpu.present=true`` (by the GPU Operator's
+    node feature rules) that advertise nothing yet, such as a node whose device plugin has not
+    started: its GPUs are there all the same.
+    """
     out = []
     for node in nodes:
         meta = node.get("metadata") or {}
@@ -87,7 +102,8 @@ def node_views(nodes: Iterable[Mapping[str, Any]]) -> tuple[NodeView, ...]:
             for k, v in allocatable.items()
             if isinstance(k, str) and is_gpu_resource(k) and (n := _count(v)) > 0
         }
-        if not gpus:
+        labels = meta.get("labels") or {}
+        if not gpus and not (labelled and labels.get(GPU_PRESENT_LABEL) == "true"):
             continue
         spec = node.get("spec") or {}
         taints = tuple(
@@ -95,7 +111,6 @@ def node_views(nodes: Iterable[Mapping[str, Any]]) -> tuple[NodeView, ...]:
             for t in spec.get("taints") or ()
             if isinstance(t, Mapping) and t.get("effect") in ("NoSchedule", "NoExecute")
         )
-        labels = meta.get("labels") or {}
         out.append(
             NodeView(
                 name=_intern(str(meta.get("name", ""))),
@@ -108,12 +123,8 @@ def node_views(nodes: Iterable[Mapping[str, Any]]) -> tuple[NodeView, ...]:
     return tuple(sorted(out, key=lambda n: n.name))
 
 
-def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """True when every ``nodeSelector`` entry is one of the node's labels."""
-    return all(labels.get(str(k)) == str(v) for k, v in (selector or {}).items())
-
-
-def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+def expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+    """One ``matchExpressions``/``matchFields`` entry against the value it names (None: absent)."""
     operator = expr.get("operator")
     values = [str(v) for v in expr.get("values") or ()]
     if operator == "In":
@@ -133,7 +144,8 @@ def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
     return False
 
 
-def _term_matches(term: Any, node: NodeView) -> bool:
+def term_matches(term: Any, name: str, labels: Mapping[str, str]) -> bool:
+    """True when the node ``name`` with ``labels`` passes every requirement of ``term``."""
     if not isinstance(term, Mapping):
         return False
     expressions = term.get("matchExpressions") or []
@@ -143,15 +155,28 @@ def _term_matches(term: Any, node: NodeView) -> bool:
     for expr in expressions:
         if not isinstance(expr, Mapping):
             return False
-        if not _expression_matches(expr, node.labels.get(str(expr.get("key")))):
+        if not expression_matches(expr, labels.get(str(expr.get("key")))):
             return False
     for expr in fields:
         # metadata.name is the only field a node selector term may name.
         if not isinstance(expr, Mapping) or expr.get("key") != "metadata.name":
             return False
-        if not _expression_matches(expr, node.name):
+        if not expression_matches(expr, name):
             return False
     return True
+
+
+def node_selector_matches(
+    selector: Mapping[str, Any] | None, name: str, labels: Mapping[str, str]
+) -> bool:
+    """True when a ``NodeSelector`` (its terms ORed) admits the node; no selector admits none."""
+    terms = (selector or {}).get("nodeSelectorTerms") or ()
+    return any(term_matches(term, name, labels) for term in terms)
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """True when every ``nodeSelector`` entry is one of the node's labels."""
+    return all(labels.get(str(k)) == str(v) for k, v in (selector or {}).items())
 
 
 def required_terms(affinity: Any) -> list[Any] | None:
@@ -172,7 +197,7 @@ def affinity_matches(affinity: Any, node: NodeView) -> bool:
     terms = required_terms(affinity)
     if terms is None:
         return True
-    return any(_term_matches(term, node) for term in terms)
+    return any(term_matches(term, node.name, node.labels) for term in terms)
 
 
 def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
@@ -197,3 +222,86 @@ def untolerated(node: NodeView, tolerations: Iterable[Any]) -> tuple[Taint, ...]
     if node.unschedulable:
         taints = (*taints, Taint(*UNSCHEDULABLE_TAINT))
     return tuple(t for t in taints if not any(_tolerates(tol, t) for tol in tols))
+
+
+def _blocking(node: NodeView, tolerations: Iterable[Any], effects: Iterable[str]) -> bool:
+    tols = [t for t in tolerations if isinstance(t, Mapping)]
+    wanted = set(effects)
+    return any(
+        t.effect in wanted and not any(_tolerates(tol, t) for tol in tols) for t in node.taints
+    )
+
+
+_SCHEDULED = ("NoSchedule", "NoExecute")
+# A pod created with spec.nodeName skips the scheduler (and its NoSchedule filter); the kubelet
+# still refuses it on a node with a NoExecute taint it does not tolerate.
+_BOUND = ("NoExecute",)
+
+
+@dataclass(frozen=True)
+class GpuNodes:
+    """Where the GPU nodes are, for one question: can this pod be placed on one of them?
+
+    ``nodes`` are the GPU nodes when Node objects are known (a node dump, the live cluster).
+    Without them (the inventory comes from the policy alone), ``assumed`` are the taints the
+    GPU nodes are taken to carry: the ones the policy's tolerations are for. A cordon is not
+    counted: it is lifted again, and the question is where a pod may ever run.
+    """
+
+    nodes: tuple[NodeView, ...] | None
+    assumed: tuple[Taint, ...] = ()
+    # One node per distinct set of taints: a pod that selects no node by name, label or
+    # affinity reaches a GPU node when it tolerates one of these sets.
+    _classes: tuple[NodeView, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        first: dict[frozenset[Taint], NodeView] = {}
+        for node in self.nodes or ():
+            first.setdefault(frozenset(node.taints), node)
+        object.__setattr__(self, "_classes", tuple(first.values()))
+
+    @property
+    def known(self) -> bool:
+        """True when the GPU nodes themselves are known, not assumed from the policy."""
+        return self.nodes is not None
+
+    def taint_sets(self) -> tuple[tuple[Taint, ...], ...]:
+        """The distinct sets of NoSchedule / NoExecute taints of the GPU nodes (one per kind)."""
+        if self.nodes is None:
+            return (self.assumed,)
+        return tuple(n.taints for n in self._classes)
+
+    def reachable(self, spec: Mapping[str, Any]) -> str | None:
+        """A GPU node this pod spec can be placed on, in words, or None when there is none."""
+        tolerations = spec.get("tolerations") or ()
+        if not isinstance(tolerations, list):
+            tolerations = ()
+        if self.nodes is None:
+            view = NodeView("", {}, self.assumed, {})
+            if _blocking(view, tolerations, _SCHEDULED):
+                return None
+            return _described("GPU nodes", self.assumed)
+        node_name = spec.get("nodeName")
+        selector = spec.get("nodeSelector")
+        affinity = spec.get("affinity")
+        if node_name:
+            for node in self.nodes:
+                if node.name == node_name and not _blocking(node, tolerations, _BOUND):
+                    return f"node {node.name} (spec.nodeName)"
+            return None
+        narrowed = bool(selector) or required_terms(affinity) is not None
+        for node in self.nodes if narrowed else self._classes:
+            if narrowed and not (
+                selector_matches(selector if isinstance(selector, Mapping) else None, node.labels)
+                and affinity_matches(affinity, node)
+            ):
+                continue
+            if not _blocking(node, tolerations, _SCHEDULED):
+                return _described(f"GPU node {node.name}", node.taints)
+        return None
+
+
+def _described(what: str, taints: tuple[Taint, ...]) -> str:
+    if not taints:
+        return f"{what} (no taints)"
+    return f"{what} (tolerates {', '.join(str(t) for t in taints)})"

@@ -1,0 +1,360 @@
+"""The claim rules (webhook/policy/engine/claims.py) on a small DRA cluster.
+
+The cluster: node a100-1 with 2 A100s (gpu.nvidia.com), node h100-1 with an H100 split into
+MIG devices (3 x 1g.10gb, 1 x 3g.40gb; mig.nvidia.com), node shared-1 with one GPU published
+with --consumable-shares=4. One row a case: the object, whether it is allowed, the rules that
+fail, and words the message must contain (what the cluster does offer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tests.builders import (
+    MIG_CLASS_CEL,
+    claim_template,
+    ctr,
+    device_class,
+    dra_gpu,
+    dra_mig,
+    exactly,
+    gpu,
+    nvidia_classes,
+    pod,
+    resource_claim,
+    resource_slice,
+    sharing_config,
+)
+from webhook.policy import Inventory, Policy, review
+from webhook.policy.dra import dra_snapshot
+from webhook.policy.model import DraPolicy
+
+PROFILE_1G = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+PROFILE_7G = "device.attributes['gpu.nvidia.com'].profile == '7g.80gb'"
+
+
+def _objects() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    classes = [
+        *nvidia_classes(),
+        device_class("mig-1g-10gb.gpu.nvidia.com", MIG_CLASS_CEL, PROFILE_1G),
+        device_class("mig-7g-80gb.gpu.nvidia.com", MIG_CLASS_CEL, PROFILE_7G),
+    ]
+    slices = [
+        resource_slice("a100-1", dra_gpu(0), dra_gpu(1)),
+        resource_slice(
+            "h100-1",
+            dra_mig(0, "1g.10gb", 0),
+            dra_mig(0, "1g.10gb", 1),
+            dra_mig(0, "1g.10gb", 2),
+            dra_mig(0, "3g.40gb", 4),
+        ),
+        resource_slice("shared-1", dra_gpu(7, product="NVIDIA L4", shares=4)),
+    ]
+    return classes, slices
+
+
+TEMPLATES = [
+    claim_template("gpu-2", exactly(count=2)),
+    claim_template("gpu-big", exactly(count=3)),
+]
+
+
+@pytest.fixture(scope="module")
+def dra_inventory(example_inventory: Inventory) -> Inventory:
+    classes, slices = _objects()
+    return replace(example_inventory, dra=dra_snapshot(classes, slices, (), TEMPLATES))
+
+
+CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] = [
+    ("one-gpu", claim_template("t", exactly()), True, (), ()),
+    ("two-gpus-on-a-node-with-two", claim_template("t", exactly(count=2)), True, (), ()),
+    (
+        "three-gpus-of-a-class-with-two",
+        claim_template("t", exactly(count=3)),
+        False,
+        ("gpu-claim-devices-available",),
+        (
+            'ResourceClaimTemplate t: request "gpu"',
+            "3 devices of class gpu.nvidia.com",
+            "no node has more than 2 matching devices",
+            "node a100-1 (NVIDIA A100-SXM4-40GB)",
+            "cannot allocate all claims",
+            "Ask for at most 2",
+        ),
+    ),
+    (
+        "claim-too",
+        resource_claim("c", exactly(count=3)),
+        False,
+        ("gpu-claim-devices-available",),
+        ("ResourceClaim c",),
+    ),
+    (
+        "selector-matches-nothing",
+        claim_template(
+            "t",
+            exactly(selectors=["device.attributes['gpu.nvidia.com'].productName == 'H200'"]),
+        ),
+        False,
+        ("gpu-claim-devices-available",),
+        ("no device matches", "Devices of class gpu.nvidia.com", "2 on node a100-1"),
+    ),
+    (
+        "selector-does-not-compile",
+        claim_template("t", exactly(selectors=["device.attributes[ =="])),
+        False,
+        ("gpu-claim-devices-available",),
+        ("does not compile",),
+    ),
+    ("all-devices", claim_template("t", exactly(allocationMode="All")), True, (), ()),
+    (
+        "unknown-class",
+        claim_template("t", exactly("gpus.nvidia.com")),
+        False,
+        ("gpu-claim-device-class",),
+        ("DeviceClass gpus.nvidia.com, which does not exist", "did you mean gpu.nvidia.com?"),
+    ),
+    ("another-drivers-class", claim_template("t", exactly("nic.example.com")), True, (), ()),
+    (
+        "mig-profile-offered",
+        claim_template("t", exactly("mig.nvidia.com", selectors=[PROFILE_1G], count=3)),
+        True,
+        (),
+        (),
+    ),
+    (
+        "mig-profile-not-offered",
+        claim_template("t", exactly("mig.nvidia.com", selectors=[PROFILE_7G])),
+        False,
+        ("gpu-claim-mig-profile",),
+        ("MIG profile no ResourceSlice offers", "1g.10gb (3 devices)", "3g.40gb (1 device)"),
+    ),
+    (
+        "per-profile-class-not-offered",
+        claim_template("t", exactly("mig-7g-80gb.gpu.nvidia.com")),
+        False,
+        ("gpu-claim-mig-profile",),
+        ("MIG profiles offered: 1g.10gb",),
+    ),
+    (
+        "first-available-falls-back",
+        claim_template(
+            "t",
+            {
+                "name": "gpu",
+                "firstAvailable": [
+                    {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+                    {"name": "small", "deviceClassName": "mig.nvidia.com"},
+                ],
+            },
+        ),
+        True,
+        (),
+        (),
+    ),
+    (
+        "first-available-none-fits",
+        claim_template(
+            "t",
+            {
+                "name": "gpu",
+                "firstAvailable": [
+                    {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+                    {"name": "mig", "deviceClassName": "mig.nvidia.com", "count": 5},
+                ],
+            },
+        ),
+        False,
+        ("gpu-claim-devices-available",),
+        ("4 devices of class gpu.nvidia.com or 5 devices of class mig.nvidia.com",),
+    ),
+    (
+        "two-requests-that-fit-only-apart",
+        claim_template("t", exactly(name="a", count=2), exactly(name="b", count=1)),
+        False,
+        ("gpu-claim-devices-available",),
+        ("no node has the devices of all the GPU requests together",),
+    ),
+    (
+        "shared-for-two",
+        claim_template("t", exactly(count=2), config=[sharing_config("MPS")]),
+        False,
+        ("gpu-claim-shared-request-above-one",),
+        ("shares its devices (MPS)", "2 devices", "failRequestsGreaterThanOne", "count: 1"),
+    ),
+    (
+        "shared-for-one",
+        claim_template("t", exactly(), config=[sharing_config("TimeSlicing")]),
+        True,
+        (),
+        (),
+    ),
+    (
+        "sharing-config-of-another-request",
+        claim_template(
+            "t",
+            exactly("mig.nvidia.com", name="a", count=2),
+            exactly("mig.nvidia.com", name="b"),
+            config=[sharing_config("TimeSlicing", "b", kind="MigDeviceConfig")],
+        ),
+        True,
+        (),
+        (),
+    ),
+    (
+        "shares-above-one",
+        claim_template("t", exactly(capacity={"requests": {"shares": "2"}})),
+        False,
+        ("gpu-claim-shared-request-above-one",),
+        ("2 shares of one device", "capacity.requests.shares"),
+    ),
+    (
+        "one-share",
+        claim_template("t", exactly(capacity={"requests": {"shares": "1"}})),
+        True,
+        (),
+        (),
+    ),
+    (
+        "shares-beyond-any-device",
+        claim_template("t", exactly(capacity={"requests": {"memory": "100Gi"}})),
+        False,
+        ("gpu-claim-devices-available",),
+        ("no device matches",),
+    ),
+    (
+        "admin-access",
+        claim_template("t", exactly(adminAccess=True)),
+        False,
+        ("gpu-claim-admin-access",),
+        ("adminAccess: true", "in no namespace", "spec.dra.adminAccessNamespaces"),
+    ),
+    (
+        "pod-with-a-known-template",
+        pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
+        False,
+        ("gpu-claim-devices-available",),
+        ('claim "g" (ResourceClaimTemplate gpu-big)', "no node has more than 2"),
+    ),
+    (
+        "pod-with-two-templates-on-one-node",
+        pod(
+            ctr(),
+            resourceClaims=[
+                {"name": "a", "resourceClaimTemplateName": "gpu-2"},
+                {"name": "b", "resourceClaimTemplateName": "gpu-2"},
+            ],
+        ),
+        False,
+        ("gpu-claim-devices-available",),
+        ("together",),
+    ),
+    (
+        "pod-with-an-unknown-template",
+        pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "not-yet"}]),
+        True,
+        (),
+        (),
+    ),
+    (
+        "pod-with-a-template-and-a-bad-gpu-resource",
+        pod(gpu(2), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
+        False,
+        ("gpu-shared-request-above-one", "gpu-claim-devices-available"),
+        (),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "allowed", "failed", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_claim_rule(
+    example_policy: Policy,
+    dra_inventory: Inventory,
+    obj: dict[str, Any],
+    allowed: bool,
+    failed: tuple[str, ...],
+    words: tuple[str, ...],
+) -> None:
+    decision = review(obj, policy=example_policy, inventory=dra_inventory)
+    assert decision.allowed is allowed, decision.denial
+    assert decision.failed == failed
+    for word in words:
+        assert word in decision.denial
+
+
+def test_admin_access_where_the_policy_allows_it(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    policy = replace(example_policy, dra=DraPolicy(admin_access_namespaces=frozenset({"ops"})))
+    obj = claim_template("t", exactly(adminAccess=True), namespace="ops")
+    assert review(obj, policy=policy, inventory=dra_inventory).allowed
+    elsewhere = review(
+        claim_template("t", exactly(adminAccess=True)), policy=policy, inventory=dra_inventory
+    )
+    assert "only in namespaces ops" in elsewhere.denial
+
+
+def test_shared_above_one_is_policy_switchable(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    policy = replace(example_policy, dra=DraPolicy(fail_requests_greater_than_one=False))
+    obj = claim_template("t", exactly(count=2), config=[sharing_config("MPS")])
+    assert review(obj, policy=policy, inventory=dra_inventory).allowed
+
+
+def test_class_config_shares_too(example_policy: Policy, dra_inventory: Inventory) -> None:
+    classes, slices = _objects()
+    classes.append(
+        device_class(
+            "ts.gpu.nvidia.com",
+            "device.driver == 'gpu.nvidia.com'",
+            config=[sharing_config("TimeSlicing")],
+        )
+    )
+    inventory = replace(dra_inventory, dra=dra_snapshot(classes, slices))
+    obj = claim_template("t", exactly("ts.gpu.nvidia.com", count=2))
+    decision = review(obj, policy=example_policy, inventory=inventory)
+    assert decision.failed == ("gpu-claim-shared-request-above-one",)
+
+
+@pytest.mark.parametrize("mode", ["warn", "audit"])
+def test_enforcement_modes(example_policy: Policy, dra_inventory: Inventory, mode: str) -> None:
+    policy = replace(example_policy, enforcement=mode)
+    decision = review(claim_template("t", exactly(count=3)), policy=policy, inventory=dra_inventory)
+    assert decision.allowed
+    assert [r.rule for r in decision.results if r.status == "warn"] == [
+        "gpu-claim-devices-available"
+    ]
+    assert bool(decision.warnings) is (mode == "warn")
+
+
+def test_without_dra_objects_claims_are_skipped(
+    example_policy: Policy, example_inventory: Inventory
+) -> None:
+    decision = review(
+        claim_template("t", exactly(count=30)), policy=example_policy, inventory=example_inventory
+    )
+    assert decision.allowed
+    (result,) = decision.results
+    assert result.status == "skip" and "no DRA objects" in result.message
+
+
+def test_claims_report_the_claim_rules_only(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    decision = review(
+        claim_template("t", exactly()), policy=example_policy, inventory=dra_inventory
+    )
+    assert [r.rule for r in decision.results] == [
+        "gpu-claim-admin-access",
+        "gpu-claim-device-class",
+        "gpu-claim-shared-request-above-one",
+        "gpu-claim-mig-profile",
+        "gpu-claim-devices-available",
+    ]
+    assert {r.status for r in decision.results} == {"pass"}
