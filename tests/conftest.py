@@ -11,9 +11,9 @@ from webhook.policy import Inventory, Policy, inventory_from_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# control_plane, kube_namespace, make_gpu_node, register_webhooks: a real Kubernetes control
-# plane for the tests that need one (skipped without KUBEBUILDER_ASSETS).
-pytest_plugins = ["tests.support.controlplane"]
+# control_plane, kube_namespace, make_gpu_node, register_webhooks, live_cluster, report_crds: a
+# real Kubernetes control plane for the tests that need one (skipped without KUBEBUILDER_ASSETS).
+pytest_plugins = ["tests.support.controlplane", "tests.support.cluster"]
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Helpers for the self-managed certificate tests: the webhook configurations as the chart
-renders them (names, entries), replicas on the fake API server, and reading what they did."""
+renders them (names, entries), replicas on the real API server, and reading what they did."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from cryptography import x509
 from kubernetes import client
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster
 from webhook.certs import rotation
 from webhook.certs.manager import CertManager, PublishedCACheck
 from webhook.kube.certs import KubeCertStore
@@ -63,17 +63,17 @@ def webhook_configurations() -> list[dict[str, Any]]:
     return [configuration(kind) for kind in CONFIGURATIONS]
 
 
-def bundles(fake: FakeApiServer) -> list[bytes]:
+def bundles(kube: LiveCluster) -> list[bytes]:
     """The decoded caBundle of every webhook entry, mutating first."""
     out = []
     for kind in CONFIGURATIONS:
-        for hook in fake.get(kind, CONFIG)["webhooks"]:
+        for hook in kube.get(kind, CONFIG)["webhooks"]:
             out.append(base64.b64decode(hook["clientConfig"].get("caBundle", "")))
     return out
 
 
-def secret_data(fake: FakeApiServer) -> dict[str, bytes]:
-    doc = fake.get("Secret", SECRET, namespace=NS)
+def secret_data(kube: LiveCluster) -> dict[str, bytes]:
+    doc = kube.get("Secret", SECRET, namespace=NS)
     return {k: base64.b64decode(v) for k, v in doc["data"].items()}
 
 
@@ -141,13 +141,13 @@ class Replica:
 
 @dataclass
 class Cluster:
-    fake: FakeApiServer
+    kube: LiveCluster
     tmp: Path
     clock: Clock = field(default_factory=Clock)
     _clients: list[client.ApiClient] = field(default_factory=list)
 
     def store(self, cls: Callable[..., KubeCertStore] = KubeCertStore, *args: Any) -> KubeCertStore:
-        api = client.ApiClient(client.Configuration(host=self.fake.url))
+        api = client.ApiClient(client.Configuration(host=self.kube.url))
         self._clients.append(api)
         return cls(*args, api, secret=(NS, SECRET), mutating=CONFIG, validating=CONFIG)
 
@@ -160,7 +160,7 @@ class Cluster:
         return Replica(manager, tls_dir)
 
     def calls(self, verb: str, resource: str) -> int:
-        return sum(1 for r in list(self.fake.requests) if r.verb == verb and r.resource == resource)
+        return sum(1 for r in list(self.kube.requests) if r.verb == verb and r.resource == resource)
 
     def close(self) -> None:
         for api in self._clients:

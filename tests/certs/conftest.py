@@ -1,5 +1,5 @@
 """Shared by the certificate tests: a CA made once per module; for the self-managed mode, the
-fake API server with the chart's two webhook configurations, and certificate managers on it
+real API server with the chart's two webhook configurations, and certificate managers on it
 through the real ``kubernetes`` client."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from certs_helpers import Cluster, webhook_configurations
+from certs_helpers import NS, Cluster, webhook_configurations
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster
 from webhook.certs import issue
 
 
@@ -20,16 +20,17 @@ def ca() -> tuple[bytes, bytes]:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    """A fake API server holding both webhook configurations (no caBundle yet)."""
-    with FakeApiServer() as server:
-        server.add_many(webhook_configurations())
-        yield server
+def kube(live_cluster: LiveCluster) -> LiveCluster:
+    """The real API server holding both webhook configurations (no caBundle yet) and the
+    release's namespace."""
+    live_cluster.ensure_namespace(NS)
+    live_cluster.add_many(webhook_configurations())
+    return live_cluster
 
 
 @pytest.fixture
-def cluster(fake: FakeApiServer, tmp_path: Path) -> Iterator[Cluster]:
-    """Managers ("replicas") on the fake, each with its own TLS directory."""
-    c = Cluster(fake, tmp_path)
+def cluster(kube: LiveCluster, tmp_path: Path) -> Iterator[Cluster]:
+    """Managers ("replicas") on the API server, each with its own TLS directory."""
+    c = Cluster(kube, tmp_path)
     yield c
     c.close()

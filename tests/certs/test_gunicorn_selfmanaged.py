@@ -1,7 +1,7 @@
 """The self-managed mode as it runs in a pod: ``gpu-policy serve`` (gunicorn, 2 workers, real
-TLS) with its certificate manager talking to the fake API server through a kubeconfig.
+TLS) with its certificate manager talking to the real API server through a kubeconfig.
 
-Clients trust what an API server would: the caBundle currently in the fake's webhook
+Clients trust what an API server would: the caBundle currently in the API server's webhook
 configuration, read again for every new connection, plus one kept-alive connection. Requests
 flow all the time a rotation happens; not one may fail.
 """
@@ -25,7 +25,7 @@ import pytest
 from certs_helpers import CONFIG, NS, SECRET, SVC, bundles, load, secret_data
 from cryptography import x509
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster
 from tests.support.gunicorn import REPO, free_port, server_env
 from tests.support.procs import terminate
 from tests.support.waiting import wait_until
@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 class Server:
     proc: subprocess.Popen[bytes]
     port: int
-    fake: FakeApiServer
+    kube: LiveCluster
     log_file: Path
     failures: list[str] = field(default_factory=list)
     serials: list[int] = field(default_factory=list)
@@ -60,7 +60,7 @@ class Server:
 
     def trusted(self) -> ssl.SSLContext:
         """What the API server trusts now: the caBundle of the mutating webhook."""
-        return ssl.create_default_context(cadata=bundles(self.fake)[0].decode())
+        return ssl.create_default_context(cadata=bundles(self.kube)[0].decode())
 
     def connect(self) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(
@@ -87,13 +87,13 @@ class Server:
             conn.close()
 
 
-def start(fake: FakeApiServer, tmp: Path) -> Server:
+def start(kube: LiveCluster, tmp: Path) -> Server:
     port = free_port()
     # The TLS directory starts empty: the manager makes the files.
     env = server_env(tmp, port, tmp / "tls")
     env.update(
         {
-            KUBE_ENV: str(fake.write_kubeconfig(tmp)),
+            KUBE_ENV: str(kube.write_kubeconfig(tmp)),
             CERT_SECRET_ENV: f"{NS}/{SECRET}",
             SERVICE_ENV: f"{NS}/{SVC}",
             MUTATING_WEBHOOK_ENV: CONFIG,
@@ -104,7 +104,7 @@ def start(fake: FakeApiServer, tmp: Path) -> Server:
     log_file = tmp / "server.log"
     with log_file.open("wb") as log:
         proc = subprocess.Popen(SERVE, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return Server(proc, port, fake, log_file)
+    return Server(proc, port, kube, log_file)
 
 
 def wait_ready(server: Server, timeout: float = 30) -> str:
@@ -124,35 +124,33 @@ def wait_ready(server: Server, timeout: float = 30) -> str:
 
 
 @pytest.fixture
-def running(
-    fake: FakeApiServer, tmp_path: Path
-) -> Iterator[tuple[FakeApiServer, Path, list[Server]]]:
-    """The fake with both webhook configurations (conftest); every server started is stopped."""
+def running(kube: LiveCluster, tmp_path: Path) -> Iterator[tuple[LiveCluster, Path, list[Server]]]:
+    """The API server with both webhook configurations (conftest); every server started is stopped."""
     servers: list[Server] = []
     try:
-        yield fake, tmp_path, servers
+        yield kube, tmp_path, servers
     finally:
         for server in servers:
             terminate(server.proc)
 
 
 def test_first_start_makes_its_certificates_and_is_ready(running) -> None:
-    fake, tmp, servers = running
-    server = start(fake, tmp)
+    kube, tmp, servers = running
+    server = start(kube, tmp)
     servers.append(server)
     reason = wait_ready(server)
     assert "is verified by the caBundle of every webhook configuration" in reason
-    data = secret_data(fake)
-    assert bundles(fake) == [data["ca.crt"]] * 4
+    data = secret_data(kube)
+    assert bundles(kube) == [data["ca.crt"]] * 4
     conn = server.connect()
     status, body = server.request(conn, "POST", "/mutate")
     assert status == 200 and json.loads(body)["response"]["uid"]
     assert server.serials == [load(data["tls.crt"]).serial_number]
 
 
-def _seed(fake: FakeApiServer, content: rotation.SecretContent) -> None:
+def _seed(kube: LiveCluster, content: rotation.SecretContent) -> None:
     """The Secret and caBundles a previous server left behind."""
-    fake.add(
+    kube.add(
         {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -168,7 +166,7 @@ def _seed(fake: FakeApiServer, content: rotation.SecretContent) -> None:
             for hook in obj["webhooks"]:
                 hook["clientConfig"]["caBundle"] = encoded
 
-        fake.modify(kind, CONFIG, publish)
+        kube.modify(kind, CONFIG, publish)
 
 
 def healthy() -> rotation.SecretContent:
@@ -192,21 +190,21 @@ def stamp(when: dt.datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def make_serving_due(fake: FakeApiServer) -> None:
+def make_serving_due(kube: LiveCluster) -> None:
     """As if 61 days had passed: the serving certificate is past 2/3 of its life."""
-    data = secret_data(fake)
+    data = secret_data(kube)
     issued = dt.datetime.now(dt.UTC) - dt.timedelta(days=61)
     crt, key = issue.make_serving_cert(
         data["ca.crt"], data["ca.key"], service=SVC, namespace=NS, days=90, now=issued
     )
     encoded = {"tls.crt": base64.b64encode(crt).decode(), "tls.key": base64.b64encode(key).decode()}
-    fake.modify("Secret", SECRET, lambda obj: obj["data"].update(encoded), namespace=NS)
+    kube.modify("Secret", SECRET, lambda obj: obj["data"].update(encoded), namespace=NS)
 
 
-def make_switch_due(fake: FakeApiServer) -> None:
+def make_switch_due(kube: LiveCluster) -> None:
     """As if the settle time had passed since every configuration trusted the next CA."""
     since = dt.datetime.now(dt.UTC) - rotation.Timing().settle - dt.timedelta(seconds=5)
-    fake.modify(
+    kube.modify(
         "Secret",
         SECRET,
         lambda obj: obj["metadata"]["annotations"].update(
@@ -222,10 +220,10 @@ def make_switch_due(fake: FakeApiServer) -> None:
     ids=["serving certificate renewed", "CA switched"],
 )
 def test_rotation_while_serving_fails_no_request(running, seed, trigger, new_ca: bool) -> None:
-    fake, tmp, servers = running
+    kube, tmp, servers = running
     content = seed()
-    _seed(fake, content)
-    server = start(fake, tmp)
+    _seed(kube, content)
+    server = start(kube, tmp)
     servers.append(server)
     wait_ready(server)
     first = load(content.data["tls.crt"]).serial_number
@@ -262,16 +260,16 @@ def test_rotation_while_serving_fails_no_request(running, seed, trigger, new_ca:
         t.start()
     try:
         time.sleep(1.0)  # traffic on the first certificate
-        trigger(fake)
+        trigger(kube)
         # The trigger may put a due certificate in the Secret: the manager replaces it.
-        stale = {first, load(secret_data(fake)["tls.crt"]).serial_number}
+        stale = {first, load(secret_data(kube)["tls.crt"]).serial_number}
         wait_until(
-            lambda: load(secret_data(fake)["tls.crt"]).serial_number not in stale,
+            lambda: load(secret_data(kube)["tls.crt"]).serial_number not in stale,
             timeout=30,
             poll=0.2,
         )
         # Keep sending a while after the Secret changed: the files, then the reload.
-        rotated = load(secret_data(fake)["tls.crt"])
+        rotated = load(secret_data(kube)["tls.crt"])
         wait_until(lambda: rotated.serial_number in server.serials, timeout=30, poll=0.2)
         time.sleep(1.0)
     finally:
@@ -281,7 +279,7 @@ def test_rotation_while_serving_fails_no_request(running, seed, trigger, new_ca:
     assert not server.failures, (server.failures[:5], server.log()[-3000:])
     assert server.serials[0] == first and rotated.serial_number in server.serials, server.serials
     assert counts["new connections"] > 20 and counts["kept alive"] > 20, counts
-    issuer = secret_data(fake)["ca.crt"]
+    issuer = secret_data(kube)["ca.crt"]
     rotated.verify_directly_issued_by(load(issuer))
     assert (issuer != content.data["ca.crt"]) == new_ca
     assert wait_ready(server)

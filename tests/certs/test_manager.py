@@ -39,8 +39,8 @@ DAY = dt.timedelta(days=1)
 
 def assert_in_step(cluster: Cluster, *replicas: Replica) -> None:
     """Every replica serves the Secret's pair, and every webhook entry trusts it: ready."""
-    data = secret_data(cluster.fake)
-    published = bundles(cluster.fake)
+    data = secret_data(cluster.kube)
+    published = bundles(cluster.kube)
     assert len(set(published)) == 1, "every webhook entry holds the same caBundle"
     assert published[0] == rotation.ca_bundle(rotation.SecretContent(data))
     for replica in replicas:
@@ -75,12 +75,12 @@ def test_first_start_makes_the_secret_publishes_the_ca_and_writes_the_files(
     a = cluster.replica("a")
     result = a.manager.run_once()
     assert any("made a new CA" in c for c in result.changes), result.changes
-    secret = cluster.fake.get("Secret", SECRET, namespace=NS)
+    secret = cluster.kube.get("Secret", SECRET, namespace=NS)
     assert secret["type"] == "kubernetes.io/tls"
     assert set(secret["data"]) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
     assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpu-policy-webhook"
-    data = secret_data(cluster.fake)
-    assert bundles(cluster.fake) == [data["ca.crt"]] * 4, "all four webhook entries"
+    data = secret_data(cluster.kube)
+    assert bundles(cluster.kube) == [data["ca.crt"]] * 4, "all four webhook entries"
     assert_in_step(cluster, a)
     assert a.file("ca.crt") == data["ca.crt"], "ca.crt: what every configuration trusts"
     served = load(a.file("tls.crt"))
@@ -116,7 +116,7 @@ def test_replicas_starting_together_agree_on_one_ca(cluster: Cluster) -> None:
     results = race(*replicas)
     assert not [r for r in results if isinstance(r, Exception)], results
     assert cluster.calls("create", "secrets") == 3, "all three tried"
-    assert len(set(serials(secret_data(cluster.fake)["ca.crt"]))) == 1
+    assert len(set(serials(secret_data(cluster.kube)["ca.crt"]))) == 1
     assert sum(1 for r in results if r.changes) == 1, "one write won, two adopted it"
     assert_in_step(cluster, *replicas)
 
@@ -124,13 +124,13 @@ def test_replicas_starting_together_agree_on_one_ca(cluster: Cluster) -> None:
 def test_replicas_renewing_together_agree_on_one_certificate(cluster: Cluster) -> None:
     first = cluster.replica("first")
     first.manager.run_once()
-    before = secret_data(cluster.fake)
+    before = secret_data(cluster.kube)
     cluster.clock.advance(61 * DAY)  # past 2/3 of the serving certificate's 90 days
     barrier = threading.Barrier(2)
     a, b = (cluster.replica(n, cluster.store(RacingStore, barrier)) for n in ("a", "b"))
     results = race(a, b)
     assert not [r for r in results if isinstance(r, Exception)], results
-    after = secret_data(cluster.fake)
+    after = secret_data(cluster.kube)
     assert after["tls.crt"] != before["tls.crt"]
     assert after["ca.crt"] == before["ca.crt"], "same CA: nothing to publish"
     assert cluster.calls("update", "secrets") == 2, "both tried, one got 409 Conflict"
@@ -143,15 +143,15 @@ def test_a_deleted_secret_is_put_back_and_its_ca_rotated_without_an_outage(
     a, b = cluster.replica("a"), cluster.replica("b")
     a.manager.run_once()
     b.manager.run_once()
-    old = secret_data(cluster.fake)
-    cluster.fake.delete("Secret", SECRET, namespace=NS)
+    old = secret_data(cluster.kube)
+    cluster.kube.delete("Secret", SECRET, namespace=NS)
 
     cluster.clock.advance(MINUTE)
     result = a.manager.run_once()
     assert any("put back the CA" in c for c in result.changes), result.changes
-    data = secret_data(cluster.fake)
+    data = secret_data(cluster.kube)
     assert data["ca.crt"] == old["ca.crt"] and data["tls.crt"] == old["tls.crt"]
-    assert serials(bundles(cluster.fake)[0]) == serials(old["ca.crt"]) + serials(
+    assert serials(bundles(cluster.kube)[0]) == serials(old["ca.crt"]) + serials(
         data["ca-next.crt"]
     ), "the caBundle now holds the old CA and the new one"
     b.manager.run_once()
@@ -167,25 +167,25 @@ def test_a_deleted_secret_is_put_back_and_its_ca_rotated_without_an_outage(
     assert b.ready()[0]
     b.manager.run_once()
     assert_in_step(cluster, a, b)
-    new = secret_data(cluster.fake)
+    new = secret_data(cluster.kube)
     load(new["tls.crt"]).verify_directly_issued_by(load(data["ca-next.crt"]))
 
     # After the overlap, the old CA leaves the caBundle.
     cluster.clock.advance(rotation.Timing().overlap)
     a.manager.run_once()
     b.manager.run_once()
-    assert serials(bundles(cluster.fake)[0]) == serials(data["ca-next.crt"])
+    assert serials(bundles(cluster.kube)[0]) == serials(data["ca-next.crt"])
     assert_in_step(cluster, a, b)
 
 
 def test_a_deleted_secret_no_replica_remembers_gets_a_new_ca(cluster: Cluster) -> None:
     cluster.replica("gone").manager.run_once()
-    old = secret_data(cluster.fake)
-    cluster.fake.delete("Secret", SECRET, namespace=NS)
+    old = secret_data(cluster.kube)
+    cluster.kube.delete("Secret", SECRET, namespace=NS)
     fresh = cluster.replica("fresh")
     result = fresh.manager.run_once()
     assert any("the Secret does not exist: made a new CA" in c for c in result.changes)
-    assert serials(secret_data(cluster.fake)["ca.crt"]) != serials(old["ca.crt"])
+    assert serials(secret_data(cluster.kube)["ca.crt"]) != serials(old["ca.crt"])
     assert_in_step(cluster, fresh)
 
 
@@ -212,7 +212,7 @@ def test_a_ca_bundle_edited_by_hand_is_restored(
         else:
             config["caBundle"] = other_ca if value == "another" else value
 
-    cluster.fake.modify(kind, CONFIG, edit)
+    cluster.kube.modify(kind, CONFIG, edit)
     result = a.manager.run_once()
     assert result.changes == (), "the Secret stays as it is"
     assert_in_step(cluster, a)
@@ -223,7 +223,7 @@ def test_a_ca_rotation_at_two_thirds_of_its_life_keeps_every_replica_ready(
 ) -> None:
     a, b = cluster.replica("a"), cluster.replica("b")
     a.manager.run_once()
-    first_ca = secret_data(cluster.fake)["ca.crt"]
+    first_ca = secret_data(cluster.kube)["ca.crt"]
     step = dt.timedelta(days=7)
     seen_cas = set()
     # A year and a half, a round a week for each replica, plus the settle time after each.
@@ -233,18 +233,18 @@ def test_a_ca_rotation_at_two_thirds_of_its_life_keeps_every_replica_ready(
             replica.manager.run_once()
             assert replica.ready()[0], replica.ready()
             cluster.clock.advance(rotation.Timing().settle / 2)
-        seen_cas.add(secret_data(cluster.fake)["ca.crt"])
+        seen_cas.add(secret_data(cluster.kube)["ca.crt"])
     assert first_ca in seen_cas and len(seen_cas) >= 2
     assert_in_step(cluster, a, b)
 
 
 def test_a_missing_configuration_is_published_once_it_appears(cluster: Cluster) -> None:
-    cluster.fake.delete("ValidatingWebhookConfiguration", CONFIG)
+    cluster.kube.delete("ValidatingWebhookConfiguration", CONFIG)
     a = cluster.replica("a")
     result = a.manager.run_once()
     assert any("ValidatingWebhookConfiguration" in p and "not found" in p for p in result.problems)
     assert a.ready()[0], "the one configuration that exists trusts what is served"
-    cluster.fake.add(configuration("ValidatingWebhookConfiguration"))
+    cluster.kube.add(configuration("ValidatingWebhookConfiguration"))
     result = a.manager.run_once()
     assert result.problems == ()
     assert_in_step(cluster, a)
@@ -254,11 +254,11 @@ def test_a_refusing_api_server_is_named_and_changes_nothing_served(cluster: Clus
     a = cluster.replica("a")
     a.manager.run_once()
     served = a.file("tls.crt")
-    cluster.fake.forbidden = {"secrets"}
+    cluster.kube.forbid("secrets")
     with pytest.raises(RuntimeError, match=f"cannot read Secret {NS}/{SECRET}: 403"):
         a.manager.run_once()
-    cluster.fake.forbidden = set()
-    cluster.fake.go_down("503")
+    cluster.kube.allow_all()
+    cluster.kube.go_down("503")
     with pytest.raises(RuntimeError, match="503"):
         a.manager.run_once()
     assert a.file("tls.crt") == served

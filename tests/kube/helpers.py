@@ -28,8 +28,9 @@ FAST = WatchTimings(
 MakeSource = Callable[..., ClusterSource]
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` often: watcher counters move within milliseconds."""
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Poll ``predicate`` often: watcher counters move within milliseconds (the timeout is
+    generous: the API server may share a loaded machine)."""
     return waiting.wait_until(predicate, timeout, poll=0.002)
 
 

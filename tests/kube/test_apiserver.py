@@ -1,4 +1,5 @@
-"""The fake API server speaks the list/watch protocol the real client expects."""
+"""The benchmarks' fake API server (tests/support/apiserver.py) speaks the list/watch protocol
+the real client expects: the benchmarks measure the client's work, not a broken imitation."""
 
 from __future__ import annotations
 
@@ -17,8 +18,18 @@ from tests.support.objects import configmap, cpu_node, pod
 
 
 @pytest.fixture
-def core(api_client: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api_client)
+def fake() -> Iterator[FakeApiServer]:
+    """A started fake API server, stopped after the test."""
+    with FakeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def core(fake: FakeApiServer) -> Iterator[client.CoreV1Api]:
+    """The real client on the fake (plain HTTP on loopback)."""
+    api = client.ApiClient(client.Configuration(host=fake.url))
+    yield client.CoreV1Api(api)
+    api.close()
 
 
 def events(resp: Any) -> Iterator[dict[str, Any]]:

@@ -1,10 +1,9 @@
 """The live audit's device-plugin ConfigMap and its in-cluster configuration, through the real
-client against the loopback API server (over TLS with a service-account token for in-cluster)."""
+client against the real API server (in-cluster: a ServiceAccount token it issued, over TLS)."""
 
 from __future__ import annotations
 
 import json
-import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,12 +14,13 @@ import pytest
 import yaml
 from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
 
-from tests.support.apiserver import FakeApiServer
 from tests.support.cli import run_cli
+from tests.support.cluster import LiveCluster
+from tests.support.controlplane import ControlPlane
 from webhook.audit import Collector
 from webhook.certs import issue
 from webhook.files import kubernetes_objects, read_text
-from webhook.kube.lister import ClusterError, connect_audit, read_for_audit
+from webhook.kube.lister import AUDIT_KINDS, ClusterError, connect_audit, read_for_audit
 from webhook.kube.reports import apply_reports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,16 +67,16 @@ def configmap(**data: str) -> dict[str, Any]:
     return doc
 
 
-def load(fake: FakeApiServer) -> None:
+def load(cluster: LiveCluster) -> None:
     """seed003 after the rollout, plus TRAINER."""
-    fake.add_many(yaml.safe_load((AFTER / "nodes.yaml").read_text())["items"])
-    fake.add_many(d.value for d in kubernetes_objects(read_text(OBJECTS), source=str(OBJECTS)))
-    fake.add(TRAINER)
+    cluster.add_many(yaml.safe_load((AFTER / "nodes.yaml").read_text())["items"])
+    cluster.add_many(d.value for d in kubernetes_objects(read_text(OBJECTS), source=str(OBJECTS)))
+    cluster.add(TRAINER)
 
 
-def live(fake: FakeApiServer, tmp: Path, *args: str) -> Any:
-    """``gpu-policy audit --kubeconfig`` on the fake with the configMapRef policy, as JSON."""
-    common = ["--kubeconfig", str(fake.write_kubeconfig(tmp)), "--now", NOW, "-o", "json"]
+def live(cluster: LiveCluster, tmp: Path, *args: str) -> Any:
+    """``gpu-policy audit --kubeconfig`` on the cluster with the configMapRef policy, as JSON."""
+    common = ["--kubeconfig", str(cluster.write_kubeconfig(tmp)), "--now", NOW, "-o", "json"]
     return run_cli("audit", *common, "--policy", str(ref_policy(tmp)), *args)
 
 
@@ -85,29 +85,31 @@ def trainer_result(stdout: str) -> str:
     return next(f["result"] for f in doc["findings"] if f["rule"] == "gpu-shared-request-above-one")
 
 
-def test_the_configmap_ref_is_read_from_the_cluster(fake: FakeApiServer, tmp_path: Path) -> None:
-    load(fake)
-    fake.add(configmap())
-    done = live(fake, tmp_path)
+def test_the_configmap_ref_is_read_from_the_cluster(cluster: LiveCluster, tmp_path: Path) -> None:
+    load(cluster)
+    cluster.add(configmap())
+    done = live(cluster, tmp_path)
     assert done.returncode == 1, done.stderr
     assert trainer_result(done.stdout) == "fail"
     assert done.stderr == ""
     # One get of that ConfigMap by name: RBAC can grant exactly it.
-    reads = [r for r in fake.requests if r.resource == "configmaps"]
+    reads = [r for r in cluster.requests if r.resource == "configmaps"]
     assert [(r.verb, r.path) for r in reads] == [
         ("get", f"/api/v1/namespaces/{CONFIGMAP[0]}/configmaps/{CONFIGMAP[1]}")
     ]
-    # The same judgement as the dump audit of the policy that carries the same ConfigMap.
+    # The same judgement as the dump audit (`kubectl get -o yaml` of the same cluster) with
+    # the policy that carries the same ConfigMap.
     dumps = tmp_path / "dumps"
     dumps.mkdir()
-    (dumps / "trainer.yaml").write_text(yaml.safe_dump(TRAINER))
+    for name, kinds in (("nodes", ("Node",)), ("objects", AUDIT_KINDS)):
+        listed = {"apiVersion": "v1", "kind": "List", "items": cluster.dump(*kinds)}
+        (dumps / f"{name}.yaml").write_text(yaml.safe_dump(listed))
     offline = run_cli(
         "audit",
         "--nodes",
-        str(AFTER / "nodes.yaml"),
+        str(dumps / "nodes.yaml"),
         "--objects",
-        str(OBJECTS),
-        str(dumps / "trainer.yaml"),
+        str(dumps / "objects.yaml"),
         "--policy",
         str(AFTER / "policy.yaml"),
         "--now",
@@ -118,9 +120,9 @@ def test_the_configmap_ref_is_read_from_the_cluster(fake: FakeApiServer, tmp_pat
     assert json.loads(offline.stdout)["findings"] == json.loads(done.stdout)["findings"]
 
 
-def test_no_configmap_in_the_cluster_is_a_warning(fake: FakeApiServer, tmp_path: Path) -> None:
-    load(fake)
-    done = live(fake, tmp_path)
+def test_no_configmap_in_the_cluster_is_a_warning(cluster: LiveCluster, tmp_path: Path) -> None:
+    load(cluster)
+    done = live(cluster, tmp_path)
     assert done.returncode == 0, done.stderr
     assert trainer_result(done.stdout) == "warn"
     assert done.stderr.splitlines() == [
@@ -129,10 +131,10 @@ def test_no_configmap_in_the_cluster_is_a_warning(fake: FakeApiServer, tmp_path:
     ]
 
 
-def test_a_configmap_that_does_not_parse_is_not_used(fake: FakeApiServer, tmp_path: Path) -> None:
-    load(fake)
-    fake.add(configmap(any="version: v1\nsharing: {timeSlicing: {resources: 7}}\n"))
-    done = live(fake, tmp_path)
+def test_a_configmap_that_does_not_parse_is_not_used(cluster: LiveCluster, tmp_path: Path) -> None:
+    load(cluster)
+    cluster.add(configmap(any="version: v1\nsharing: {timeSlicing: {resources: 7}}\n"))
+    done = live(cluster, tmp_path)
     assert done.returncode == 0, done.stderr
     assert trainer_result(done.stdout) == "warn"
     assert done.stderr.startswith(
@@ -141,12 +143,12 @@ def test_a_configmap_that_does_not_parse_is_not_used(fake: FakeApiServer, tmp_pa
 
 
 def test_a_configmap_that_cannot_be_read_is_a_cluster_error(
-    fake: FakeApiServer, tmp_path: Path
+    cluster: LiveCluster, tmp_path: Path
 ) -> None:
-    load(fake)
-    fake.add(configmap())
-    fake.forbidden.add("configmaps")
-    done = live(fake, tmp_path)
+    load(cluster)
+    cluster.add(configmap())
+    cluster.forbid("configmaps")
+    done = live(cluster, tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(
         "gpu-policy audit: reading ConfigMap gpu-operator/time-slicing-config: HTTP 403 Forbidden"
@@ -181,54 +183,103 @@ def test_dumps_say_the_configmap_ref_is_not_read(tmp_path: Path) -> None:
 
 # -- in-cluster: the pod's service account ---------------------------------------------------
 
-TOKEN = "service-account-token"  # a made-up bearer token
+AUDIT_RULES = [
+    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"],
+        "verbs": ["list"],
+    },
+    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
+    {
+        "apiGroups": ["wgpolicyk8s.io"],
+        "resources": ["policyreports", "clusterpolicyreports"],
+        "verbs": ["list", "patch", "create", "delete"],
+    },
+]
 
 
 @pytest.fixture
-def tls(tmp_path: Path) -> issue.CertPaths:
-    """A CA and a serving certificate for 127.0.0.1 (git-ignored: in the test's temp dir)."""
-    return issue.write_certs(tmp_path / "tls", extra_sans=["127.0.0.1"])
+def service_account(
+    control_plane: ControlPlane, cluster: LiveCluster, report_crds: list[str]
+) -> Iterator[str]:
+    """A ServiceAccount allowed what the audit reads and writes; a token the API server
+    issued for it (the TokenRequest API, as the kubelet asks for a pod's)."""
+    from kubernetes import client
+
+    load(cluster)
+    cluster.ensure_namespace("gpu-policy")
+    rbac = "rbac.authorization.k8s.io/v1"
+    name = "gpu-policy-audit-test"
+    control_plane.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        namespace="gpu-policy",
+    )
+    control_plane.create(
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": AUDIT_RULES,
+        }
+    )
+    control_plane.create(
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "gpu-policy"}],
+        }
+    )
+    core = client.CoreV1Api(control_plane.client)
+    token = core.create_namespaced_service_account_token(
+        name, "gpu-policy", {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    try:
+        yield str(token)
+    finally:
+        rbac_api = client.RbacAuthorizationV1Api(control_plane.client)
+        rbac_api.delete_cluster_role_binding(name)
+        rbac_api.delete_cluster_role(name)
+        core.delete_namespaced_service_account(name, "gpu-policy")
 
 
-@pytest.fixture
-def https_fake(tls: issue.CertPaths) -> Iterator[FakeApiServer]:
-    """The fake over TLS, asking for the service account's token, as a real API server."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tls.cert, tls.key)
-    with FakeApiServer(ssl_context=context) as server:
-        server.token = TOKEN
-        load(server)
-        yield server
-
-
-def pod_files(tmp: Path, tls: issue.CertPaths, token: str = TOKEN) -> dict[str, Any]:
+def pod_files(tmp: Path, plane: ControlPlane, token: str) -> dict[str, Any]:
     """What the kubelet gives a pod: the token and CA files, the API server's Service env."""
     account = tmp / "serviceaccount"
     account.mkdir(exist_ok=True)
     (account / "token").write_text(token)
+    (account / "ca.crt").write_bytes(plane.ca_pem)
+    host, port = plane.url.removeprefix("https://").rsplit(":", 1)
     return {
         "token_file": str(account / "token"),
-        "ca_file": str(tls.ca_cert),
-        "environ": {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "0"},
+        "ca_file": str(account / "ca.crt"),
+        "environ": {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
     }
 
 
 def test_in_cluster_reads_and_applies_with_the_service_account(
-    https_fake: FakeApiServer, tls: issue.CertPaths, tmp_path: Path
+    control_plane: ControlPlane, service_account: str, tmp_path: Path
 ) -> None:
-    files = pod_files(tmp_path, tls)
-    files["environ"]["KUBERNETES_SERVICE_PORT"] = str(https_fake.port)
+    files = pod_files(tmp_path, control_plane, service_account)
     api = connect_audit(None, **files)
     try:
-        assert api.configuration.host == f"https://127.0.0.1:{https_fake.port}"
+        assert api.configuration.host == control_plane.url
         collector = Collector()
-        nodes = read_for_audit(api, collector, timeout=10)
+        nodes = read_for_audit(api, collector, timeout=30)
         assert len(nodes) == 8
-        applied = apply_reports(api, [], api="wgpolicyk8s", timeout=10)
+        dumped = kubernetes_objects(read_text(OBJECTS), source=str(OBJECTS))
+        deployments = sum(1 for d in dumped if d.value["kind"] == "Deployment")
+        assert collector.scanned["Deployment"] == deployments + 1  # and TRAINER
+        applied = apply_reports(api, [], api="wgpolicyk8s", timeout=30)
         assert applied.applied == ()
     finally:
         api.close()
-    assert {r.resource for r in https_fake.requests} >= {"nodes", "pods", "cronjobs"}
 
 
 @pytest.mark.parametrize(
@@ -240,20 +291,19 @@ def test_in_cluster_reads_and_applies_with_the_service_account(
     ids=["wrong-token", "unknown-ca"],
 )
 def test_in_cluster_credentials_are_checked(
-    https_fake: FakeApiServer,
-    tls: issue.CertPaths,
+    control_plane: ControlPlane,
+    service_account: str,
     tmp_path: Path,
     change: dict[str, str],
     words: tuple[str, ...],
 ) -> None:
-    files = pod_files(tmp_path, tls, change.get("token", TOKEN))
-    files["environ"]["KUBERNETES_SERVICE_PORT"] = str(https_fake.port)
+    files = pod_files(tmp_path, control_plane, change.get("token", service_account))
     if "ca" in change:
         files["ca_file"] = str(issue.write_certs(tmp_path / "other").ca_cert)
     api = connect_audit(None, **files)
     try:
         with pytest.raises(ClusterError) as caught:
-            read_for_audit(api, Collector(), timeout=10)
+            read_for_audit(api, Collector(), timeout=30)
     finally:
         api.close()
     assert str(caught.value).startswith(words[0])
@@ -265,11 +315,12 @@ def test_in_cluster_credentials_are_checked(
 )
 @pytest.mark.parametrize("script", ["gpu-policy", "kubectl-gpu_policy"])
 def test_in_a_pod_with_no_source_the_command_uses_the_service_account(
-    fake: FakeApiServer, tmp_path: Path, script: str
+    tmp_path: Path, script: str
 ) -> None:
     # KUBERNETES_SERVICE_HOST says "in a pod": with no --kubeconfig and no dumps (and, for the
     # plugin, no kubeconfig file, as kubectl) the command loads the in-cluster config, which
-    # wants the token the kubelet mounts. Without a pod's files, one line and exit 2.
+    # wants the token the kubelet mounts. Without a pod's files, one line and exit 2 (before
+    # any connection: the address is never reached).
     program = Path(sys.executable).parent / script
     if not program.exists():
         pytest.skip("needs the installed package (pip install -e .)")
@@ -277,7 +328,7 @@ def test_in_a_pod_with_no_source_the_command_uses_the_service_account(
         "PATH": str(program.parent),
         "HOME": str(tmp_path),
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": str(fake.port),
+        "KUBERNETES_SERVICE_PORT": "443",
     }
     done = subprocess.run(
         [str(program), "audit", "--policy", str(AFTER / "policy.yaml")],

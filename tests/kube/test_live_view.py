@@ -1,6 +1,6 @@
 """The live cluster as the engine sees it: `gpu-policy inventory --kubeconfig`, ConfigMap edits.
 
-Real kubernetes client, real HTTP, the fake API server from apiserver.py.
+Real kubernetes client, real HTTP, the real API server (tests/support/cluster.py).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.apiserver import FakeApiServer
 from tests.support.cli import run_cli
+from tests.support.cluster import LiveCluster
 from tests.support.objects import (
     configmap_ref_policy,
     load_example_cluster,
@@ -31,15 +31,15 @@ def _policy(tmp_path: Path) -> Path:
     return path
 
 
-def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path: Path) -> None:
-    load_example_cluster(fake)
-    fake.add(pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
+def test_inventory_command_reads_the_live_cluster(cluster: LiveCluster, tmp_path: Path) -> None:
+    load_example_cluster(cluster)
+    cluster.add(pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
     result = run_cli(
         "inventory",
         "--policy",
         str(_policy(tmp_path)),
         "--kubeconfig",
-        str(fake.write_kubeconfig(tmp_path)),
+        str(cluster.write_kubeconfig(tmp_path)),
         "-o",
         "table",
     )
@@ -50,9 +50,9 @@ def test_inventory_command_reads_the_live_cluster(fake: FakeApiServer, tmp_path:
 
 
 def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
-    fake: FakeApiServer, make_source: MakeSource, tmp_path: Path
+    cluster: LiveCluster, make_source: MakeSource, tmp_path: Path
 ) -> None:
-    configmap = load_example_cluster(fake)
+    configmap = load_example_cluster(cluster)
     policy = load_policy(_policy(tmp_path))
     source = make_source()
     assert source.wait_synced(5)
@@ -75,7 +75,7 @@ def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
         k: v.replace("failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false")
         for k, v in configmap["data"].items()
     }
-    fake.replace(edited)
+    cluster.replace(edited)
     assert source.wait_for(
         lambda s: "failRequestsGreaterThanOne: false" in (s.configmap or {}).get("t4", ""), 2
     )
@@ -90,7 +90,7 @@ def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
         **configmap["data"],
         "t4": configmap["data"]["t4"].replace("replicas: 3", "replicas: 1"),
     }
-    fake.replace(broken)
+    cluster.replace(broken)
     assert source.wait_for(lambda s: "replicas: 1" in (s.configmap or {}).get("t4", ""), 2)
     kept = live_view(policy, source.current, previous=good)  # type: ignore[arg-type]
     assert kept.configmap_error is not None and "replicas must be >= 2" in kept.configmap_error
@@ -169,10 +169,10 @@ def _t4_offer(view: Any) -> tuple[str, int]:
     ids=[*REFUSED, *ACCEPTED],
 )
 def test_live_configmap_edits_follow_the_plugin(
-    fake: FakeApiServer, make_source: MakeSource, tmp_path: Path, edit: str, outcome: Any
+    cluster: LiveCluster, make_source: MakeSource, tmp_path: Path, edit: str, outcome: Any
 ) -> None:
     """A refused edit keeps the last good configs and says why; an accepted one is followed."""
-    configmap = load_example_cluster(fake)
+    configmap = load_example_cluster(cluster)
     assert configmap["data"]["t4"] == T4
     policy = load_policy(_policy(tmp_path))
     source = make_source()
@@ -180,7 +180,7 @@ def test_live_configmap_edits_follow_the_plugin(
     good = live_view(policy, source.current)  # type: ignore[arg-type]
     assert good.configmap_error is None
     assert _t4_offer(good) == ("time-slicing", 3)
-    fake.replace({**configmap, "data": {**configmap["data"], "t4": edit}})
+    cluster.replace({**configmap, "data": {**configmap["data"], "t4": edit}})
     assert source.wait_for(lambda s: (s.configmap or {}).get("t4") == edit, 2)
     after = live_view(policy, source.current, previous=good)  # type: ignore[arg-type]
     if isinstance(outcome, str):

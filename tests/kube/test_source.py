@@ -1,4 +1,4 @@
-"""ClusterSource against the fake API server, driven by the real kubernetes client."""
+"""ClusterSource against the real API server (through the fault proxy), driven by the real kubernetes client."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster
 from tests.support.objects import (
     TIME_SLICING_CONFIG,
     configmap,
@@ -18,7 +18,7 @@ from tests.support.objects import (
     pod,
     time_slicing_config,
 )
-from webhook.kube import ClusterState
+from webhook.kube import ClusterState, WatchTimings
 
 from .helpers import FAST, MakeSource, wait_until
 
@@ -41,24 +41,24 @@ def set_label(key: str, value: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-def seed(fake: FakeApiServer) -> None:
+def seed(cluster: LiveCluster) -> None:
     """A small cluster: two GPU nodes, one CPU node, a mix of pods, two ConfigMaps."""
-    fake.add(gpu_node("gpu-a", "a100-80", config_key="any"))
-    fake.add(gpu_node("gpu-b", "l20", gpus=4, replicas=4, config_key="l20"))
-    fake.add(cpu_node("cpu-a"))
-    fake.add(pod("train", gpu={"nvidia.com/gpu": "2"}, node="gpu-a"))
-    fake.add(pod("queued", gpu={"nvidia.com/gpu": "1"}))
-    fake.add(pod("done", gpu={"nvidia.com/gpu": "1"}, node="gpu-a", phase="Succeeded"))
-    fake.add(pod("web", node="cpu-a"))
-    fake.add(configmap(CM, NS, {"any": TIME_SLICING_CONFIG}))
-    fake.add(configmap("unrelated", NS, {"x": "y"}))
+    cluster.add(gpu_node("gpu-a", "a100-80", config_key="any"))
+    cluster.add(gpu_node("gpu-b", "l20", gpus=4, replicas=4, config_key="l20"))
+    cluster.add(cpu_node("cpu-a"))
+    cluster.add(pod("train", gpu={"nvidia.com/gpu": "2"}, node="gpu-a"))
+    cluster.add(pod("queued", gpu={"nvidia.com/gpu": "1"}))
+    cluster.add(pod("done", gpu={"nvidia.com/gpu": "1"}, node="gpu-a", phase="Succeeded"))
+    cluster.add(pod("web", node="cpu-a"))
+    cluster.add(configmap(CM, NS, {"any": TIME_SLICING_CONFIG}))
+    cluster.add(configmap("unrelated", NS, {"x": "y"}))
 
 
-def test_initial_list_is_reflected(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
+def test_initial_list_is_reflected(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
     seen: list[ClusterState] = []
     source = make_source(on_snapshot=seen.append)
-    assert source.wait_synced(5)
+    assert source.wait_synced(30)
     state = source.current
     assert state is not None
     assert seen[0] is state and state.generation == 1
@@ -99,62 +99,62 @@ def test_initial_list_is_reflected(fake: FakeApiServer, make_source: MakeSource)
     assert health.sync_age_seconds is not None and health.sync_age_seconds < 5
 
 
-def test_requests_use_selectors_and_paging(fake: FakeApiServer, make_source: MakeSource) -> None:
+def test_requests_use_selectors_and_paging(cluster: LiveCluster, make_source: MakeSource) -> None:
     """The ConfigMap is read by name in its namespace (RBAC grants just that one)."""
-    seed(fake)
+    seed(cluster)
     for i in range(120):  # more than FAST.page_size: the list is paged
-        fake.add(cpu_node(f"cpu-{i:03d}"))
+        cluster.add(cpu_node(f"cpu-{i:03d}"))
     source = make_source()
-    assert source.wait_synced(5)
+    assert source.wait_synced(30)
     assert len(names(source.current)) == 123
-    assert fake.wait_for(lambda: fake.open_watches == 3)
-    cm_requests = [r for r in fake.requests if r.resource == "configmaps"]
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    cm_requests = [r for r in cluster.requests if r.resource == "configmaps"]
     assert {r.path for r in cm_requests} == {f"/api/v1/namespaces/{NS}/configmaps"}
     assert all(r.query["fieldSelector"] == f"metadata.name={CM}" for r in cm_requests)
-    pod_requests = [r for r in fake.requests if r.resource == "pods"]
+    pod_requests = [r for r in cluster.requests if r.resource == "pods"]
     assert all(r.path == "/api/v1/pods" for r in pod_requests)
     assert all("status.phase!=Succeeded" in r.query["fieldSelector"] for r in pod_requests)
-    node_lists = [r for r in fake.requests if r.resource == "nodes" and r.verb == "list"]
+    node_lists = [r for r in cluster.requests if r.resource == "nodes" and r.verb == "list"]
     assert len(node_lists) == 3 and "continue" in node_lists[1].query  # 123 nodes, 50 a page
-    watch = next(r for r in fake.requests if r.resource == "nodes" and r.verb == "watch")
+    watch = next(r for r in cluster.requests if r.resource == "nodes" and r.verb == "watch")
     assert watch.query["allowWatchBookmarks"] == "true"
     assert watch.query["resourceVersion"] == source.current.resource_versions["nodes"]  # type: ignore[union-attr]
     assert int(watch.query["timeoutSeconds"]) >= 30
 
 
 def test_node_label_change_is_reflected_within_a_second(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(fake)
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
-    fake.modify("Node", "gpu-a", set_label("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"))
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    cluster.modify("Node", "gpu-a", set_label("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"))
     assert source.wait_for(
         lambda s: labels(s, "gpu-a")["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3", 1.0
     )
 
 
 def test_dropped_watch_resumes_from_last_resource_version_without_relist(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(fake)
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
-    lists_before = fake.count("nodes", "list")
-    watches_before = fake.count("nodes", "watch")
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    lists_before = cluster.count("nodes", "list")
+    watches_before = cluster.count("nodes", "watch")
 
-    stored = fake.modify("Node", "gpu-b", set_label("team", "vision"))
-    assert source.wait_for(lambda s: labels(s, "gpu-b").get("team") == "vision", 2)
-    assert fake.drop_watches() == 3
+    stored = cluster.modify("Node", "gpu-b", set_label("team", "vision"))
+    assert source.wait_for(lambda s: labels(s, "gpu-b").get("team") == "vision", 30)
+    assert cluster.drop_watches() == 3
 
     # Changed while no watch is open: the resumed watch must replay it.
-    fake.add(gpu_node("gpu-c", "t4", gpus=1))
-    assert source.wait_for(lambda s: "gpu-c" in names(s), 2)
+    cluster.add(gpu_node("gpu-c", "t4", gpus=1))
+    assert source.wait_for(lambda s: "gpu-c" in names(s), 30)
 
-    assert fake.count("nodes", "list") == lists_before  # resumed, not relisted
-    resumed = [r for r in fake.requests if r.resource == "nodes" and r.verb == "watch"]
+    assert cluster.count("nodes", "list") == lists_before  # resumed, not relisted
+    resumed = [r for r in cluster.requests if r.resource == "nodes" and r.verb == "watch"]
     assert len(resumed) == watches_before + 1
     assert resumed[-1].query["resourceVersion"] == stored["metadata"]["resourceVersion"]
     assert source.watch_restarts >= 3 and source.relists == 0
@@ -162,71 +162,75 @@ def test_dropped_watch_resumes_from_last_resource_version_without_relist(
 
 
 def test_resume_uses_the_bookmark_resource_version(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(fake)
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
     # Changes to other kinds move the global resourceVersion past the nodes' last event;
     # a bookmark tells the nodes watch so, and it resumes from there.
-    fake.add(pod("other", node="cpu-a"))
-    fake.add(configmap("another", NS, {}))
-    fake.bookmark()
-    target = str(fake.resource_version)
+    cluster.add(pod("other", node="cpu-a"))
+    cluster.add(configmap("another", NS, {}))
+    target = cluster.bookmark()
     nodes = source.watchers["nodes"]
     assert wait_until(lambda: nodes.resource_version == target)
-    fake.drop_watches()
-    assert fake.wait_for(lambda: fake.count("nodes", "watch") == 2 and fake.open_watches == 3)
-    last = [r for r in fake.requests if r.resource == "nodes" and r.verb == "watch"][-1]
+    cluster.drop_watches()
+    assert cluster.wait_for(
+        lambda: cluster.count("nodes", "watch") == 2 and cluster.open_watches == 3
+    )
+    last = [r for r in cluster.requests if r.resource == "nodes" and r.verb == "watch"][-1]
     assert last.query["resourceVersion"] == target
-    assert fake.count("nodes", "list") == 1
+    assert cluster.count("nodes", "list") == 1
 
 
 def test_gone_triggers_relist_and_ends_with_the_right_state(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(fake)
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
-    # Changes the watchers cannot see (API down), then compaction: resuming is impossible.
-    fake.go_down("close")
-    assert source.wait_for(lambda s: not s.api_reachable, 2)
-    fake.delete("Node", "gpu-a")
-    fake.modify("Node", "gpu-b", set_label("pool", "inference"))
-    fake.add(gpu_node("gpu-d", "h100"))
-    fake.modify("ConfigMap", CM, lambda o: o["data"].update(l20=TIME_SLICING_CONFIG), namespace=NS)
-    fake.delete("Pod", "train", namespace="ml")
-    fake.compact()
-    fake.come_back()
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    # Changes the watchers cannot see (API down), then a restart of the API server (its watch
+    # cache starts afresh): resuming is impossible.
+    cluster.go_down("close")
+    assert source.wait_for(lambda s: not s.api_reachable, 30)
+    cluster.delete("Node", "gpu-a")
+    cluster.modify("Node", "gpu-b", set_label("pool", "inference"))
+    cluster.add(gpu_node("gpu-d", "h100"))
+    cluster.modify(
+        "ConfigMap", CM, lambda o: o["data"].update(l20=TIME_SLICING_CONFIG), namespace=NS
+    )
+    cluster.delete("Pod", "train", namespace="ml")
+    cluster.expire_watches()  # the API server restarts: resuming from before is 410 Gone
+    cluster.come_back()
 
-    assert source.wait_for(lambda s: s.api_reachable and "gpu-d" in names(s), 3)
-    assert source.wait_for(lambda s: s.configmap is not None and "l20" in s.configmap, 3)
-    assert source.wait_for(lambda s: [p["name"] for p in s.gpu_pods] == ["queued"], 3)
+    assert source.wait_for(lambda s: s.api_reachable and "gpu-d" in names(s), 30)
+    assert source.wait_for(lambda s: s.configmap is not None and "l20" in s.configmap, 30)
+    assert source.wait_for(lambda s: [p["name"] for p in s.gpu_pods] == ["queued"], 30)
     state = source.current
     assert state is not None
     assert names(state) == ["cpu-a", "gpu-b", "gpu-d"]
     assert labels(state, "gpu-b")["pool"] == "inference"
     assert source.relists >= 3  # one per kind
-    assert fake.count("nodes", "list") == 2
-    gone = [r for r in fake.requests if r.resource == "nodes" and r.verb == "watch"]
+    assert cluster.count("nodes", "list") == 2
+    gone = [r for r in cluster.requests if r.resource == "nodes" and r.verb == "watch"]
     assert int(gone[-1].query["resourceVersion"]) > int(gone[-2].query["resourceVersion"])
 
 
 @pytest.mark.parametrize("mode", ["503", "close", "refuse"])
 def test_outage_keeps_last_snapshot_and_recovery_resyncs(
-    fake: FakeApiServer, make_source: MakeSource, mode: str
+    cluster: LiveCluster, make_source: MakeSource, mode: str
 ) -> None:
-    seed(fake)
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
     before = source.current
     assert before is not None
 
-    fake.go_down(mode)
-    assert source.wait_for(lambda s: not s.api_reachable, 2)
+    cluster.go_down(mode)
+    assert source.wait_for(lambda s: not s.api_reachable, 30)
     during = source.current
     assert during is not None
     assert during.nodes == before.nodes and during.gpu_pods == before.gpu_pods
@@ -236,35 +240,35 @@ def test_outage_keeps_last_snapshot_and_recovery_resyncs(
     assert health.errors > 0 and health.last_error
     assert wait_until(lambda: source.health().errors >= 6)  # it keeps retrying
 
-    fake.modify("Node", "gpu-a", set_label("maintenance", "done"))  # missed while down
-    fake.come_back()
+    cluster.modify("Node", "gpu-a", set_label("maintenance", "done"))  # missed while down
+    cluster.come_back()
     assert source.wait_for(
         lambda s: s.api_reachable and labels(s, "gpu-a").get("maintenance") == "done", 3
     )
     assert source.health().api_reachable
-    assert fake.count("nodes", "list") == 1  # history was kept: resumed, no relist
+    assert cluster.count("nodes", "list") == 1  # history was kept: resumed, no relist
 
 
 def test_server_side_watch_timeout_resumes_without_error(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(fake)
+    seed(cluster)
     source = make_source(timings=replace(FAST, watch_timeout=1))  # timeoutSeconds=1
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.count("nodes", "watch") >= 2, 5)  # ended, reopened
-    fake.modify("Node", "gpu-a", set_label("after", "timeout"))
-    assert source.wait_for(lambda s: labels(s, "gpu-a").get("after") == "timeout", 2)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.count("nodes", "watch") >= 2, 5)  # ended, reopened
+    cluster.modify("Node", "gpu-a", set_label("after", "timeout"))
+    assert source.wait_for(lambda s: labels(s, "gpu-a").get("after") == "timeout", 30)
     health = source.health()
     assert health.errors == 0 and health.relists == 0 and health.watch_restarts >= 1
-    assert fake.count("nodes", "list") == 1
+    assert cluster.count("nodes", "list") == 1
 
 
 def test_forbidden_kind_blocks_the_first_snapshot_and_says_why(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
     """RBAC without pods: no snapshot (the inventory would be incomplete), a clear error."""
-    seed(fake)
-    fake.forbidden.add("pods")
+    seed(cluster)
+    cluster.forbid("pods")
     source = make_source()
     assert wait_until(lambda: source.watchers["pods"].errors >= 2)
     health = source.health()
@@ -272,13 +276,13 @@ def test_forbidden_kind_blocks_the_first_snapshot_and_says_why(
     assert health.api_reachable  # it answered; it said no
     assert source.watchers["nodes"].synced and not source.watchers["pods"].synced
     assert "403" in (source.watchers["pods"].last_error or "")
-    fake.forbidden.clear()
-    assert source.wait_synced(3)
+    cluster.allow_all()
+    assert source.wait_synced(30)
 
 
-def test_not_synced_until_the_api_answers(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
-    fake.go_down("503")
+def test_not_synced_until_the_api_answers(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
+    cluster.go_down("503")
     source = make_source()
     assert wait_until(lambda: source.health().errors >= 3)
     health = source.health()
@@ -286,66 +290,65 @@ def test_not_synced_until_the_api_answers(fake: FakeApiServer, make_source: Make
     assert not health.synced and not health.api_reachable
     assert health.sync_age_seconds is None and health.snapshot_age_seconds is None
     assert "503" in (health.last_error or "")
-    fake.come_back()
-    assert source.wait_synced(3)
+    cluster.come_back()
+    assert source.wait_synced(30)
     assert source.current is not None and source.current.api_reachable
 
 
-def test_configmap_edit_produces_new_snapshot(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
+def test_configmap_edit_produces_new_snapshot(
+    cluster: LiveCluster, make_source: MakeSource
+) -> None:
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
     generation = source.current.generation  # type: ignore[union-attr]
 
     new = time_slicing_config(8)
-    fake.modify("ConfigMap", CM, lambda o: o["data"].update(any=new), namespace=NS)
-    assert source.wait_for(lambda s: s.configmap is not None and s.configmap["any"] == new, 2)
+    cluster.modify("ConfigMap", CM, lambda o: o["data"].update(any=new), namespace=NS)
+    assert source.wait_for(lambda s: s.configmap is not None and s.configmap["any"] == new, 30)
     state = source.current
     assert state is not None and state.generation > generation
     with pytest.raises(TypeError):
         state.configmap["any"] = "mutated"  # type: ignore[index]
 
-    fake.delete("ConfigMap", CM, namespace=NS)
-    assert source.wait_for(lambda s: s.configmap is None, 2)
-    fake.add(configmap(CM, NS, {"any": TIME_SLICING_CONFIG}))
-    assert source.wait_for(lambda s: s.configmap is not None, 2)
+    cluster.delete("ConfigMap", CM, namespace=NS)
+    assert source.wait_for(lambda s: s.configmap is None, 30)
+    cluster.add(configmap(CM, NS, {"any": TIME_SLICING_CONFIG}))
+    assert source.wait_for(lambda s: s.configmap is not None, 30)
 
 
-def test_other_configmaps_are_not_seen(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
+def test_other_configmaps_are_not_seen(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
     cm_watcher = source.watchers["configmap"]
     events = cm_watcher.events
-    fake.modify("ConfigMap", "unrelated", lambda o: o["data"].update(x="z"), namespace=NS)
-    fake.add(configmap(CM, "elsewhere", {"any": "nope"}))
-    fake.bookmark()
-    assert wait_until(lambda: cm_watcher.resource_version == str(fake.resource_version))
+    cluster.modify("ConfigMap", "unrelated", lambda o: o["data"].update(x="z"), namespace=NS)
+    cluster.add(configmap(CM, "elsewhere", {"any": "nope"}))
+    target = cluster.bookmark()
+    assert wait_until(lambda: cm_watcher.resource_version == target)
     assert cm_watcher.events == events + 1  # just the bookmark
     assert dict(source.current.configmap or {}) == {"any": TIME_SLICING_CONFIG}  # type: ignore[union-attr]
 
 
-def test_pod_lifecycle(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
+def test_pod_lifecycle(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
 
-    def bind(obj: dict[str, Any]) -> None:
-        obj["spec"]["nodeName"] = "gpu-b"
-
-    fake.modify("Pod", "queued", bind, namespace="ml")
-    assert source.wait_for(lambda s: any(p["nodeName"] == "gpu-b" for p in s.gpu_pods), 2)
+    cluster.bind("queued", "gpu-b", namespace="ml")  # as the scheduler does
+    assert source.wait_for(lambda s: any(p["nodeName"] == "gpu-b" for p in s.gpu_pods), 30)
 
     def finish(obj: dict[str, Any]) -> None:
         obj["status"]["phase"] = "Succeeded"
 
-    fake.modify("Pod", "train", finish, namespace="ml")  # leaves the selector: DELETED
-    assert source.wait_for(lambda s: [p["name"] for p in s.gpu_pods] == ["queued"], 2)
-    fake.add(pod("init", gpu={"cpu": "1"}, init_gpu={"nvidia.com/mig-1g.10gb": "1"}))
-    assert source.wait_for(lambda s: len(s.gpu_pods) == 2, 2)
+    cluster.modify("Pod", "train", finish, namespace="ml")  # leaves the selector: DELETED
+    assert source.wait_for(lambda s: [p["name"] for p in s.gpu_pods] == ["queued"], 30)
+    cluster.add(pod("init", gpu={"cpu": "1"}, init_gpu={"nvidia.com/mig-1g.10gb": "1"}))
+    assert source.wait_for(lambda s: len(s.gpu_pods) == 2, 30)
     init = next(p for p in source.current.gpu_pods if p["name"] == "init")  # type: ignore[union-attr]
     assert init["initContainers"] == [
         {"name": "warmup", "requests": {"nvidia.com/mig-1g.10gb": "1"}}
@@ -354,13 +357,13 @@ def test_pod_lifecycle(fake: FakeApiServer, make_source: MakeSource) -> None:
 
 
 def test_irrelevant_node_updates_publish_nothing(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
     """Kubelet heartbeats change conditions, not what the engine reads: no new snapshot."""
-    seed(fake)
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
     nodes = source.watchers["nodes"]
     snapshots, events = source.snapshots, nodes.events
 
@@ -368,14 +371,14 @@ def test_irrelevant_node_updates_publish_nothing(
         for cond in obj["status"]["conditions"]:
             cond["lastHeartbeatTime"] = "2025-01-01T00:05:00Z"
 
-    fake.modify("Node", "gpu-a", heartbeat)
+    stored = cluster.modify("Node", "gpu-a", heartbeat)
     assert wait_until(lambda: nodes.events == events + 1)
     assert source.snapshots == snapshots
-    assert nodes.resource_version == str(fake.resource_version)
+    assert nodes.resource_version == stored["metadata"]["resourceVersion"]
 
     before = source.current
-    fake.modify("Node", "gpu-b", set_label("x", "1"))
-    assert source.wait_for(lambda s: labels(s, "gpu-b").get("x") == "1", 2)
+    cluster.modify("Node", "gpu-b", set_label("x", "1"))
+    assert source.wait_for(lambda s: labels(s, "gpu-b").get("x") == "1", 30)
     after = source.current
     assert before is not None and after is not None
     assert after.generation == before.generation + 1
@@ -383,21 +386,30 @@ def test_irrelevant_node_updates_publish_nothing(
     assert after.nodes[1] is before.nodes[1]
 
 
-def test_a_burst_is_coalesced(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
-    source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+def test_a_burst_is_coalesced(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
+    for i in range(200):
+        node = cpu_node(f"burst-{i:04d}")
+        node["metadata"]["labels"]["burst"] = "yes"
+        cluster.add(node)
+    # The product's own debounce (FAST's is shorter than the API server takes for the burst).
+    defaults = WatchTimings()
+    source = make_source(
+        timings=replace(FAST, debounce=defaults.debounce, debounce_max=defaults.debounce_max)
+    )
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    assert len(source.current.nodes) == 203  # type: ignore[union-attr]
     snapshots = source.snapshots
-    fake.add_many(cpu_node(f"burst-{i:04d}") for i in range(1000))
-    assert source.wait_for(lambda s: len(s.nodes) == 1003, 5)
-    assert source.snapshots - snapshots < 20  # not one per ADDED event
+    cluster.delete_collection("Node", label_selector="burst=yes")  # 200 DELETED events at once
+    assert source.wait_for(lambda s: len(s.nodes) == 3, 60)
+    assert source.snapshots - snapshots < 20  # not one per DELETED event
 
 
 def test_callback_failure_does_not_stop_updates(
-    fake: FakeApiServer, make_source: MakeSource
+    cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(fake)
+    seed(cluster)
     calls: list[int] = []
 
     def flaky(state: ClusterState) -> None:
@@ -406,43 +418,43 @@ def test_callback_failure_does_not_stop_updates(
             raise RuntimeError("consumer bug")
 
     source = make_source(on_snapshot=flaky)
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
-    fake.modify("Node", "gpu-a", set_label("x", "1"))
-    assert source.wait_for(lambda s: labels(s, "gpu-a").get("x") == "1", 2)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    cluster.modify("Node", "gpu-a", set_label("x", "1"))
+    assert source.wait_for(lambda s: labels(s, "gpu-a").get("x") == "1", 30)
     assert wait_until(lambda: len(calls) >= 2)
     assert source.health().callback_errors == 1
 
 
-def test_without_pods_or_configmap(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
+def test_without_pods_or_configmap(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
     source = make_source(configmap=None, watch_pods=False, watch_nodepools=False)
-    assert source.wait_synced(5)
+    assert source.wait_synced(30)
     state = source.current
     assert state is not None
     assert state.configmap is None and state.gpu_pods == ()
     assert state.configmap_document() is None
     assert set(source.watchers) == {"nodes"}
-    assert fake.count("pods", "list") == 0 and fake.count("configmaps", "list") == 0
+    assert cluster.count("pods", "list") == 0 and cluster.count("configmaps", "list") == 0
 
 
-def test_stop_is_prompt(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
+def test_stop_is_prompt(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
-    assert fake.wait_for(lambda: fake.open_watches == 3)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
     started = time.monotonic()
     source.stop()
     assert all(w.join(0) for w in source.watchers.values())
     assert time.monotonic() - started < 2
-    assert fake.wait_for(lambda: fake.open_watches == 0)
+    assert cluster.wait_for(lambda: cluster.open_watches == 0)
     assert source.current is not None  # the last snapshot stays readable
 
 
-def test_health_of_a_synced_source(fake: FakeApiServer, make_source: MakeSource) -> None:
-    seed(fake)
+def test_health_of_a_synced_source(cluster: LiveCluster, make_source: MakeSource) -> None:
+    seed(cluster)
     source = make_source()
-    assert source.wait_synced(5)
+    assert source.wait_synced(30)
     health, state = source.health(), source.current
     assert state is not None and len(state.nodes) == 3 and len(state.gpu_pods) == 2
     assert health.synced and health.api_reachable

@@ -1,7 +1,8 @@
-"""Trimming, backoff and client loading: no server needed (except one smoke call)."""
+"""Trimming, backoff and client loading (against the real API server for one smoke call)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.config import ConfigException
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.controlplane import ControlPlane
 from tests.support.objects import cpu_node, gpu_node, pod
 from webhook.kube import WatchTimings, configmap_data, load_client, trim_node, trim_pod
 
@@ -122,37 +123,23 @@ def test_backoff_grows_is_capped_and_jittered() -> None:
     assert all(0.4 <= t.backoff(3) <= 0.8 for _ in range(100))
 
 
-KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters:
-- name: fake
-  cluster: {{server: "{url}"}}
-users:
-- name: tester
-  user: {{token: not-a-secret}}
-contexts:
-- name: fake
-  context: {{cluster: fake, user: tester}}
-current-context: fake
-"""
-
-
-def test_load_client_from_kubeconfig(tmp_path: Path) -> None:
-    with FakeApiServer() as fake:
-        fake.add(cpu_node("c1"))
-        path = tmp_path / "kubeconfig"
-        path.write_text(KUBECONFIG.format(url=fake.url))
-        before = path.read_text()
-        api = load_client(str(path))
-        try:
-            assert api.configuration.host == fake.url
-            assert api.configuration.keep_alive is True
-            nodes = client.CoreV1Api(api).list_node()
-            assert [n.metadata.name for n in nodes.items] == ["c1"]
-        finally:
-            api.close()
-        assert path.read_text() == before  # never written back
+def test_load_client_from_kubeconfig(
+    control_plane: ControlPlane, make_gpu_node: Callable[..., Any], tmp_path: Path
+) -> None:
+    make_gpu_node("c1", gpus=None)
+    # The cluster's own kubeconfig: TLS with its CA, a client certificate.
+    path = tmp_path / "kubeconfig"
+    path.write_text(control_plane.kubeconfig.read_text())
+    before = path.read_text()
+    api = load_client(str(path))
+    try:
+        assert api.configuration.host == control_plane.url
+        assert api.configuration.keep_alive is True
+        nodes = client.CoreV1Api(api).list_node()
+        assert [n.metadata.name for n in nodes.items] == ["c1"]
+    finally:
+        api.close()
+    assert path.read_text() == before  # never written back
 
 
 def test_load_client_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,7 +40,7 @@ from robust_server import (
     stop_server,
 )
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster
 from tests.support.objects import configmap_ref_policy, load_example_cluster
 from tests.support.waiting import wait_until
 
@@ -337,28 +337,28 @@ def test_worker_restarted_while_policy_is_bad_serves_the_last_good_one(tmp: Path
 
 
 @pytest.fixture
-def cluster_server(tmp: Path) -> Iterator[tuple[Server, FakeApiServer]]:
+def cluster_server(tmp: Path, live_cluster: LiveCluster) -> Iterator[tuple[Server, LiveCluster]]:
+    """The server watching the real API server through the fault proxy."""
     policy = tmp / "policy.yaml"
     policy.write_text(configmap_ref_policy())
-    with FakeApiServer() as fake:
-        load_example_cluster(fake)
-        server = start_server(
-            tmp,
-            GPU_POLICY_FILE=str(policy),
-            GPU_POLICY_KUBE=str(fake.write_kubeconfig(tmp)),
+    load_example_cluster(live_cluster)
+    server = start_server(
+        tmp,
+        GPU_POLICY_FILE=str(policy),
+        GPU_POLICY_KUBE=str(live_cluster.write_kubeconfig(tmp)),
+    )
+    try:
+        # Each worker lists the cluster on its own, and one worker may win every accept():
+        # a 200 from /readyz speaks for one worker only. The listing takes milliseconds on
+        # loopback, so a second after both workers answered, both have listed.
+        wait(
+            lambda: server.get("/readyz")[0] == 200 and len(server.workers()) == 2,
+            what="the first cluster snapshot",
         )
-        try:
-            # Each worker lists the cluster on its own, and one worker may win every accept():
-            # a 200 from /readyz speaks for one worker only. The listing takes milliseconds on
-            # loopback, so a second after both workers answered, both have listed.
-            wait(
-                lambda: server.get("/readyz")[0] == 200 and len(server.workers()) == 2,
-                what="the first cluster snapshot",
-            )
-            time.sleep(1.0)
-            yield server, fake
-        finally:
-            stop_server(server)
+        time.sleep(1.0)
+        yield server, live_cluster
+    finally:
+        stop_server(server)
 
 
 def readyz(server: Server) -> str:
@@ -368,9 +368,9 @@ def readyz(server: Server) -> str:
 
 
 def test_kubernetes_api_down_slow_and_dropping_watches(
-    cluster_server: tuple[Server, FakeApiServer],
+    cluster_server: tuple[Server, LiveCluster],
 ) -> None:
-    server, fake = cluster_server
+    server, kube = cluster_server  # the real API server behind the fault proxy
     assert "8 nodes" in readyz(server)
     template = with_gpu(load("v1.36.2", "validate", "pod-create"), 2)
     conn = server.connect()
@@ -384,37 +384,36 @@ def test_kubernetes_api_down_slow_and_dropping_watches(
 
         # Down (503 to everything, watches cut): the last snapshot keeps serving, readiness
         # stays true and says the API server is unreachable.
-        fake.go_down("503")
+        kube.go_down("503")
         wait(lambda: "unreachable" in readyz(server), what="readyz to report the outage")
         load_.wait_answers(100)
-        fake.come_back()
+        kube.come_back()
         wait(lambda: "unreachable" not in readyz(server), what="recovery", timeout=20)
         load_.wait_answers(50)
 
         # Refused connections, then back.
-        fake.go_down("refuse")
+        kube.go_down("refuse")
         wait(lambda: "unreachable" in readyz(server), what="readyz to report the outage")
         load_.wait_answers(100)
-        fake.come_back()
+        kube.come_back()
         wait(lambda: "unreachable" not in readyz(server), what="recovery", timeout=20)
 
         # Slow: every API request waits 3 s. While the watchers' requests hang, reviews are
         # answered from the snapshot (the API is never on a review's path).
-        fake.delay = 3.0
-        sent = len(fake.requests)
-        fake.drop_watches()
-        wait(lambda: len(fake.requests) > sent, what="a reconnect to the slow API")
-        started = fake.requests[-1].at
+        kube.delay = 3.0
+        sent = len(kube.requests)
+        kube.drop_watches()
+        wait(lambda: len(kube.requests) > sent, what="a reconnect to the slow API")
+        started = kube.requests[-1].at
         before = load_.answered
         load_.wait_answers(50)
-        assert time.monotonic() - started < fake.delay, "the load stalled with the API"
+        assert time.monotonic() - started < kube.delay, "the load stalled with the API"
         assert load_.answered - before >= 50
-        fake.delay = 0.0
+        kube.delay = 0.0
 
         # A watch cut mid-stream while a node goes away: the change still arrives.
-        fake.drop_watches()
-        node = next(iter(fake._objects["nodes"].values()))
-        fake.delete("Node", node["metadata"]["name"])
+        kube.drop_watches()
+        kube.delete("Node", "10.0.0.7")  # one of the example cluster's CPU nodes
         wait(lambda: "7 nodes" in readyz(server), what="the deleted node to be seen", timeout=20)
         load_.wait_answers(50)
     load_.check()

@@ -1,13 +1,13 @@
 """The chart's RBAC against the API calls the server really makes.
 
 The server's cluster watch (``GPU_POLICY_KUBE``: ``webhook.server.cluster.ClusterFeed``, the code
-each gunicorn worker runs) is pointed at the fake API server of tests/kube with the policy the
-chart renders (its ``configMapRef``); every request it makes while it lists, watches, loses its
-watches and resumes is taken from the fake's request log. Each must be permitted by the
-ClusterRole/Role the chart renders for the server's ServiceAccount (verb from the request,
-resource, namespace, and resourceNames matched through ``fieldSelector=metadata.name=``, as the
-API server's authorizer does for list and watch). And the rules must grant nothing beyond
-those calls, except the extras documented in ``EXTRAS`` with their reason.
+each gunicorn worker runs) is pointed at the real API server with the policy the chart renders
+(its ``configMapRef``), as the chart's ServiceAccount bound to the ClusterRole/Role the chart
+renders for it (a token from the TokenRequest API); every request it makes while it lists,
+watches, loses its watches, resumes and relists is taken from the fault proxy's log, with the
+API server's answer: its authorizer, applying the chart's rules, must refuse none (resourceNames
+are matched through ``fieldSelector=metadata.name=`` for list and watch). And the rules must
+grant nothing beyond those calls, except the extras documented in ``EXTRAS`` with their reason.
 
 Not the server's: ``gpu-policy inventory --kubeconfig`` (which also lists pods) and the harness's
 dry-run creates (webhook/kube/dryrun.py) run with the user's own credentials, never with the
@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 from robust_server import REPO
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster, running_cluster
+from tests.support.controlplane import ControlPlane
 from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
 from tests.support.waiting import wait_until
 
@@ -43,18 +44,20 @@ EXTRAS = {
     ): "get of one object returns nothing list does not (the chart grants get/list/watch)",
     ("configmaps", "get"): "the one ConfigMap (resourceNames); list already returns it whole",
     **{
-        (r, v): "the DRA kinds (dra.enabled): the fake serves no resource.k8s.io, so API "
-        "discovery tells the server not to watch them here; tests/kube/test_dra_claims_controlplane.py "
-        "watches them on a real API server"
+        (r, "get"): "as for nodes: get of one object returns nothing list does not"
         for r in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
-        for v in ("get", "list", "watch")
     },
+    ("resourceclaims", "list"): "the claims themselves: watched when the policy reads claims",
+    ("resourceclaims", "watch"): "the claims themselves: watched when the policy reads claims",
     ("nodepools", "get"): "as for nodes: the chart grants get/list/watch",
     (
         "nodepools",
         "watch",
-    ): "watched where the CRD exists (tests/kube/test_autoscaled_controlplane.py); the fake has none",
+    ): "watched where Karpenter's CRD exists (tests/kube/test_autoscaled_controlplane.py)",
 }
+#: Answers the server expects: Karpenter's NodePools are not served here (no CRD): 404.
+EXPECTED_404 = {("list", "karpenter.sh", "nodepools", None, None)}
+Call = tuple[str, str, str, str | None, str | None]  # verb, group, resource, namespace, name
 NAMESPACE, NAME = PLUGIN_CONFIGMAP
 
 
@@ -74,41 +77,67 @@ def render_rbac() -> list[dict[str, Any]]:
     return [o for o in rules if not o["metadata"]["name"].endswith("-certificates")], rendered
 
 
-def recorded_calls(tmp: Path, policy_text: str) -> list[tuple[str, str, str | None, str | None]]:
-    """(verb, resource, namespace, name by fieldSelector) of every call the server made."""
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def install_rbac(kube: LiveCluster, rendered: Any) -> tuple[str, str]:
+    """The chart's ServiceAccount and the server's RBAC objects (not the certificates' ones)
+    created in the cluster; (namespace, name) of the ServiceAccount."""
+    for kind in RBAC_KINDS:
+        for obj in rendered.all(kind):
+            if not obj["metadata"]["name"].endswith("-certificates"):
+                kube.add(obj)
+    account = rendered.one("ServiceAccount")["metadata"]
+    return account["namespace"], account["name"]
+
+
+def recorded_calls(
+    plane: ControlPlane, tmp: Path, policy_text: str, rendered: Any
+) -> tuple[list[Call], list[int]]:
+    """(verb, resource, namespace, name by fieldSelector) of every call the server made as
+    the chart's ServiceAccount, and the real API server's answer to each (its authorizer
+    applying the chart's rules)."""
     policy = tmp / "policy.yaml"
     policy.write_text(policy_text)
-    with FakeApiServer() as fake:
-        load_example_cluster(fake)
+    with running_cluster(plane) as kube:
+        load_example_cluster(kube)
+        kube.act_as_service_account(*install_rbac(kube, rendered))
         app = create_app(
-            Settings(policy_file=policy, kube=str(fake.write_kubeconfig(tmp)), reload_interval=0)
+            Settings(policy_file=policy, kube=str(kube.write_kubeconfig(tmp)), reload_interval=0)
         )
         cluster = app.extensions["gpu_policy"].cluster
         try:
             client = app.test_client()
-            ready = wait_until(lambda: client.get("/readyz").status_code == 200, 15, poll=0.05)
+            ready = wait_until(lambda: client.get("/readyz").status_code == 200, 60, poll=0.05)
             assert ready, client.get("/readyz").get_data(as_text=True)
-            # Lose the watches and the history: the server resumes, then relists.
-            fake.drop_watches()
-            fake.wait_for(lambda: fake.open_watches >= 2, timeout=10)
-            fake.compact()
-            fake.drop_watches()
-            fake.modify(
+            # Lose the watches: the server resumes.
+            kube.drop_watches()
+            kube.wait_for(lambda: kube.open_watches >= 2, timeout=60)
+            # Lose the history too (the API server restarts): the server relists.
+            kube.go_down("close")
+            kube.expire_watches()
+            kube.modify(
                 "Node",
-                next(iter(fake._objects["nodes"].values()))["metadata"]["name"],
+                "10.0.0.7",
                 lambda n: n["metadata"].setdefault("labels", {}).update(touched="yes"),
             )
-            fake.wait_for(lambda: fake.open_watches >= 2, timeout=10)
+            kube.come_back()
+            kube.wait_for(lambda: kube.count("nodes", "list") >= 2, timeout=60)
+            # Every kind it reads is watched again (a watch opens once its list answered).
+            watched = ("nodes", "configmaps", "deviceclasses", "resourceslices")
+            assert kube.wait_for(
+                lambda: (
+                    all(kube.count(r, "watch") >= 2 for r in watched)
+                    and kube.count("resourceclaimtemplates", "watch") >= 1
+                ),
+                timeout=120,
+            ), [(r.resource, r.verb) for r in kube.requests]
         finally:
             cluster.stop()
-        requests = list(fake.requests)
+        answers = list(kube.proxy.answers)
     calls = []
-    for r in requests:
+    for r, _ in answers:
         assert r.method == "GET", r
-        if r.path.rstrip("/") in ("/api", "/apis"):
-            # API discovery: a non-resource URL, not a resource a Role grants.
-            calls.append(("discovery", "", r.path.rstrip("/"), None, None))
-            continue
         parts = r.path.strip("/").split("/")
         if parts == ["apis"]:
             # API discovery (is resource.k8s.io/v1 served?): granted to every authenticated
@@ -119,38 +148,14 @@ def recorded_calls(tmp: Path, policy_text: str) -> list[tuple[str, str, str | No
         namespace = rest[1] if len(rest) == 3 and rest[0] == "namespaces" else None
         selector = r.query.get("fieldSelector", "")
         name = selector.split("=", 1)[1] if selector.startswith("metadata.name=") else None
-        # A kind the fake does not serve (Karpenter's NodePools, answered 404) is still a
-        # list or a watch to the API server's authorizer, which runs before it looks.
-        verb = r.verb if r.verb != "other" else "watch" if "watch" in r.query else "list"
-        calls.append((verb, group, rest[-1], namespace, name))
-    return calls
-
-
-Call = tuple[str, str, str, str | None, str | None]  # verb, group, resource, namespace, name
-
-
-def permitted(rules_objects: list[dict[str, Any]], call: Call) -> bool:
-    verb, group, resource, namespace, name = call
-    for obj in rules_objects:
-        scope = obj["metadata"].get("namespace") if obj["kind"] == "Role" else None
-        if scope is not None and scope != namespace:
-            continue
-        for rule in obj["rules"]:
-            if group not in rule.get("apiGroups", []):
-                continue
-            if resource not in rule.get("resources", []) and "*" not in rule["resources"]:
-                continue
-            if verb not in rule.get("verbs", []) and "*" not in rule["verbs"]:
-                continue
-            names = rule.get("resourceNames")
-            if names and name not in names:
-                continue
-            return True
-    return False
+        calls.append((r.verb, group, rest[-1], namespace, name))
+    return calls, [status for _, status in answers]
 
 
 @pytest.fixture(scope="module")
-def calls(tmp_path_factory: pytest.TempPathFactory) -> list[Call]:
+def recorded(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[Call], list[int]]:
     _, rendered = render_rbac()
     cm = rendered.one(
         "ConfigMap",
@@ -160,30 +165,49 @@ def calls(tmp_path_factory: pytest.TempPathFactory) -> list[Call]:
             if o["metadata"]["name"].endswith("-policy")
         ),
     )
-    return recorded_calls(tmp_path_factory.mktemp("rbac"), cm["data"]["policy.yaml"])
+    return recorded_calls(
+        control_plane, tmp_path_factory.mktemp("rbac"), cm["data"]["policy.yaml"], rendered
+    )
+
+
+@pytest.fixture(scope="module")
+def calls(
+    recorded: tuple[list[Call], list[int]],
+) -> list[Call]:
+    return recorded[0]
 
 
 def test_the_server_makes_the_expected_calls(calls: list[Call]) -> None:
     kinds = set(calls)
-    assert kinds == {
+    # Every call is one of these (a watch opens once its list answered: which of the DRA
+    # watches are open when the scenario ends depends on timing), and the lists all happen.
+    dra = {
+        (verb, "resource.k8s.io", r, None, None)
+        for r in ("deviceclasses", "resourceslices", "resourceclaimtemplates")
+        for verb in ("list", "watch")
+    }
+    required = {
         ("list", "", "nodes", None, None),
-        ("watch", "", "nodes", None, None),
-        ("list", "", "configmaps", NAMESPACE, NAME),
         ("watch", "", "configmaps", NAMESPACE, NAME),
-        # Karpenter's NodePools: the fake has no such CRD, so the server lists them once
-        # (404: none) and would look again a minute later; with the CRD it watches them.
+        ("list", "", "configmaps", NAMESPACE, NAME),
+        # Karpenter's NodePools: no such CRD here, so the server lists them (404: none) and
+        # would look again later; with the CRD it watches them.
         ("list", "karpenter.sh", "nodepools", None, None),
-        # API discovery: is resource.k8s.io/v1 served? (the fake serves none, so DRA is off)
-        ("discovery", "", "/apis", None, None),
-    }, kinds
+        # API discovery: v1.36 serves resource.k8s.io/v1, so the server reads the DRA kinds.
+        ("discover", "", "/apis", None, None),
+        *(c for c in dra if c[0] == "list"),
+    }
+    allowed = required | dra | {("watch", "", "nodes", None, None)}
+    assert required <= kinds <= allowed, kinds
 
 
-def test_every_call_is_permitted_by_the_chart(calls: list[Call]) -> None:
-    rules, _ = render_rbac()
-    # Discovery needs no grant: the default ClusterRole system:discovery allows every
-    # authenticated user to read /apis.
-    refused = sorted({c for c in calls if c[0] != "discovery" and not permitted(rules, c)})
+def test_every_call_is_permitted_by_the_chart(recorded: tuple[list[Call], list[int]]) -> None:
+    """The real API server's authorizer, given the chart's rules, refused none of them."""
+    calls, statuses = recorded
+    refused = sorted({c for c, status in zip(calls, statuses, strict=True) if status in (401, 403)})
     assert not refused, refused
+    unexpected = {(c, s) for c, s in zip(calls, statuses, strict=True) if s >= 400}
+    assert {c for c, _ in unexpected} <= EXPECTED_404, unexpected
 
 
 def test_nothing_is_granted_beyond_the_calls(calls: list[Call]) -> None:

@@ -1,15 +1,15 @@
 """The audit CronJob's RBAC against the API calls ``gpu-policy audit --apply`` really makes.
 
-The command the chart's CronJob runs is run twice against the fake API server, with the
-policy the chart renders (its ``configMapRef``), on a cluster whose GPU workloads in one
+The command the chart's CronJob runs is run twice against the real API server, as the audit's
+ServiceAccount bound to the ClusterRole and Role the chart renders for it, with the policy the
+chart renders (its ``configMapRef``), on a cluster whose GPU workloads in one
 namespace go away between the runs, so that the second run deletes a report the first one
 wrote, and a cluster report continuation (``gpu-policy-audit-2``, which a run with over 1 MB of
-node findings writes) is left over from an earlier run, so that it deletes one of those too. Every request is taken from the fake's request log as (verb, API group, resource,
-namespace, name); a server-side apply that created its object is also a ``create`` (the API
-server authorizes it so: "Patch and apply" in the Kubernetes API concepts,
-kubernetes/website content/en/docs/reference/using-api/api-concepts.md). The ClusterRole and
-Role the chart renders for the audit's ServiceAccount must permit every call, and grant
-nothing beyond them.
+node findings writes) is left over from an earlier run, so that it deletes one of those too. Every request is taken from the fault proxy's log as (verb, API group, resource, namespace,
+name) with the API server's answer; a server-side apply that created its object (201) is also a
+``create`` (the API server authorizes it so: "Patch and apply" in the Kubernetes API concepts,
+kubernetes/website content/en/docs/reference/using-api/api-concepts.md). The API server's
+authorizer must refuse none of them, and the rules must grant nothing beyond them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import pytest
 import yaml
 from robust_server import REPO
 
-from tests.support.apiserver import FakeApiServer
 from tests.support.cli import run_cli
+from tests.support.cluster import LiveCluster, running_cluster
+from tests.support.controlplane import ControlPlane
 from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
 from webhook.audit import APIS as REPORT_APIS
 from webhook.audit import LABELS, REPORT_NAME
@@ -45,12 +46,9 @@ APIS = {
 Call = tuple[str, str, str, str | None, str | None]  # verb, group, resource, namespace, name
 
 
-def render(api: str) -> tuple[list[dict[str, Any]], list[str], str]:
-    """(the audit's ClusterRole and Role, the CronJob's arguments, the rendered policy)."""
-    helm = shutil.which("helm") or str(TOOLS / "helm")
-    if not Path(helm).is_file():
-        pytest.skip("helm is not on PATH nor in .cache/tools (run `make tools`)")
-    rendered = Renderer(helm).render(
+def render_args(api: str) -> list[str]:
+    """``helm template`` arguments: the audit on, its report API, the policy's ConfigMap."""
+    return [
         "--set",
         "audit.enabled=true",
         "--set",
@@ -59,7 +57,15 @@ def render(api: str) -> tuple[list[dict[str, Any]], list[str], str]:
         f"devicePlugin.configMapRef.namespace={NAMESPACE}",
         "--set",
         f"devicePlugin.configMapRef.name={NAME}",
-    )
+    ]
+
+
+def render(api: str) -> tuple[list[dict[str, Any]], list[str], str]:
+    """(the audit's ClusterRole and Role, the CronJob's arguments, the rendered policy)."""
+    helm = shutil.which("helm") or str(TOOLS / "helm")
+    if not Path(helm).is_file():
+        pytest.skip("helm is not on PATH nor in .cache/tools (run `make tools`)")
+    rendered = Renderer(helm).render(*render_args(api))
     rules = [
         o
         for o in [*rendered.all("ClusterRole"), *rendered.all("Role")]
@@ -69,15 +75,6 @@ def render(api: str) -> tuple[list[dict[str, Any]], list[str], str]:
     (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     policy = rendered.one("ConfigMap", f"{FULLNAME}-policy")["data"]["policy.yaml"]
     return rules, container["command"], policy
-
-
-# The DRA list grants (dra.enabled, the default): the fake serves no resource.k8s.io, so API
-# discovery tells the audit not to list them here; tests/kube/test_dra_claims_controlplane.py
-# runs the audit on a real API server that serves them.
-DRA_GRANTS = {
-    ("resource.k8s.io", r, "list")
-    for r in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
-}
 
 
 def _call(method: str, verb: str, path: str) -> Call:
@@ -90,78 +87,76 @@ def _call(method: str, verb: str, path: str) -> Call:
     namespace = None
     if rest[0] == "namespaces" and len(rest) >= 3:
         namespace, rest = rest[1], rest[2:]
-    name = rest[1] if len(rest) > 1 else None
-    if verb == "other" and method == "GET":
-        # A kind the fake does not serve (a CRD it lacks, answered 404): to RBAC, still a
-        # list (or a get), the verb the API server authorizes before it looks for the kind.
-        verb = "get" if name else "list"
-    return (verb, group, rest[0], namespace, name)
+    return (verb, group, rest[0], namespace, rest[1] if len(rest) > 1 else None)
 
 
-def recorded_calls(tmp: Path, api: str) -> list[Call]:
-    """Every call of two runs of the CronJob's command, the second deleting a stale report."""
+def install_rbac(kube: LiveCluster, api: str) -> tuple[str, str]:
+    """The audit's ServiceAccount, ClusterRole, Role and their bindings as the chart renders
+    them, created in the cluster; (namespace, name) of the ServiceAccount."""
+    helm = shutil.which("helm") or str(TOOLS / "helm")
+    rendered = Renderer(helm).render(*render_args(api))
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+        for obj in rendered.all(kind):
+            if obj["metadata"]["name"].startswith(AUDIT):
+                kube.add(obj)
+    account = rendered.one("ServiceAccount", AUDIT)["metadata"]
+    return account["namespace"], account["name"]
+
+
+def recorded_calls(plane: ControlPlane, tmp: Path, api: str) -> tuple[list[Call], list[int]]:
+    """Every call of two runs of the CronJob's command as the audit's ServiceAccount, the
+    second deleting a stale report; and the real API server's answer to each."""
     _, command, policy_text = render(api)
     policy = tmp / "policy.yaml"
     policy.write_text(policy_text)
-    # The CronJob's arguments, with the policy file here and a kubeconfig in place of the
-    # pod's service account (the same calls; tests/kube/test_audit_live.py drives in-cluster).
+    # The CronJob's arguments, with the policy file here and a kubeconfig (the fault proxy's,
+    # forwarding the ServiceAccount's token) in place of the pod's service account.
     args = command[2:]
     args[args.index("--policy") + 1] = str(policy)
     objects = [d for d in yaml.safe_load(OBJECTS.read_text())["items"]]
-    with FakeApiServer() as fake:
-        load_example_cluster(fake)
-        fake.add_many(objects)
-        kubeconfig = str(fake.write_kubeconfig(tmp))
+    with running_cluster(plane) as kube:
+        load_example_cluster(kube)
+        kube.add_many(objects)
+        kube.act_as_service_account(*install_rbac(kube, api))
+        kubeconfig = str(kube.write_kubeconfig(tmp))
         first = run_cli("audit", "--kubeconfig", kubeconfig, *args)
         assert first.returncode == 0, first.stderr
         for obj in objects:
             if obj["metadata"]["namespace"] == "pii":
-                fake.delete(obj["kind"], obj["metadata"]["name"], namespace="pii")
+                kube.delete(obj["kind"], obj["metadata"]["name"], namespace="pii")
         api_version, _, cluster_kind = REPORT_APIS[api]
         leftover = {"name": f"{REPORT_NAME}-2", "labels": dict(LABELS)}
-        fake.add({"apiVersion": api_version, "kind": cluster_kind, "metadata": leftover})
+        kube.add({"apiVersion": api_version, "kind": cluster_kind, "metadata": leftover})
         second = run_cli("audit", "--kubeconfig", kubeconfig, *args)
         assert second.returncode == 0, second.stderr
         assert "deleted, from an earlier run" in second.stderr
-        requests = list(fake.requests)
-        created = [
-            e
-            for e in fake._events
-            if e.type == "ADDED"
-            and e.resource in APIS[api][1:]
-            and e.new["metadata"]["name"] == REPORT_NAME
-        ]
-    calls = [_call(r.method, r.verb, r.path) for r in requests]
-    for event in created:
-        meta = event.new["metadata"]
-        calls.append(("create", APIS[api][0], event.resource, meta.get("namespace"), None))
-    return calls
-
-
-def permitted(rules_objects: list[dict[str, Any]], call: Call) -> bool:
-    verb, group, resource, namespace, name = call
-    for obj in rules_objects:
-        scope = obj["metadata"].get("namespace") if obj["kind"] == "Role" else None
-        if scope is not None and scope != namespace:
-            continue
-        for rule in obj["rules"]:
-            names = rule.get("resourceNames")
-            if (
-                group in rule["apiGroups"]
-                and resource in rule["resources"]
-                and verb in rule["verbs"]
-                and (not names or name in names)
-            ):
-                return True
-    return False
+        answers = list(kube.proxy.answers)
+    calls = [_call(r.method, r.verb, r.path) for r, _ in answers]
+    # A server-side apply that made its object is authorized as a create too (201 Created).
+    for r, status in answers:
+        if r.verb == "patch" and status == 201:
+            _, group, resource, namespace, _ = _call(r.method, r.verb, r.path)
+            calls.append(("create", group, resource, namespace, None))
+    return calls, [status for _, status in answers]
 
 
 @pytest.fixture(scope="module", params=list(APIS))
-def api_calls(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[str, list[Call]]:
+def recorded(
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    report_crds: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, list[Call], list[int]]:
     api = request.param
-    return api, recorded_calls(tmp_path_factory.mktemp(f"rbac-audit-{api}"), api)
+    calls, statuses = recorded_calls(
+        control_plane, tmp_path_factory.mktemp(f"rbac-audit-{api}"), api
+    )
+    return api, calls, statuses
+
+
+@pytest.fixture(scope="module")
+def api_calls(recorded: tuple[str, list[Call], list[int]]) -> tuple[str, list[Call]]:
+    return recorded[0], recorded[1]
 
 
 def test_the_audit_makes_the_expected_calls(api_calls: tuple[str, list[Call]]) -> None:
@@ -175,23 +170,34 @@ def test_the_audit_makes_the_expected_calls(api_calls: tuple[str, list[Call]]) -
         ("list", "apps", "replicasets"),
         ("list", "batch", "jobs"),
         ("list", "batch", "cronjobs"),
-        # Karpenter's NodePools (the fake serves no such CRD: the audit reads none).
+        # Karpenter's NodePools (no such CRD here: 404, the audit reads none).
         ("list", "karpenter.sh", "nodepools"),
+        # v1.36 serves resource.k8s.io/v1 (API discovery says so): the audit lists the DRA kinds.
+        ("discover", "", "/apis"),
+        *(
+            ("list", "resource.k8s.io", r)
+            for r in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
+        ),
         *((verb, group, r) for r in (cluster_reports, reports) for verb in ("list", "patch")),
         ("create", group, cluster_reports),
         ("create", group, reports),
         ("delete", group, reports),
         ("delete", group, cluster_reports),
-        ("discover", "", "/apis"),
     }
     assert {(n, m) for v, _, r, n, m in calls if r == "configmaps"} == {(NAMESPACE, NAME)}
 
 
-def test_every_call_is_permitted_by_the_chart(api_calls: tuple[str, list[Call]]) -> None:
-    api, calls = api_calls
-    rules, _, _ = render(api)
-    refused = sorted({c for c in calls if c[0] != "discover" and not permitted(rules, c)}, key=str)
+def test_every_call_is_permitted_by_the_chart(recorded: tuple[str, list[Call], list[int]]) -> None:
+    """The real API server's authorizer, given the chart's rules, refused none of them."""
+    _, calls, statuses = recorded
+    answered = calls[: len(statuses)]
+    refused = sorted(
+        {c for c, s in zip(answered, statuses, strict=True) if s in (401, 403)}, key=str
+    )
     assert not refused, refused
+    # Only Karpenter's NodePools are not served here (no CRD): 404.
+    failed = {c for c, s in zip(answered, statuses, strict=True) if s >= 400}
+    assert {c[2] for c in failed} <= {"nodepools"}, failed
 
 
 def test_nothing_is_granted_beyond_the_calls(api_calls: tuple[str, list[Call]]) -> None:
@@ -211,4 +217,4 @@ def test_nothing_is_granted_beyond_the_calls(api_calls: tuple[str, list[Call]]) 
             if "configmaps" in rule["resources"]:
                 assert obj["kind"] == "Role" and obj["metadata"]["namespace"] == NAMESPACE
                 assert rule.get("resourceNames") == [NAME], rule
-    assert granted == used | DRA_GRANTS
+    assert granted == used

@@ -1,6 +1,6 @@
 """GPU_POLICY_KUBE: the app follows the cluster's nodes and device-plugin ConfigMap.
 
-The real ``kubernetes`` client against the loopback fake API server of tests/support, through a
+The real ``kubernetes`` client against the real API server (tests/support/cluster.py), through a
 kubeconfig, as ``gpu-policy serve`` would run with ``GPU_POLICY_KUBE=<kubeconfig>``.
 """
 
@@ -18,32 +18,32 @@ import pytest
 from flask import Flask
 from reviewdata import load, with_gpu
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster
 from tests.support.objects import configmap_ref_policy, load_example_cluster
 from tests.support.waiting import wait_until
 from webhook.server import Settings, create_app
 from webhook.server.cluster import ClusterError
 
 
-def wait(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+def wait(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
     return wait_until(predicate, timeout, poll=0.02)
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
+def kube(live_cluster: LiveCluster) -> LiveCluster:
+    """The real API server, through a fault proxy of the test's own."""
+    return live_cluster
 
 
 @pytest.fixture
-def make_app(tmp_path: Path, fake: FakeApiServer) -> Iterator[Callable[..., Flask]]:
+def make_app(tmp_path: Path, kube: LiveCluster) -> Iterator[Callable[..., Flask]]:
     apps: list[Flask] = []
 
     def make(enforcement: str = "enforce") -> Flask:
         policy = tmp_path / "policy.yaml"
         policy.write_text(configmap_ref_policy(enforcement))
         settings = Settings(
-            policy_file=policy, kube=str(fake.write_kubeconfig(tmp_path)), reload_interval=0
+            policy_file=policy, kube=str(kube.write_kubeconfig(tmp_path)), reload_interval=0
         )
         app = create_app(settings)
         apps.append(app)
@@ -71,9 +71,9 @@ def ready(app: Flask) -> tuple[int, str]:
 
 
 def test_the_app_follows_the_cluster(
-    fake: FakeApiServer, make_app: Callable[..., Flask], tmp_path: Path
+    kube: LiveCluster, make_app: Callable[..., Flask], tmp_path: Path
 ) -> None:
-    configmap = load_example_cluster(fake)
+    configmap = load_example_cluster(kube)
     app = make_app()
     assert wait(lambda: ready(app)[0] == 200), ready(app)
     text = ready(app)[1]
@@ -92,7 +92,7 @@ def test_the_app_follows_the_cluster(
         k: v.replace("failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false")
         for k, v in configmap["data"].items()
     }
-    fake.replace(lenient)
+    kube.replace(lenient)
     assert wait(lambda: validate(app, 2)["allowed"] is True)
     assert validate(app, 2)["warnings"][0].startswith("[gpu-shared-request-above-one]")
 
@@ -102,7 +102,7 @@ def test_the_app_follows_the_cluster(
         **lenient["data"],
         "t4": lenient["data"]["t4"].replace("replicas: 3", "replicas: 1"),
     }
-    fake.replace(broken)
+    kube.replace(broken)
     assert wait(lambda: "ConfigMap refused" in ready(app)[1])
     assert ready(app)[0] == 200
     assert validate(app, 2)["allowed"] is True
@@ -117,14 +117,14 @@ def test_the_app_follows_the_cluster(
 
 
 def test_not_ready_until_the_cluster_is_listed(
-    fake: FakeApiServer, make_app: Callable[..., Flask]
+    kube: LiveCluster, make_app: Callable[..., Flask]
 ) -> None:
-    load_example_cluster(fake)
-    fake.go_down("503")
+    load_example_cluster(kube)
+    kube.go_down("503")
     app = make_app()
     status, text = ready(app)
     assert status == 503 and "not listed yet" in text
-    fake.come_back()
+    kube.come_back()
     assert wait(lambda: ready(app)[0] == 200), ready(app)
 
 
@@ -142,9 +142,9 @@ def _metric(app: Flask, name: str) -> float | None:
 
 
 def test_cluster_health_is_in_the_metrics(
-    fake: FakeApiServer, make_app: Callable[..., Flask]
+    kube: LiveCluster, make_app: Callable[..., Flask]
 ) -> None:
-    configmap = load_example_cluster(fake)
+    configmap = load_example_cluster(kube)
     app = make_app()
     feed = app.extensions["gpu_policy"].cluster
     assert wait(lambda: ready(app)[0] == 200), ready(app)
@@ -161,25 +161,25 @@ def test_cluster_health_is_in_the_metrics(
     broken["data"] = {
         k: v.replace("replicas: 8", "replicas: 1") for k, v in configmap["data"].items()
     }
-    fake.replace(broken)
+    kube.replace(broken)
     assert wait(lambda: "ConfigMap refused" in ready(app)[1]), ready(app)
     feed.report()
     assert _metric(app, "gpu_policy_configmap_refused") == 1.0
 
     # The API server goes away: the watch counts its errors and says it is unreachable.
-    fake.go_down("503")
-    assert wait(lambda: not feed.source.health().api_reachable, timeout=10)
+    kube.go_down("503")
+    assert wait(lambda: not feed.source.health().api_reachable)
     feed.report()
     assert _metric(app, "gpu_policy_cluster_api_reachable") == 0.0
     assert (_metric(app, "gpu_policy_cluster_watch_events_total") or 0) > 0
-    fake.come_back()
+    kube.come_back()
 
 
 def test_a_live_configmap_edit_logs_what_the_plugin_ignores_once(
-    fake: FakeApiServer, make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+    kube: LiveCluster, make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
     """An accepted ConfigMap edit with an ignored key: one warning line, not one per snapshot."""
-    configmap = load_example_cluster(fake)
+    configmap = load_example_cluster(kube)
     with caplog.at_level(logging.WARNING, logger="webhook.server.state"):
         app = make_app()
         assert wait(lambda: ready(app)[0] == 200), ready(app)
@@ -193,13 +193,13 @@ def test_a_live_configmap_edit_logs_what_the_plugin_ignores_once(
                 configmap["data"]["t4"],
             ),
         }
-        fake.replace(edited)
+        kube.replace(edited)
 
         def logged() -> list[str]:
             return [r.getMessage() for r in caplog.records if "strategy" in r.getMessage()]
 
         assert wait(lambda: len(logged()) == 1), caplog.text
-        fake.add(
+        kube.add(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "a"}}
         )
         time.sleep(0.3)  # later cluster snapshots with the same configs log nothing new

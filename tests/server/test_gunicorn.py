@@ -41,7 +41,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 from reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 
-from tests.support.apiserver import FakeApiServer
+from tests.support.cluster import LiveCluster
 from tests.support.gunicorn import (
     REPO,
     STAND_IN,
@@ -369,36 +369,35 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
     assert "/webhook/" not in "".join(line for line in log.splitlines() if 'File "' in line)
 
 
-def test_workers_watch_the_cluster(tmp_path: Path) -> None:
+def test_workers_watch_the_cluster(live_cluster: LiveCluster, tmp_path: Path) -> None:
     tls_paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
     policy.write_text(configmap_ref_policy("enforce"))
-    with FakeApiServer() as fake:
-        load_example_cluster(fake)
-        with running(
-            tmp_path,
-            tls_paths,
-            GPU_POLICY_FILE=str(policy),
-            GPU_POLICY_KUBE=str(fake.write_kubeconfig(tmp_path)),
-        ) as srv:
-            conn = srv.connect()
-            try:
-                deadline = time.monotonic() + 15
-                while True:
-                    status, text, _ = send(conn, "/readyz", method="GET", headers={})
-                    if status == 200 or time.monotonic() > deadline:
-                        break
-                    time.sleep(0.1)
-                assert status == 200, text
-                assert b"8 nodes" in text
-                doc = with_gpu(load("v1.36.2", "validate", "pod-create"), 2)
-                response = answer(conn, "/validate", doc)
-                assert response["allowed"] is False
-                assert "NVIDIA-L20-SHARED (8 slots)" in response["status"]["message"]
-            finally:
-                conn.close()
+    load_example_cluster(live_cluster)
+    with running(
+        tmp_path,
+        tls_paths,
+        GPU_POLICY_FILE=str(policy),
+        GPU_POLICY_KUBE=str(live_cluster.write_kubeconfig(tmp_path)),
+    ) as srv:
+        conn = srv.connect()
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                status, text, _ = send(conn, "/readyz", method="GET", headers={})
+                if status == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert status == 200, text
+            assert b"8 nodes" in text
+            doc = with_gpu(load("v1.36.2", "validate", "pod-create"), 2)
+            response = answer(conn, "/validate", doc)
+            assert response["allowed"] is False
+            assert "NVIDIA-L20-SHARED (8 slots)" in response["status"]["message"]
+        finally:
+            conn.close()
     # Each worker watches on its own: two lists of nodes at least.
-    assert fake.count("nodes", "list") >= 2, srv.log()
+    assert live_cluster.count("nodes", "list") >= 2, srv.log()
 
 
 def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:

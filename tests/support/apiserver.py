@@ -1,39 +1,29 @@
-"""A loopback fake of the Kubernetes API server, for tests and benchmarks.
+"""A loopback fake of the Kubernetes API server, for the benchmarks at scale.
 
-It speaks enough of the real list/watch protocol for Nodes, Pods (cluster-wide),
-ConfigMaps and the workload kinds (apps/v1 Deployments, StatefulSets, DaemonSets, ReplicaSets;
-batch/v1 Jobs, CronJobs) that the real ``kubernetes`` Python client can drive it unchanged:
+The tests run against a real control plane (tests/support/controlplane.py); this fake stays for
+what that cannot do here: hold 5,000 realistic Nodes and 100,000 Pods in memory and stream
+their events at benchmark rates (bench/kube_inventory.py; bench/audit.py's page server borrows
+its resource tables). It speaks enough of the real list/watch protocol for Nodes, Pods
+(cluster-wide), ConfigMaps and the workload kinds (apps/v1 Deployments, StatefulSets,
+DaemonSets, ReplicaSets; batch/v1 Jobs, CronJobs) that the real ``kubernetes`` Python client can
+drive it unchanged:
 
 * ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/configmaps``,
-  ``/apis/apps/v1/deployments``... (and the namespaced paths) return a JSON list with ``metadata.resourceVersion``; ``limit`` and
-  ``continue`` page through a consistent snapshot, as the API server does;
+  ``/apis/apps/v1/deployments``... (and the namespaced paths) return a JSON list with
+  ``metadata.resourceVersion``; ``limit`` and ``continue`` page through a consistent snapshot,
+  as the API server does;
 * ``?watch=true&resourceVersion=N`` streams newline-delimited watch events (ADDED, MODIFIED,
   DELETED, BOOKMARK with ``allowWatchBookmarks``) over a chunked response that ends after
   ``timeoutSeconds``; a resourceVersion older than the last :meth:`FakeApiServer.compact`
-  gets an ERROR event carrying a ``410 Expired`` Status, exactly like a real watch cache;
-  without a resourceVersion (or with ``0``) the stream starts with synthetic ADDED events;
-* one object of any resource below: ``GET`` (get), ``POST`` (create: 409 AlreadyExists),
-  ``PUT`` (update: 409 Conflict when ``metadata.resourceVersion`` is not the stored one),
-  ``PATCH`` (JSON patch, ``test`` included: 422 when it fails; JSON merge patch) and
-  ``DELETE``, for Secrets and the admissionregistration.k8s.io/v1 webhook configurations as
-  for the rest (what the self-managed certificate mode uses);
-* the Policy WG report kinds (``wgpolicyk8s.io/v1alpha2`` PolicyReports, ClusterPolicyReports;
-  ``openreports.io/v1alpha1`` Reports, ClusterReports), as custom resources: lists with
-  ``labelSelector`` (``k=v``, ``k!=v``, ``k``, ``!k``), server-side apply (``PATCH`` with
-  ``application/apply-patch+yaml``: create, or the applier's configuration in place; another
-  field manager's object needs ``force=true``, as a conflict would), delete; a resource in
-  :attr:`FakeApiServer.absent` answers 404, as when its CRD is not installed, and
-  :attr:`FakeApiServer.validate` refuses what a CRD's schema would (422 Invalid);
+  gets an ERROR event carrying a ``410 Expired`` Status, like a real watch cache; without a
+  resourceVersion (or with ``0``) the stream starts with synthetic ADDED events;
 * ``fieldSelector`` supports ``metadata.name``, ``metadata.namespace``, ``spec.nodeName`` and
   ``status.phase`` with ``=``, ``==`` and ``!=``; like the real server, an object that stops
   (starts) matching during a watch is sent as DELETED (ADDED).
 
-Test controls: :meth:`add`, :meth:`modify`, :meth:`delete` (each bumps one global
-resourceVersion), :meth:`compact`, :meth:`drop_watches` (cut every open stream mid-chunk),
-:meth:`bookmark`, :meth:`go_down` (``"503"``, ``"close"`` or ``"refuse"``) and :meth:`come_back`;
-:attr:`delay` (seconds every request waits before it is answered: a slow API server);
-:attr:`forbidden` (403), :attr:`absent` (404), :attr:`token` (401 without it), :attr:`validate`;
-:attr:`requests` records every request so that a test can count lists and watches.
+Controls: :meth:`add`, :meth:`modify`, :meth:`delete` (each bumps one global resourceVersion),
+:meth:`compact`, :meth:`drop_watches`, :meth:`bookmark`, :meth:`go_down` and :meth:`come_back`;
+:attr:`delay`; :attr:`requests` records every request.
 
 Plain HTTP on 127.0.0.1, or HTTPS with ``ssl_context``; port chosen by the kernel (see
 ``fake_http``).
@@ -56,8 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import jsonpatch
-
 from tests.support.fake_http import JsonHandler, LoopbackServer, status
 
 __all__ = ["FakeApiServer", "FieldSelector", "Request"]
@@ -73,27 +61,14 @@ _RESOURCES: dict[str, tuple[str, bool]] = {
     "replicasets": ("ReplicaSet", True),
     "jobs": ("Job", True),
     "cronjobs": ("CronJob", True),
-    "secrets": ("Secret", True),
-    "mutatingwebhookconfigurations": ("MutatingWebhookConfiguration", False),
-    "validatingwebhookconfigurations": ("ValidatingWebhookConfiguration", False),
-    "policyreports": ("PolicyReport", True),
-    "clusterpolicyreports": ("ClusterPolicyReport", False),
-    "reports": ("Report", True),
-    "clusterreports": ("ClusterReport", False),
 }
 # resource -> group/version, for the resources outside the core group ("v1")
 _GROUP_VERSIONS = {
     **{r: "apps/v1" for r in ("deployments", "statefulsets", "daemonsets", "replicasets")},
     **{r: "batch/v1" for r in ("jobs", "cronjobs")},
-    "mutatingwebhookconfigurations": "admissionregistration.k8s.io/v1",
-    "validatingwebhookconfigurations": "admissionregistration.k8s.io/v1",
-    **{r: "wgpolicyk8s.io/v1alpha2" for r in ("policyreports", "clusterpolicyreports")},
-    **{r: "openreports.io/v1alpha1" for r in ("reports", "clusterreports")},
 }
 _KIND_TO_RESOURCE = {kind: res for res, (kind, _) in _RESOURCES.items()}
-_WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase")
-APPLY_PATCH = "application/apply-patch+yaml"
 
 Key = tuple[str, str]  # (namespace or "", name)
 
@@ -226,14 +201,6 @@ class FakeApiServer(LoopbackServer):
         self._watches: set[_Watch] = set()
         self._connections: set[socket.socket] = set()
         self._down: str | None = None
-        #: Resources answered with 403 Forbidden, as when RBAC does not grant them.
-        self.forbidden: set[str] = set()
-        #: When set, a request without ``Authorization: Bearer <token>`` gets 401 Unauthorized.
-        self.token: str | None = None
-        #: Resources answered with 404 NotFound, as when their CRD is not installed.
-        self.absent: set[str] = set()
-        #: Checks an object a write would store (a CRD's schema): its messages make 422 Invalid.
-        self.validate: Callable[[dict[str, Any]], list[str]] | None = None
         #: Seconds every request waits, once recorded, before it is answered (0: none).
         self.delay = 0.0
         self._stopping = False
@@ -324,139 +291,6 @@ class FakeApiServer(LoopbackServer):
         """A copy of a stored object."""
         with self._cond:
             return copy.deepcopy(self._objects[_KIND_TO_RESOURCE[kind]][(namespace, name)])
-
-    def read_one(self, resource: str, namespace: str, name: str) -> bytes:
-        """A stored object as the API server sends it; 404 NotFound when there is none."""
-        with self._cond:
-            raw = self._raw[resource].get((namespace, name))
-        if raw is None:
-            raise _HttpError(404, "NotFound", f'{resource} "{name}" not found')
-        return raw
-
-    def write_one(
-        self,
-        verb: str,
-        resource: str,
-        key: Key,
-        body: bytes,
-        content_type: str = "application/json",
-        query: dict[str, str] | None = None,
-    ) -> tuple[int, dict[str, Any]]:
-        """create/update/patch/delete one object as the API server would: (status, object).
-
-        ``key`` is (namespace or "", name), the name empty for a create (it is in the body).
-        ``query`` holds ``fieldManager`` and ``force`` for server-side apply. Raises
-        ``_HttpError`` for what the API server refuses (exists, conflict, not found, a patch
-        that does not apply, what :attr:`validate` refuses).
-        """
-        namespace, name = key
-        kind = _RESOURCES[resource][0]
-        if content_type.startswith(APPLY_PATCH) and verb == "patch":
-            return self._apply(resource, key, body, query or {})
-        with self._cond:
-            stored = self._objects[resource]
-            if verb == "create":
-                obj = json.loads(body)
-                meta = obj.setdefault("metadata", {})
-                name = meta.get("name") or ""
-                if _RESOURCES[resource][1]:
-                    meta["namespace"] = namespace
-                if (namespace, name) in stored:
-                    raise _HttpError(409, "AlreadyExists", f'{resource} "{name}" already exists')
-                obj["kind"] = kind
-                meta.pop("resourceVersion", None)
-                self._check(obj)
-                return 201, self._commit(resource, (namespace, name), "ADDED", obj)
-            if (namespace, name) not in stored:
-                raise _HttpError(404, "NotFound", f'{resource} "{name}" not found')
-            current = copy.deepcopy(stored[(namespace, name)])
-            if verb == "delete":
-                self._commit(resource, (namespace, name), "DELETED", current)
-                return 200, current
-            if verb == "update":
-                obj = json.loads(body)
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if rv and rv != current["metadata"]["resourceVersion"]:
-                    raise _HttpError(
-                        409,
-                        "Conflict",
-                        f'Operation cannot be fulfilled on {resource} "{name}": the object has '
-                        "been modified; please apply your changes to the latest version and "
-                        "try again",
-                    )
-            elif content_type.startswith("application/json-patch+json"):
-                try:
-                    obj = jsonpatch.apply_patch(current, json.loads(body))
-                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-                    raise _HttpError(422, "Invalid", str(exc)) from None
-            elif content_type.startswith("application/merge-patch+json"):
-                obj = _merge_patch(current, json.loads(body))
-            else:
-                raise _HttpError(415, "UnsupportedMediaType", f"the fake cannot {content_type}")
-            obj["kind"] = kind
-            self._check(obj)
-            return 200, self._commit(resource, (namespace, name), "MODIFIED", obj)
-
-    def _check(self, obj: dict[str, Any]) -> None:
-        """422 Invalid with :attr:`validate`'s messages when it refuses ``obj``."""
-        problems = self.validate(obj) if self.validate is not None else []
-        if problems:
-            raise _HttpError(422, "Invalid", f"{obj.get('kind')} is invalid: {'; '.join(problems)}")
-
-    def _apply(
-        self, resource: str, key: Key, body: bytes, query: dict[str, str]
-    ) -> tuple[int, dict[str, Any]]:
-        """Server-side apply of one object: created, or its applier's configuration in place.
-
-        The fake tracks one field manager per object (``metadata.managedFields``): the same
-        manager's new configuration replaces its previous one, as apply removes the fields a
-        manager stops setting; another manager's object is a conflict unless ``force=true``,
-        and is then merged. The body is JSON (which is YAML), as the kubernetes client sends it.
-        """
-        manager = query.get("fieldManager")
-        if not manager:
-            raise _HttpError(400, "BadRequest", "PATCH, fieldManager is required for apply patch")
-        namespace, name = key
-        kind = _RESOURCES[resource][0]
-        try:
-            applied = json.loads(body)
-        except ValueError as exc:
-            raise _HttpError(400, "BadRequest", f"the body is not JSON: {exc}") from None
-        meta = applied.get("metadata") or {}
-        if meta.get("name") != name or applied.get("kind") != kind:
-            raise _HttpError(
-                400,
-                "BadRequest",
-                f"the object ({applied.get('kind')} {meta.get('name')!r}) does not match the "
-                f"URL ({kind} {name!r})",
-            )
-        if _RESOURCES[resource][1]:
-            meta["namespace"] = namespace
-        self._check(applied)
-        entry = {"manager": manager, "operation": "Apply", "apiVersion": applied.get("apiVersion")}
-        with self._cond:
-            current = self._objects[resource].get(key)
-            if current is None:
-                obj = copy.deepcopy(applied)
-                obj["metadata"]["managedFields"] = [entry]
-                return 201, self._commit(resource, key, "ADDED", obj)
-            owners = {m.get("manager") for m in current["metadata"].get("managedFields") or []}
-            if owners == {manager}:
-                obj = copy.deepcopy(applied)
-                # What the server sets stays: the applier never owns those fields.
-                for field_ in ("uid", "creationTimestamp", "generation"):
-                    if field_ in current["metadata"]:
-                        obj["metadata"][field_] = current["metadata"][field_]
-            elif query.get("force") == "true":
-                obj = _merge_patch(current, applied)
-            else:
-                raise _HttpError(
-                    409,
-                    "Conflict",
-                    f"Apply failed with conflicts: conflicts with {sorted(o or '' for o in owners)}",
-                )
-            obj["metadata"]["managedFields"] = [entry]
-            return 200, self._commit(resource, key, "MODIFIED", obj)
 
     def _locate(self, obj: dict[str, Any]) -> tuple[str, Key]:
         resource = _KIND_TO_RESOURCE[obj["kind"]]
@@ -733,25 +567,6 @@ def _event_line(ev: _Event, sel: FieldSelector) -> bytes | None:
     return b'{"type":"' + type_.encode() + b'","object":' + ev.raw + b"}\n"
 
 
-def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge_patch(out.get(key), value)
-    return out
-
-
-def _group(resource: str) -> str:
-    """The API group of a resource ("" for the core group), as RBAC names it."""
-    group_version = _GROUP_VERSIONS.get(resource, "v1")
-    return group_version.split("/")[0] if "/" in group_version else ""
-
-
 def _route(path: str) -> tuple[str | None, str | None, str | None]:
     """(resource, namespace, name) of an API path; resource None when it names none."""
     parts = path.strip("/").split("/")
@@ -827,11 +642,8 @@ class _Handler(JsonHandler):
             time.sleep(fake.delay)
         if self._refused(url.path, namespace, resource, verb) or resource is None:
             return
-        if name is not None:
-            try:
-                self.send_json(200, fake.read_one(resource, namespace or "", name))
-            except _HttpError as exc:
-                self._error(exc.code, exc.reason, exc.message)
+        if name is not None:  # one object: nothing reads it from this fake
+            self._error(404, "NotFound", f"the fake serves lists and watches only: {url.path}")
             return
         try:
             sel = FieldSelector(query.get("fieldSelector", ""))
@@ -851,111 +663,18 @@ class _Handler(JsonHandler):
         self._stream_watch(resource, sel, since, query)
 
     def _refused(self, path: str, namespace: str | None, resource: str | None, verb: str) -> bool:
-        """Answer an outage, a forbidden resource or an unknown path; True when it did."""
+        """Answer an outage or an unknown path; True when it did."""
         fake = self.fake
         down = fake._down
         if down == "close" or down == "refuse":
             self._cut()
         elif down == "503":
             self._error(503, "ServiceUnavailable", "the fake API server is down")
-        elif self._unauthorized():
-            pass
-        elif resource in fake.forbidden:
-            self._error(
-                403,
-                "Forbidden",
-                f'{resource} is forbidden: User "system:serviceaccount:gpu-policy:webhook" '
-                f'cannot {verb} resource "{resource}" in API group "{_group(resource)}" at the '
-                "cluster scope",
-            )
-        elif (
-            resource not in _RESOURCES
-            or resource in fake.absent
-            or (namespace is not None and not _RESOURCES[resource][1])
-        ):
+        elif resource not in _RESOURCES or (namespace is not None and not _RESOURCES[resource][1]):
             self._error(404, "NotFound", f"the server could not find the requested resource {path}")
         else:
             return False
         return True
-
-    def _unauthorized(self) -> bool:
-        """Answer 401 when :attr:`FakeApiServer.token` is set and not presented; True if so."""
-        token = self.fake.token
-        scheme, _, presented = (self.headers.get("Authorization") or "").partition(" ")
-        # The scheme is case-insensitive (RFC 9110); the python client sends "bearer".
-        if token is None or (scheme.lower() == "bearer" and presented == token):
-            return False
-        self._error(401, "Unauthorized", "Unauthorized")
-        return True
-
-    def _write(self, method: str) -> None:
-        """POST, PUT, PATCH and DELETE of one object (see ``FakeApiServer.write_one``)."""
-        fake = self.fake
-        url = urlsplit(self.path)
-        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        resource, namespace, name = _route(url.path)
-        verb = _WRITE_VERBS[method]
-        fake.requests.append(Request(method, url.path, resource, verb, query))
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        if fake.delay > 0:
-            time.sleep(fake.delay)
-        if fake._down in ("close", "refuse"):
-            self._cut()
-            return
-        if fake._down == "503":
-            self._error(503, "ServiceUnavailable", "the fake API server is down")
-            return
-        if self._unauthorized():
-            return
-        if resource in fake.forbidden:
-            where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-            self._error(
-                403,
-                "Forbidden",
-                f'{resource} "{name or ""}" is forbidden: User '
-                f'"system:serviceaccount:gpu-policy:webhook" cannot {verb} resource '
-                f'"{resource}" in API group "{_group(resource)}" {where}',
-            )
-            return
-        namespaced = resource in _RESOURCES and _RESOURCES[resource][1]
-        if (
-            resource not in _RESOURCES
-            or resource in fake.absent
-            or namespaced != (namespace is not None)
-            or (name is None) != (verb == "create")
-        ):
-            self._error(
-                404, "NotFound", f"the server could not find the requested resource {url.path}"
-            )
-            return
-        try:
-            status, obj = fake.write_one(
-                verb,
-                resource,
-                (namespace or "", name or ""),
-                body,
-                self.headers.get("Content-Type") or "application/json",
-                query,
-            )
-        except _HttpError as exc:
-            self._error(exc.code, exc.reason, exc.message)
-        except ValueError as exc:
-            self._error(400, "BadRequest", f"the body is not JSON: {exc}")
-        else:
-            self.send_json(status, json.dumps(obj).encode())
-
-    def do_POST(self) -> None:
-        self._write("POST")
-
-    def do_PUT(self) -> None:
-        self._write("PUT")
-
-    def do_PATCH(self) -> None:
-        self._write("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._write("DELETE")
 
     def _stream_watch(
         self, resource: str, sel: FieldSelector, since: int | None, query: dict[str, str]

@@ -74,6 +74,9 @@ READY_TIMEOUT = float(os.environ.get("CONTROL_PLANE_READY_TIMEOUT", "240"))
 
 SERVICE_CIDR = "10.0.0.0/24"
 
+#: The components that act on objects (tests may stop them; see ControlPlane.stop_controllers).
+CONTROLLERS = ("kube-controller-manager", "kube-scheduler")
+
 
 def assets_dir() -> Path | None:
     """The folder ``KUBEBUILDER_ASSETS`` names when it holds the four binaries, else None."""
@@ -231,6 +234,7 @@ class ControlPlane:
     apiserver_args: tuple[str, ...] = ()
     _client: Any = None
     _dynamic: Any = None
+    _args: dict[str, list[str]] = field(default_factory=dict)
 
     # --- start ---------------------------------------------------------------------------
 
@@ -373,7 +377,37 @@ class ControlPlane:
             ),
         )
 
+    @property
+    def controllers_running(self) -> bool:
+        """Whether kube-controller-manager and kube-scheduler run (they do after start)."""
+        return any(c.name in CONTROLLERS and c.alive() for c in self.components)
+
+    def stop_controllers(self) -> None:
+        """Stop kube-controller-manager and kube-scheduler: the API server alone, where nothing
+        reconciles the objects a test puts there (a dump's ReplicaSets and Pods stay as they
+        were, as in a cluster whose controllers are down)."""
+        for comp in [c for c in self.components if c.name in CONTROLLERS]:
+            comp.stop()
+            self.components.remove(comp)
+
+    def start_controllers(self) -> None:
+        """Start kube-controller-manager and kube-scheduler again (no-op when they run)."""
+        for name in CONTROLLERS:
+            if not any(c.name == name for c in self.components):
+                self._spawn(name, self._args[name])
+
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again on the same port, as a control-plane upgrade
+        does; returns once it is ready. Its watch cache starts afresh from etcd: a watch that
+        resumes from an older resourceVersion is answered ``410 Gone``."""
+        comp = next(c for c in self.components if c.name == "kube-apiserver")
+        comp.stop()
+        self.components.remove(comp)
+        self._spawn("kube-apiserver", self._args["kube-apiserver"])
+        self._wait("kube-apiserver", lambda: self._get(self.url + "/readyz") == "ok")
+
     def _spawn(self, name: str, args: list[str]) -> None:
+        self._args[name] = args
         log = self.workdir / f"{name}.log"
         with log.open("ab") as out:
             proc = subprocess.Popen(
@@ -386,7 +420,38 @@ class ControlPlane:
             )
         self.components.append(_Component(name, proc, log))
 
-    def _ssl_context(self) -> ssl.SSLContext:
+    def ssl_context(self, user: str, groups: Sequence[str] = ()) -> ssl.SSLContext:
+        """A TLS client context trusting the API server, authenticating as ``user`` in
+        ``groups`` (what RBAC then grants that user, and nothing more)."""
+        cert, key = _client_cert(
+            self.ca_pem, (self.workdir / "pki" / "ca.key").read_bytes(), user, list(groups)
+        )
+        path = self.workdir / "pki" / f"user-{uuid.uuid4().hex[:8]}.pem"
+        path.write_bytes(cert + key)
+        path.chmod(0o600)
+        ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
+        ctx.load_cert_chain(path)
+        path.unlink()
+        return ctx
+
+    def anonymous_ssl_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting the API server, with no client certificate (for a
+        bearer token, which a client certificate would otherwise outrank)."""
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A token for ServiceAccount ``namespace/name`` (the TokenRequest API, as the kubelet
+        gets a pod's), valid for an hour."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.client)
+        answer = core.create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": 3600}}
+        )
+        return str(answer.status.token)
+
+    def admin_ssl_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting the API server and presenting the admin certificate."""
         ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
         cert = self.workdir / "pki" / "admin.pem"
         if not cert.exists():
@@ -401,7 +466,7 @@ class ControlPlane:
 
     def _get(self, url: str) -> str:
         """GET ``url`` (admin); the body, or "" on any error (not ready yet)."""
-        ctx = self._ssl_context() if url.startswith("https") else None
+        ctx = self.admin_ssl_context() if url.startswith("https") else None
         try:
             with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
                 return str(r.read().decode())
@@ -556,7 +621,10 @@ def control_plane() -> Iterator[ControlPlane]:
     assets = assets_dir()
     if assets is None:
         pytest.skip(SKIP_REASON)
-    workdir = Path(tempfile.mkdtemp(prefix="controlplane-"))
+    # Under the repository's git-ignored .cache, not /tmp: nothing else cleans it up under us.
+    cache = Path(__file__).resolve().parents[2] / ".cache" / "controlplane"
+    cache.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
     _state["workdir"] = workdir
     plane = ControlPlane(assets=assets, workdir=workdir)
     try:
@@ -571,6 +639,33 @@ def control_plane() -> Iterator[ControlPlane]:
         if not _state["failed"]:
             shutil.rmtree(workdir, ignore_errors=True)
             _state["workdir"] = None
+
+
+def _needs_whole_plane(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    return "control_plane" in names and "live_cluster" not in names
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _whole_control_plane_for_module(request: pytest.FixtureRequest) -> None:
+    """As below, before a module's own fixtures (a module-scoped install needs the
+    controller-manager too); the control plane is not started for a module that needs none."""
+    if assets_dir() is None:
+        return  # each test that needs the control plane skips on its own
+    items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
+    if any(_needs_whole_plane(i) for i in items):
+        plane = request.getfixturevalue("control_plane")
+        plane.start_controllers()
+
+
+@pytest.fixture(autouse=True)
+def _whole_control_plane(request: pytest.FixtureRequest) -> None:
+    """A test on the control plane finds its controller-manager and scheduler running, unless
+    it uses ``live_cluster`` (tests/support/cluster.py), which stops them for its readers."""
+    names = request.fixturenames
+    if "control_plane" in names and "live_cluster" not in names:
+        plane = request.getfixturevalue("control_plane")
+        plane.start_controllers()
 
 
 _counter = itertools.count(1)
@@ -617,7 +712,9 @@ def delete_namespace(plane: ControlPlane, name: str) -> None:
 
 @pytest.fixture
 def kube_namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A namespace of the test's own (its name), deleted after it."""
+    """A namespace of the test's own (its name), deleted after it, in a whole control plane
+    (the controller-manager and the scheduler run: Deployments get pods, pods get nodes)."""
+    control_plane.start_controllers()
     name = create_namespace(control_plane, request.node.name)
     try:
         yield name

@@ -1,4 +1,4 @@
-"""Realistic Kubernetes objects for the fake API server: GPU nodes, pods, ConfigMaps.
+"""Realistic Kubernetes objects for the tests' clusters: GPU nodes, pods, ConfigMaps.
 
 Nodes carry what a real GPU node carries (the labels gpu-feature-discovery writes,
 managedFields, images, conditions), so that trimming and the 5,000-node benchmark see
@@ -15,6 +15,7 @@ import yaml
 
 if TYPE_CHECKING:
     from tests.support.apiserver import FakeApiServer
+    from tests.support.cluster import LiveCluster
 
 # (product, memory MiB, family, MIG capable) as GFD writes them.
 PRODUCTS: dict[str, tuple[str, int, str, bool]] = {
@@ -330,12 +331,12 @@ def example_cluster(
     return nodes, configmap
 
 
-def load_example_cluster(fake: FakeApiServer) -> dict[str, Any]:
-    """Add EXAMPLE_CLUSTER's nodes and its ConfigMap (as PLUGIN_CONFIGMAP) to ``fake``; return
-    the ConfigMap as stored."""
+def load_example_cluster(cluster: FakeApiServer | LiveCluster) -> dict[str, Any]:
+    """Add EXAMPLE_CLUSTER's nodes and its ConfigMap (as PLUGIN_CONFIGMAP) to ``cluster``;
+    return the ConfigMap as stored."""
     nodes, configmap = example_cluster()
-    fake.add_many(nodes)
-    return fake.add(configmap)
+    cluster.add_many(nodes)
+    return cluster.add(configmap)
 
 
 def configmap_ref_policy(

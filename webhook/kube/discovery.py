@@ -87,6 +87,9 @@ def discover_dra(
     for kind in kinds:
         try:
             resp = calls[kind](limit=1, _preload_content=False, _request_timeout=timeout)
+            # Read the answer out before the connection goes back to the pool: an unread body
+            # would be the next request's status line on that connection (BadStatusLine).
+            resp.drain_conn()
             resp.release_conn()
         except ApiException as exc:
             if exc.status in (401, 403):
