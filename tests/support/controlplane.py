@@ -699,7 +699,8 @@ def create_namespace(plane: ControlPlane, prefix: str = "t") -> str:
 
 
 def delete_namespace(plane: ControlPlane, name: str) -> None:
-    """Delete a namespace and, at once, its pods (no kubelet would ever finish them)."""
+    """Delete a namespace and, at once, its pods (no kubelet would ever finish them); wait
+    until it is gone."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -708,6 +709,18 @@ def delete_namespace(plane: ControlPlane, name: str) -> None:
         core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     with contextlib.suppress(ApiException):
         core.delete_namespace(name)
+    # Gone before the next test (the namespace controller empties it, a ReplicaSet's new pods
+    # included): a cluster-wide reader must not meet a namespace being terminated.
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(name)
+        except ApiException as e:
+            if e.status == 404:
+                return
+        with contextlib.suppress(ApiException):
+            core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+        time.sleep(0.5)
 
 
 @pytest.fixture
