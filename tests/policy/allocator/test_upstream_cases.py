@@ -103,7 +103,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 [memory("device-1", "1Gi"), memory("device-2", "2Gi")],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         FITS,
         "",
@@ -122,7 +122,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 [memory("device-2", "2Gi"), memory("device-1", "1Gi")],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         FITS,
         "",
@@ -184,7 +184,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                         }
                     ]
                 },
-            ),  # fmt: skip
+            ),
         ],
         FITS,
         "",
@@ -204,7 +204,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                         }
                     ]
                 },
-            ),  # fmt: skip
+            ),
         ],
         NOT,
         "",
@@ -236,7 +236,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 "claim-0",
                 exactly("req-0", "class-a"),
                 constraints=[{"matchAttribute": f"{A}/no-such-attribute"}],
-            ),  # fmt: skip
+            ),
             CLASS_A,
             one_device(),
         ],
@@ -257,7 +257,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 [device("device-1", {"numa": 1}), device("device-2", {"numa": 2})],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         NOT,
         "",
@@ -277,7 +277,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 [device("device-1"), device("device-2", {"numa": 1})],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         FITS,  # req-0 must take device-2 (device-1 has no numa): the search backtracks
         "",
@@ -341,7 +341,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                     ],
                 },
                 exactly("req-1", "class-a", selectors=[at_least("8Gi")]),
-            ),  # fmt: skip
+            ),
             CLASS_A,
             resource_slice(
                 "slice-1", "pool-1", [memory("device-1", "8Gi")], driver=A, nodeName="node-1"
@@ -381,7 +381,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                     [consuming("device-1", "counter-set-1", memory="4Gi")],
                     driver=A,
                     nodeName="node-1",
-                ),  # fmt: skip
+                ),
                 counters(
                     "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
                 ),
@@ -405,7 +405,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                     ],
                     driver=A,
                     nodeName="node-1",
-                ),  # fmt: skip
+                ),
                 counters(
                     "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
                 ),
@@ -427,7 +427,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
                 driver=A,
                 perDeviceNodeSelection=True,
-            ),  # fmt: skip
+            ),
         ],
         FITS,
         "",
@@ -445,7 +445,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         NOT,
         "",
@@ -463,7 +463,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         FITS,
         "",
@@ -482,7 +482,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         FITS,
         "",
@@ -497,7 +497,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 [device("device-1", taints=[TAINT_NO_SCHEDULE])],
                 driver=A,
                 nodeName="node-1",
-            ),  # fmt: skip
+            ),
         ],
         NOT,
         "",

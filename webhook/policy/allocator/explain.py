@@ -39,8 +39,9 @@ def _usable(request: Request, group: NodeGroup, supply: Supply, node: Node) -> t
     try:
         allocator.allocate(node, (probe,))
         allocator.claims_to_allocate = (probe,)
-        data = allocator.validate_device_request(replace(request, allocation_mode=ALL), None,
-                                                 (0, 0, 0))  # fmt: skip
+        data = allocator.validate_device_request(
+            replace(request, allocation_mode=ALL), None, (0, 0, 0)
+        )
     except (AllocationError, BudgetExceeded):
         return 0, 0
     tainted = 0

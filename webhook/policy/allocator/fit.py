@@ -35,8 +35,9 @@ def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
     some node of the group passes them."""
     names = group.node_names or (group.node,)
     if demand.node_name is not None and demand.node_name not in names:
-        return Fit(DOES_NOT_FIT, group.key, NODE_NAME, f"spec.nodeName is {demand.node_name}",
-                   "node")  # fmt: skip
+        return Fit(
+            DOES_NOT_FIT, group.key, NODE_NAME, f"spec.nodeName is {demand.node_name}", "node"
+        )
     view = NodeView(group.node, group.labels, group.taints, {})
     blocking = untolerated(view, demand.tolerations)
     if blocking:
@@ -108,8 +109,14 @@ def _allocate(
         demand.resources, demand.containers, supply.class_for_resource, group.allocatable
     )
     if unfit is not None:
-        return Fit(DOES_NOT_FIT, group.key, "cannot fit resource",
-                   f"node group {group.key} has no {unfit}", "claims", 2)  # fmt: skip
+        return Fit(
+            DOES_NOT_FIT,
+            group.key,
+            "cannot fit resource",
+            f"node group {group.key} has no {unfit}",
+            "claims",
+            2,
+        )
     claims = (*demand.claims, extended) if extended is not None else demand.claims
     if not claims:
         return None
@@ -155,8 +162,9 @@ def _fit(
 
 
 def _renamed(found: Fit, key: str) -> Fit:
-    return Fit(found.outcome, key, found.reason, found.detail, found.stage, found.closeness,
-               found.error)  # fmt: skip
+    return Fit(
+        found.outcome, key, found.reason, found.detail, found.stage, found.closeness, found.error
+    )
 
 
 def fit_anywhere(demand: Demand, supply: Supply, *, budget_s: float = 0.05) -> Verdict:

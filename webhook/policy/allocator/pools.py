@@ -148,8 +148,9 @@ def build_pool(
     if problem is not None:
         return Pool(driver, pool_name, is_invalid=True, invalid_reason=problem)
     if all_slices_for_pool is None or len(slices) == len(all_slices_for_pool):
-        return Pool(driver, pool_name, device_slices_targeting_node=device_slices,
-                    counter_sets=counter_sets)  # fmt: skip
+        return Pool(
+            driver, pool_name, device_slices_targeting_node=device_slices, counter_sets=counter_sets
+        )
     targeting = {s.name for s in slices}
     not_targeting = [s for s in all_slices_for_pool if s.name not in targeting]
     problem = validate_device_counter_consumption(counter_sets, not_targeting)
