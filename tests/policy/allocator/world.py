@@ -88,17 +88,22 @@ def demand_of(objs: Iterable[Mapping[str, Any]]) -> Demand:
     return claim_demand(claim["spec"], f"claim {claim['metadata']['name']}")
 
 
-def node(name: str, labels: Mapping[str, str] | None = None, **allocatable: int) -> dict[str, Any]:
-    """A Node object with labels and allocatable extended resources (``nvidia_com__gpu=2``
-    for ``nvidia.com/gpu: 2``)."""
+def node(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    *,
+    gpu: int = 0,
+    allocatable: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """A Node object with labels, ``gpu`` device-plugin GPUs (``nvidia.com/gpu``) and other
+    allocatable extended resources."""
+    resources = dict(allocatable or {})
+    if gpu:
+        resources["nvidia.com/gpu"] = gpu
     return {
         "kind": "Node",
         "metadata": {"name": name, "labels": dict(labels or {})},
-        "status": {
-            "allocatable": {
-                k.replace("__", "/").replace("_", "."): v for k, v in allocatable.items()
-            }
-        },
+        "status": {"allocatable": resources},
     }
 
 
