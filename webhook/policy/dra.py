@@ -152,6 +152,14 @@ class Device:
             return None
         return _quantity(found.value) if isinstance(found, Capacity) else _cel_value(found)
 
+    @cached_property
+    def has_capacity_policy(self) -> bool:
+        """True when some capacity has a ``requestPolicy`` (consumable capacity)."""
+        return any(
+            c.default is not None or c.valid_values or c.valid_range is not None
+            for c in self.capacity.values()
+        )
+
     @property
     def key(self) -> tuple[str, str, str]:
         """(driver, pool, device): how allocations name a device."""

@@ -80,6 +80,14 @@ def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, no
     group has."""
     for claim in claims:
         for request in claim.requests:
+            exact = request.exactly
+            if exact is not None and exact.allocation_mode != ALL:
+                # Fewer usable devices than asked for: said without searching.
+                usable, tainted = _usable(exact, group, supply, node)
+                if exact.count > usable - tainted:
+                    return _request_detail(
+                        claim, request.name, exact, group=group, supply=supply, node=node
+                    )
             alone = Claim(claim.label, (request,), ())
             if _allocates((alone,), group, supply, node):
                 continue
