@@ -133,11 +133,11 @@ def main() -> None:
         for label, docs, old_doc in reviews:
             demand = demand_of(docs)
             answer = fit_anywhere(demand, supply)
-            p50, p99 = measure(lambda d=demand: fit_anywhere(d, supply), args.repeat)
+            p50, p99 = measure(lambda d=demand, s=supply: fit_anywhere(d, s), args.repeat)
             old = "-"
             if old_doc is not None:
                 old_p50, _ = measure(
-                    lambda d=old_doc: review(d, policy=policy, inventory=inventory),
+                    lambda d=old_doc, i=inventory: review(d, policy=policy, inventory=i),
                     args.repeat,
                 )
                 old = f"{old_p50:.0f}"
