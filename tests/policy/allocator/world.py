@@ -140,7 +140,8 @@ def resource_slice(
         "spec": {
             "driver": driver,
             "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
+            # Since 1.35 a slice holds devices or shared counters, not both.
+            **({"devices": devices} if devices or "sharedCounters" not in spec else {}),
             **spec,
         },
     }
