@@ -29,7 +29,7 @@ timed). Printed per setup and client count, from every round pooled: the pods cr
 p50 and p99 in microseconds (and each round's p50); then what each webhook adds to ``none``
 (p50 and p99) and the ratio ours/Go of the added p50 and p99.
 
-    export KUBEBUILDER_ASSETS="$(setup-envtest use 1.36.x -p path)"
+    export KUBEBUILDER_ASSETS="$(python3 scripts/control_plane.py 1.36.2 .cache/control-plane)"
     .venv/bin/python bench/apiserver.py                    # 5 rounds of 6 s per client count
     .venv/bin/python bench/apiserver.py --rounds 9 --out bench/results/apiserver.json
 
