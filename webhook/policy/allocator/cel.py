@@ -1,0 +1,326 @@
+"""DRA device selectors in the CEL environment of k8s.io/dynamic-resource-allocation/cel.
+
+``compile_selector(expression)`` checks an expression as the API server and kube-scheduler
+compile it (docs/cel.md, "The environment"), and ``CompiledSelector.matches(device)`` evaluates
+it on the ``device`` variable the scheduler builds (compile.go ``DeviceMatches``):
+``device.driver``, ``device.allowMultipleAllocations``, ``device.attributes[domain][id]`` and
+``device.capacity[domain][id]``, where a name without a domain is in the driver's, and an
+unknown domain reads as an empty map. A runtime error (``no such key: model``) or a result that
+is no bool raises ``CelRuntimeError``: the scheduler then aborts the allocation of the claim
+("claim ...: selector #0: CEL runtime error: ..."); it never means "this device does not match".
+
+The expressions run on the ``cel`` package with the Kubernetes functions it lacks registered
+(``cel_library``, ``cel_net``). What it cannot express (two-variable comprehensions,
+``sortBy``, ``.?`` optional selection, the ``format`` library) fails to compile here with a
+message that says so, rather than evaluating differently from the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any, Protocol
+
+import cel
+import semver
+
+from webhook.policy.allocator import cel_library
+from webhook.policy.allocator.cel_source import (
+    Read,
+    bind_to_map,
+    check_source,
+    compile_message,
+    domains_indexed,
+    reads_of,
+    undeclared,
+)
+from webhook.policy.allocator.cel_values import NO_SUCH_OVERLOAD, CelFunctionError, quantity
+
+# The cel package logs a warning for each exception a registered function raises; here such
+# an exception is the result of an evaluation (a runtime error the caller reports), not news.
+logging.getLogger("cel").setLevel(logging.ERROR)
+
+Attribute = int | bool | str | semver.Version
+
+
+class CelCompileError(ValueError):
+    """An expression the API server refuses and the scheduler cannot compile."""
+
+
+class CelRuntimeError(RuntimeError):
+    """An expression that fails on a device: the scheduler aborts the claim's allocation."""
+
+
+class HasValue(Protocol):
+    """A capacity of a device: its value."""
+
+    @property
+    def value(self) -> Fraction:
+        """The capacity's quantity."""
+        ...
+
+
+class DeviceLike(Protocol):
+    """What a selector reads of a device (``dra.Device`` is one)."""
+
+    @property
+    def driver(self) -> str:
+        """The driver, the domain of every attribute and capacity named without one."""
+        ...
+
+    @property
+    def attributes(self) -> Mapping[str, Attribute]:
+        """Attributes as published: ``productName`` or ``gpu.nvidia.com/productName``."""
+        ...
+
+    @property
+    def capacity(self) -> Mapping[str, HasValue]:
+        """Capacities as published, each with its ``value``."""
+        ...
+
+    @property
+    def allow_multiple_allocations(self) -> bool:
+        """``allowMultipleAllocations`` (consumable capacity)."""
+        ...
+
+
+# One outcome per distinct set of the values an expression reads: a bound on memory.
+_MEMO_MAX = 100_000
+
+Outcome = bool | CelRuntimeError
+
+
+@dataclass(frozen=True)
+class CompiledSelector:
+    """One compiled selector; ``matches`` evaluates it on a device.
+
+    An expression that reads only ``device.driver``, ``device.allowMultipleAllocations`` and
+    attributes or capacities of literal domains is evaluated once per distinct set of those
+    values and remembered: thousands of GPUs of a few kinds cost a few evaluations.
+    """
+
+    expression: str
+    _program: Any = field(repr=False, compare=False)
+    _domains: tuple[str, ...] = field(repr=False, compare=False)
+    _reads: tuple[Read, ...] | None = field(repr=False, compare=False)
+    _functions: bool = field(repr=False, compare=False)
+    _memo: dict[tuple[Any, ...], Outcome] = field(default_factory=dict, repr=False, compare=False)
+
+    def matches(self, device: DeviceLike) -> bool:
+        """Whether ``device`` passes; CelRuntimeError when the evaluation fails."""
+        if self._reads is None:
+            outcome = self._run(self._full_input(device))
+        else:
+            value, key = self._read_input(device)
+            found = self._memo.get(key)
+            if found is None:
+                found = self._run(value)
+                if len(self._memo) > _MEMO_MAX:
+                    self._memo.clear()
+                self._memo[key] = found
+            outcome = found
+        if isinstance(outcome, CelRuntimeError):
+            raise CelRuntimeError(str(outcome))
+        return outcome
+
+    def _run(self, device: Mapping[str, Any]) -> Outcome:
+        try:
+            if self._functions:
+                result = self._program.execute(_context(device))
+            else:
+                result = self._program.execute({"device": device})
+        except Exception as err:  # the cel package raises several types for runtime errors
+            return CelRuntimeError(_runtime_message(err))
+        if not isinstance(result, bool):
+            kind = _cel_type(result)
+            return CelRuntimeError(
+                f"CEL result of type {kind} could not be converted to bool: type conversion "
+                f"error from '{kind}' to 'bool'"
+            )
+        return result
+
+    def _full_input(self, device: DeviceLike) -> Mapping[str, Any]:
+        value = _device_input(device)
+        # The scheduler's maps answer an unknown domain with an empty map (compile.go,
+        # newStringInterfaceMapWithDefault); the cel package's answer no such key, so the
+        # domains this expression indexes, and the driver's, are there, empty if need be.
+        wanted = (*self._domains, device.driver)
+        attributes, capacity = value["attributes"], value["capacity"]
+        if all(d in attributes and d in capacity for d in wanted):
+            return value
+        empty: dict[str, Any] = {}
+        return {
+            **value,
+            "attributes": {**{d: empty for d in wanted}, **attributes},
+            "capacity": {**{d: empty for d in wanted}, **capacity},
+        }
+
+    def _read_input(self, device: DeviceLike) -> tuple[Mapping[str, Any], tuple[Any, ...]]:
+        reads = _device_reads(device)
+        maps: dict[str, dict[str, dict[str, Any]]] = {
+            "attributes": {d: {} for d in (*self._domains, device.driver)},
+            "capacity": {d: {} for d in (*self._domains, device.driver)},
+        }
+        key: list[Any] = [device.driver, device.allow_multiple_allocations]
+        for kind, domain, ident in self._reads or ():
+            found = reads.get((kind, domain, ident))
+            if found is not None:
+                maps[kind][domain][ident] = found
+            # The type too: True == 1 in Python, not in CEL.
+            key.append((type(found).__name__, _hashable(found)))
+        value = {
+            "driver": device.driver,
+            "allowMultipleAllocations": device.allow_multiple_allocations,
+            **maps,
+        }
+        return value, tuple(key)
+
+
+_LIBRARY_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in cel_library.FUNCTIONS)
+
+
+@lru_cache(maxsize=4096)
+def compile_selector(expression: str) -> CompiledSelector:
+    """``expression`` compiled; CelCompileError with the API server's words when it is not
+    a selector the scheduler could evaluate. Remembered per expression."""
+    problem = check_source(expression)
+    if problem is not None:
+        raise CelCompileError(problem)
+    try:
+        program = cel.compile(bind_to_map(expression))
+    except (ValueError, RuntimeError) as err:
+        raise CelCompileError(compile_message(str(err))) from None
+    problem = undeclared(expression, program.functions(), program.variables())
+    if problem is not None:
+        raise CelCompileError(problem)
+    # Namespaced functions are reported by their last name (strings.quote as "quote").
+    calls = set(program.functions()) & _LIBRARY_NAMES
+    return CompiledSelector(
+        expression,
+        program,
+        domains_indexed(expression),
+        reads_of(expression),
+        bool(calls),
+    )
+
+
+# --- the device variable ------------------------------------------------------------------
+
+
+def _split(name: str, driver: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def _attribute_value(value: Attribute) -> Any:
+    if isinstance(value, semver.Version):
+        return {"__semver__": str(value)}
+    return value
+
+
+def _cached(device: DeviceLike, name: str) -> Any:
+    # Remembered on the device when it takes attributes (dra.Device does): a device is
+    # evaluated by several selectors, and kept from one snapshot to the next.
+    store = getattr(device, "__dict__", None)
+    return None if store is None else store.get(name)
+
+
+def _remember(device: DeviceLike, name: str, value: Any) -> None:
+    store = getattr(device, "__dict__", None)
+    if store is not None:
+        store[name] = value
+
+
+def _device_input(device: DeviceLike) -> Mapping[str, Any]:
+    found = _cached(device, "_cel_input")
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    attributes: dict[str, dict[str, Any]] = {}
+    for key, value in device.attributes.items():
+        domain, ident = _split(key, device.driver)
+        attributes.setdefault(domain, {})[ident] = _attribute_value(value)
+    capacity: dict[str, dict[str, Any]] = {}
+    for key, cap in device.capacity.items():
+        domain, ident = _split(key, device.driver)
+        capacity.setdefault(domain, {})[ident] = quantity(cap.value)
+    built = {
+        "driver": device.driver,
+        "allowMultipleAllocations": device.allow_multiple_allocations,
+        "attributes": attributes,
+        "capacity": capacity,
+    }
+    _remember(device, "_cel_input", built)
+    return built
+
+
+def _device_reads(device: DeviceLike) -> Mapping[Read, Any]:
+    found = _cached(device, "_cel_reads")
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    out: dict[Read, Any] = {}
+    for key, value in device.attributes.items():
+        out[("attributes", *_split(key, device.driver))] = _attribute_value(value)
+    for key, cap in device.capacity.items():
+        out[("capacity", *_split(key, device.driver))] = quantity(cap.value)
+    _remember(device, "_cel_reads", out)
+    return out
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted(value.items()))
+    return value
+
+
+_local = threading.local()
+
+
+def _context(device: Mapping[str, Any]) -> Any:
+    # A Context with the functions registered costs more than most evaluations: one per
+    # thread, its `device` variable replaced for each evaluation.
+    context = getattr(_local, "context", None)
+    if context is None:
+        context = _local.context = cel.Context(None, dict(cel_library.FUNCTIONS))
+    context.add_variable("device", device)
+    return context
+
+
+# --- runtime errors in cel-go's words -----------------------------------------------------
+
+_FUNCTION_FAILED = re.compile(r"Python function call failed: (\w+): (.*?)\. Check function", re.S)
+_FUNCTION_ERROR = re.compile(r"Function '[^']*' error: (.*?)(?:\. Check function|$)", re.S)
+
+
+def _runtime_message(err: Exception) -> str:
+    text = str(err)
+    if isinstance(err, KeyError):
+        return f"no such key: {text.strip(chr(34) + chr(39))}"
+    if isinstance(err, TypeError):
+        return NO_SUCH_OVERLOAD
+    if isinstance(err, ZeroDivisionError):
+        return "modulus by zero" if "modulo" in text or "remainder" in text else "division by zero"
+    if isinstance(err, OverflowError):
+        return "integer overflow"
+    if isinstance(err, IndexError):
+        return f"index out of range: {text.rsplit(':', 1)[-1].strip()}"
+    failed = _FUNCTION_FAILED.search(text)
+    if failed is not None:
+        return failed.group(2) if failed.group(1) == CelFunctionError.__name__ else text
+    other = _FUNCTION_ERROR.search(text)
+    if other is not None:
+        return other.group(1).splitlines()[0]
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _cel_type(value: Any) -> str:
+    if value is None:
+        return "null_type"
+    names = {int: "int", float: "double", str: "string", bytes: "bytes", list: "list"}
+    if isinstance(value, Mapping):
+        return "map"
+    return names.get(type(value), type(value).__name__)
