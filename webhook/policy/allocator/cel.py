@@ -200,6 +200,8 @@ def compile_selector(expression: str) -> CompiledSelector:
         raise CelCompileError(problem)
     # Namespaced functions are reported by their last name (strings.quote as "quote").
     calls = set(program.functions()) & _LIBRARY_NAMES
+    if "device" not in program.variables():
+        _check_constant(program)
     return CompiledSelector(
         expression,
         program,
@@ -207,6 +209,18 @@ def compile_selector(expression: str) -> CompiledSelector:
         reads_of(expression),
         bool(calls),
     )
+
+
+def _check_constant(program: Any) -> None:
+    """cel-go knows the type of an expression that reads no variable (``1``, ``"a" + "b"``)
+    and refuses one that is no bool at compile time; evaluating it tells the same here. A
+    runtime error is left for ``matches``, as cel-go leaves it."""
+    try:
+        result = program.execute(_context({}))
+    except Exception:  # the cel package raises several types for runtime errors
+        return
+    if not isinstance(result, bool):
+        raise CelCompileError(f"must evaluate to bool or the unknown type, not {_cel_type(result)}")
 
 
 # --- the device variable ------------------------------------------------------------------
