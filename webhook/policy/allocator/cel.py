@@ -39,7 +39,12 @@ from webhook.policy.allocator.cel_source import (
     reads_of,
     undeclared,
 )
-from webhook.policy.allocator.cel_values import NO_SUCH_OVERLOAD, CelFunctionError, quantity
+from webhook.policy.allocator.cel_values import (
+    NO_SUCH_OVERLOAD,
+    CelFunctionError,
+    quantity,
+    version,
+)
 
 # The cel package logs a warning for each exception a registered function raises; here such
 # an exception is the result of an evaluation (a runtime error the caller reports), not news.
@@ -108,7 +113,8 @@ class CompiledSelector:
     _program: Any = field(repr=False, compare=False)
     _domains: tuple[str, ...] = field(repr=False, compare=False)
     _reads: tuple[Read, ...] | None = field(repr=False, compare=False)
-    _functions: bool = field(repr=False, compare=False)
+    # The library functions it calls (registered on its Context), by cel-go name.
+    _functions: tuple[str, ...] = field(repr=False, compare=False)
     _memo: dict[tuple[Any, ...], Outcome] = field(default_factory=dict, repr=False, compare=False)
 
     def matches(self, device: DeviceLike) -> bool:
@@ -116,10 +122,16 @@ class CompiledSelector:
         if self._reads is None:
             outcome = self._run(self._full_input(device))
         else:
-            value, key = self._read_input(device)
+            raw = [_lookup(device, read) for read in self._reads]
+            # The type too: True == 1 in Python, not in CEL.
+            key = (
+                device.driver,
+                device.allow_multiple_allocations,
+                *((type(r).__name__, r) for r in raw),
+            )
             found = self._memo.get(key)
             if found is None:
-                found = self._run(value)
+                found = self._run(self._read_input(device, raw))
                 if len(self._memo) > _MEMO_MAX:
                     self._memo.clear()
                 self._memo[key] = found
@@ -131,7 +143,7 @@ class CompiledSelector:
     def _run(self, device: Mapping[str, Any]) -> Outcome:
         try:
             if self._functions:
-                result = self._program.execute(_context(device))
+                result = self._program.execute(_context(device, self._functions))
             else:
                 result = self._program.execute({"device": device})
         except Exception as err:  # the cel package raises several types for runtime errors
@@ -160,28 +172,21 @@ class CompiledSelector:
             "capacity": {**{d: empty for d in wanted}, **capacity},
         }
 
-    def _read_input(self, device: DeviceLike) -> tuple[Mapping[str, Any], tuple[Any, ...]]:
-        reads = _device_reads(device)
+    def _read_input(self, device: DeviceLike, raw: list[Any]) -> Mapping[str, Any]:
+        # Only what the expression reads: a domain it indexes is there (empty when the device
+        # has none of it, as in the scheduler), an attribute the device lacks is absent.
         maps: dict[str, dict[str, dict[str, Any]]] = {
             "attributes": {d: {} for d in (*self._domains, device.driver)},
             "capacity": {d: {} for d in (*self._domains, device.driver)},
         }
-        key: list[Any] = [device.driver, device.allow_multiple_allocations]
-        for kind, domain, ident in self._reads or ():
-            found = reads.get((kind, domain, ident))
-            if found is not None:
-                maps[kind][domain][ident] = found
-            # The type too: True == 1 in Python, not in CEL.
-            key.append((type(found).__name__, _hashable(found)))
-        value = {
+        for (kind, domain, ident), value in zip(self._reads or (), raw, strict=True):
+            if value is not None:
+                maps[kind][domain][ident] = _cel_value(value)
+        return {
             "driver": device.driver,
             "allowMultipleAllocations": device.allow_multiple_allocations,
             **maps,
         }
-        return value, tuple(key)
-
-
-_LIBRARY_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in cel_library.FUNCTIONS)
 
 
 @lru_cache(maxsize=4096)
@@ -199,7 +204,8 @@ def compile_selector(expression: str) -> CompiledSelector:
     if problem is not None:
         raise CelCompileError(problem)
     # Namespaced functions are reported by their last name (strings.quote as "quote").
-    calls = set(program.functions()) & _LIBRARY_NAMES
+    reported = set(program.functions())
+    calls = tuple(sorted(n for n in cel_library.FUNCTIONS if n.rsplit(".", 1)[-1] in reported))
     if "device" not in program.variables():
         _check_constant(program)
     return CompiledSelector(
@@ -207,7 +213,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         program,
         domains_indexed(expression),
         reads_of(expression),
-        bool(calls),
+        calls,
     )
 
 
@@ -216,7 +222,7 @@ def _check_constant(program: Any) -> None:
     and refuses one that is no bool at compile time; evaluating it tells the same here. A
     runtime error is left for ``matches``, as cel-go leaves it."""
     try:
-        result = program.execute(_context({}))
+        result = program.execute(_context({}, tuple(cel_library.FUNCTIONS)))
     except Exception:  # the cel package raises several types for runtime errors
         return
     if not isinstance(result, bool):
@@ -233,7 +239,7 @@ def _split(name: str, driver: str) -> tuple[str, str]:
 
 def _attribute_value(value: Attribute) -> Any:
     if isinstance(value, semver.Version):
-        return {"__semver__": str(value)}
+        return version(value)
     return value
 
 
@@ -272,34 +278,39 @@ def _device_input(device: DeviceLike) -> Mapping[str, Any]:
     return built
 
 
-def _device_reads(device: DeviceLike) -> Mapping[Read, Any]:
-    found = _cached(device, "_cel_reads")
-    if found is not None:
-        return found  # type: ignore[no-any-return]
-    out: dict[Read, Any] = {}
-    for key, value in device.attributes.items():
-        out[("attributes", *_split(key, device.driver))] = _attribute_value(value)
-    for key, cap in device.capacity.items():
-        out[("capacity", *_split(key, device.driver))] = quantity(cap.value)
-    _remember(device, "_cel_reads", out)
-    return out
+def _lookup(device: DeviceLike, read: Read) -> Any:
+    """The raw attribute (int, bool, str, semver.Version) or capacity value (Fraction) that
+    ``device.<kind>[domain].<id>`` reads, None when the device has none."""
+    kind, domain, ident = read
+    source: Mapping[str, Any] = device.attributes if kind == "attributes" else device.capacity
+    found = source.get(f"{domain}/{ident}")
+    if found is None and domain == device.driver:
+        found = source.get(ident)
+    if found is None or kind == "attributes":
+        return found
+    return found.value
 
 
-def _hashable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return tuple(sorted(value.items()))
-    return value
+def _cel_value(raw: Any) -> Any:
+    if isinstance(raw, Fraction):
+        return quantity(raw)
+    return _attribute_value(raw)
 
 
 _local = threading.local()
 
 
-def _context(device: Mapping[str, Any]) -> Any:
-    # A Context with the functions registered costs more than most evaluations: one per
-    # thread, its `device` variable replaced for each evaluation.
-    context = getattr(_local, "context", None)
+def _context(device: Mapping[str, Any], functions: tuple[str, ...]) -> Any:
+    # A Context costs more than most evaluations, and more with each function registered:
+    # one per thread and set of functions, its `device` variable replaced for each evaluation.
+    contexts: dict[tuple[str, ...], Any] | None = getattr(_local, "contexts", None)
+    if contexts is None:
+        contexts = _local.contexts = {}
+    context = contexts.get(functions)
     if context is None:
-        context = _local.context = cel.Context(None, dict(cel_library.FUNCTIONS))
+        context = contexts[functions] = cel.Context(
+            None, {name: cel_library.FUNCTIONS[name] for name in functions}
+        )
     context.add_variable("device", device)
     return context
 
