@@ -109,7 +109,7 @@ def one_round(module: ModuleType, raw: list[dict[str, Any]], pair: tuple[str, st
     """Milliseconds to select over every device of ``raw`` with fresh devices and caches."""
     devices = [d for s in raw for d in module.parse_resource_slice(s)[0]]
     if module is dra:
-        new_cel.compile_selector.cache_clear()
+        new_cel.clear_cache()
     selectors = module.Selectors()
     start = time.perf_counter()
     chosen = sum(1 for d in devices if selectors.matches(d, pair).matched)

@@ -437,3 +437,16 @@ def test_a_mismatch_is_no_problem():
     snapshot_device = device("gpu.nvidia.com", GPU)
     selector = compile_selector('device.attributes["gpu.nvidia.com"].index == 1')
     assert selector.matches(snapshot_device) is False
+
+
+def test_an_expression_that_does_not_compile_is_compiled_once(monkeypatch):
+    from webhook.policy.allocator import cel as selectors
+
+    selectors.clear_cache()
+    calls = []
+    real = selectors.cel.compile
+    monkeypatch.setattr(selectors.cel, "compile", lambda e: calls.append(e) or real(e))
+    for _ in range(3):
+        with pytest.raises(CelCompileError, match="undefined field 'model'"):
+            compile_selector("device.model == 'x'")
+    assert len(calls) == 1

@@ -189,10 +189,30 @@ class CompiledSelector:
         }
 
 
-@lru_cache(maxsize=4096)
 def compile_selector(expression: str) -> CompiledSelector:
     """``expression`` compiled; CelCompileError with the API server's words when it is not
-    a selector the scheduler could evaluate. Remembered per expression."""
+    a selector the scheduler could evaluate. Remembered per expression, failures too (a
+    broken class selector is met once per device)."""
+    found = _compiled(expression)
+    if isinstance(found, CelCompileError):
+        raise CelCompileError(str(found))
+    return found
+
+
+def clear_cache() -> None:
+    """Forget every compiled selector and what was remembered of its evaluations."""
+    _compiled.cache_clear()
+
+
+@lru_cache(maxsize=4096)
+def _compiled(expression: str) -> CompiledSelector | CelCompileError:
+    try:
+        return _compile(expression)
+    except CelCompileError as err:
+        return err
+
+
+def _compile(expression: str) -> CompiledSelector:
     problem = check_source(expression)
     if problem is not None:
         raise CelCompileError(problem)
