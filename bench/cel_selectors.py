@@ -9,7 +9,10 @@ cache cleared each round) and, in the same run, with ``dra.Selectors`` as it was
 temporary module). Printed per selector pair: the median milliseconds per round of each, and
 the ratio. Parsing is not timed.
 
-    .venv/bin/python bench/cel.py [--rounds 7] [--baseline main]
+    .venv/bin/python bench/cel_selectors.py [--rounds 7] [--baseline main]
+
+(Not ``bench/cel.py``: run as a script, a file's folder comes first on ``sys.path``, and that
+name would shadow the ``cel`` package for every script in ``bench/``.)
 """
 
 from __future__ import annotations
@@ -25,12 +28,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-# Run as a script, this file's folder comes first on sys.path, and its name would shadow the
-# `cel` package that the webhook imports.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
-
-from webhook.policy import dra  # noqa: E402
-from webhook.policy.allocator import cel as new_cel  # noqa: E402
+from webhook.policy import dra
+from webhook.policy.allocator import cel as new_cel
 
 CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 PAIRS = {
