@@ -3,7 +3,7 @@
 500 nodes x 8 GPUs of four kinds, the way NVIDIA's DRA driver publishes them. Each round parses
 the ResourceSlices afresh (so nothing is remembered on the devices) and evaluates the class
 selector and the request's selector on every device, as ``DraSnapshot.select`` does for a claim:
-with the current ``dra.Selectors`` (webhook/policy/allocator/cel.py underneath, its compile
+with the current ``dra.Selectors`` (webhook/policy/selectors/ underneath, its compile
 cache cleared each round) and, in the same run, with ``dra.Selectors`` as it was before
 (``webhook/policy/dra.py`` of ``--baseline``, default ``main``, loaded from git into a
 temporary module). Printed per selector pair: the median milliseconds per round of each, and
@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from webhook.policy import dra
-from webhook.policy.allocator import cel as new_cel
+from webhook.policy import selectors as new_cel
 
 CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 PAIRS = {

@@ -1,5 +1,5 @@
 """DRA selectors on the real v1.36.2 control plane: the API server and kube-scheduler are the
-judges of webhook/policy/allocator/cel.py (docs/cel.md).
+judges of webhook/policy/selectors/ (docs/cel.md).
 
 One Node with no device plugin and one ResourceSlice of one A100, as NVIDIA's driver publishes
 it. For each selector: the API server accepts or refuses a DeviceClass with it (it compiles
@@ -22,8 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from tests.builders import claim_template, exactly
 from tests.kube.test_dra_controlplane import bound_to, delete_pod, scheduling_failure
 from tests.support.controlplane import ControlPlane
-from webhook.policy.allocator.cel import CelCompileError, CelRuntimeError, compile_selector
 from webhook.policy.dra import parse_resource_slice
+from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -107,7 +107,7 @@ def claim_pod(name: str, template: str, node: str) -> dict[str, Any]:
 
 
 def engine_verdict(expression: str, device: Any) -> str:
-    """What webhook/policy/allocator/cel.py says, in the words of CASES."""
+    """What webhook/policy/selectors/ says, in the words of CASES."""
     try:
         matched = compile_selector(expression).matches(device)
     except CelCompileError as err:

@@ -1,4 +1,4 @@
-"""DRA device selectors in the scheduler's CEL environment (webhook/policy/allocator/cel.py,
+"""DRA device selectors in the scheduler's CEL environment (webhook/policy/selectors/,
 docs/cel.md).
 
 Cases marked ``upstream`` are those of k8s.io/dynamic-resource-allocation/cel/compile_test.go
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from webhook.policy.allocator.cel import CelCompileError, CelRuntimeError, compile_selector
 from webhook.policy.dra import Device, dra_snapshot, parse_resource_slice
+from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
 
 EXAMPLE = "dra.example.com"
 
@@ -440,7 +440,7 @@ def test_a_mismatch_is_no_problem():
 
 
 def test_an_expression_that_does_not_compile_is_compiled_once(monkeypatch):
-    from webhook.policy.allocator import cel as selectors
+    from webhook.policy import selectors
 
     selectors.clear_cache()
     calls = []

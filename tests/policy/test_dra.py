@@ -238,7 +238,7 @@ def test_a_class_whose_selector_does_not_compile_selects_nothing_and_says_so():
 
 
 def test_each_expression_is_compiled_once(snapshot, monkeypatch):
-    from webhook.policy.allocator import cel as selectors
+    from webhook.policy import selectors
 
     selectors.clear_cache()
     calls = []

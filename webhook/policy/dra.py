@@ -6,7 +6,7 @@ config), every ``Device`` of every ResourceSlice (driver, pool, where it can be 
 attributes and capacities), and ``DraSnapshot``, which holds both with ``Selectors`` so that
 each class is matched once.
 
-CEL selectors are evaluated by ``webhook.policy.allocator.cel``, the CEL environment of
+CEL selectors are evaluated by ``webhook.policy.selectors``, the CEL environment of
 k8s.io/dynamic-resource-allocation/cel (docs/cel.md). An expression that does not compile, or
 fails at run time (which includes yielding no bool), is reported as a problem string and
 matches nothing; a runtime failure is marked as one (``Match.aborts``): the scheduler aborts the
@@ -24,8 +24,8 @@ from typing import Any
 
 import semver
 
-from webhook.policy.allocator.cel import CelCompileError, CelRuntimeError, compile_selector
 from webhook.policy.quantity import QuantityError, quantity_value
+from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
 
 API_GROUP = "resource.k8s.io"
 API_VERSION = "resource.k8s.io/v1"
@@ -150,7 +150,7 @@ class Selectors:
     """CEL selectors evaluated on devices, in the scheduler's CEL environment (docs/cel.md).
 
     Compiling and the per-value memo of each expression live in
-    ``webhook.policy.allocator.cel``; this adds what the claim rules need: a ``Match`` with
+    ``webhook.policy.selectors``; this adds what the claim rules need: a ``Match`` with
     a problem that names the device, and the answer for a set of ANDed selectors remembered
     on each device. Safe to share between the threads of one process.
     """

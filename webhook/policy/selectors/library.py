@@ -24,8 +24,9 @@ from typing import Any
 
 import semver
 
-from webhook.policy.allocator import cel_net, cel_strings
-from webhook.policy.allocator.cel_values import (
+from webhook.policy.selectors import net as cel_net
+from webhook.policy.selectors import strings as cel_strings
+from webhook.policy.selectors.values import (
     QUANTITY,
     SEMVER,
     CelFunctionError,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from webhook.policy.allocator.cel_values import (
+from webhook.policy.selectors.values import (
     CIDR,
     IP,
     URL,

@@ -10,7 +10,7 @@ is no bool raises ``CelRuntimeError``: the scheduler then aborts the allocation 
 ("claim ...: selector #0: CEL runtime error: ..."); it never means "this device does not match".
 
 The expressions run on the ``cel`` package with the Kubernetes functions it lacks registered
-(``cel_library``, ``cel_net``). What it cannot express (two-variable comprehensions,
+(``library``, ``net``). What it cannot express (two-variable comprehensions,
 ``sortBy``, ``.?`` optional selection, the ``format`` library) fails to compile here with a
 message that says so, rather than evaluating differently from the scheduler.
 """
@@ -29,8 +29,8 @@ from typing import Any, Protocol
 import cel
 import semver
 
-from webhook.policy.allocator import cel_library
-from webhook.policy.allocator.cel_source import (
+from webhook.policy.selectors import library as cel_library
+from webhook.policy.selectors.source import (
     Read,
     bind_to_map,
     check_source,
@@ -39,7 +39,7 @@ from webhook.policy.allocator.cel_source import (
     reads_of,
     undeclared,
 )
-from webhook.policy.allocator.cel_values import (
+from webhook.policy.selectors.values import (
     NO_SUCH_OVERLOAD,
     CelFunctionError,
     quantity,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from webhook.policy.allocator import cel_library
+from webhook.policy.selectors import library as cel_library
 
 Read = tuple[str, str, str]  # ("attributes" | "capacity", domain, id)
 

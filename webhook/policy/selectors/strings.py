@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.policy.allocator.cel_values import (
+from webhook.policy.selectors.values import (
     CelFunctionError,
     as_int,
     as_list,
