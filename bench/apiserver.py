@@ -32,6 +32,12 @@ p50 and p99 in microseconds (and each round's p50); then what each webhook adds 
     export KUBEBUILDER_ASSETS="$(setup-envtest use 1.36.x -p path)"
     .venv/bin/python bench/apiserver.py                    # 5 rounds of 6 s per client count
     .venv/bin/python bench/apiserver.py --rounds 9 --out bench/results/apiserver.json
+    git archive OLD webhook | tar -x -C /tmp/before   # another version of the server ...
+    .venv/bin/python bench/apiserver.py --before /tmp/before   # ... as a fourth setup
+
+With ``--before DIR`` a fourth setup, ``before``, runs the ``webhook`` package found in DIR (an
+older version of the server, with this environment's libraries and gunicorn) in the same way,
+interleaved with the others: a before/after comparison from one run.
 
 The client, the API server, etcd, both webhooks and the Go build share the machine's cores:
 every setup pays the same API server and etcd costs, and only the difference to ``none`` is the
@@ -70,12 +76,12 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 import yaml  # noqa: E402
 
 from bench.figures import percentile, write_json  # noqa: E402
-from bench.latency import GUNICORN, build_go, start_go  # noqa: E402
+from bench.latency import GUNICORN, build_go, start_go, start_other  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.controlplane import ControlPlane
 
-SETUPS = ("none", "go", "ours")
+SETUPS: tuple[str, ...] = ("none", "go", "ours")  # + "before" with --before
 CONNECTIONS = (1, 8)
 HELM = _REPO / ".cache" / "tools" / "helm"
 CHART = _REPO / "charts" / "gpu-policy-webhook"
@@ -318,19 +324,22 @@ def report(rows: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
             )
     lines.append("")
     lines.append("added to `none` (us)    clients  added p50  added p99")
+    webhooks = [s for s in SETUPS if s != "none"]
     for c in CONNECTIONS:
-        for setup in ("go", "ours"):
+        for setup in webhooks:
             lines.append(
                 f"{setup:<23} {c:>8} {added(rows, setup, c, 'p50_us'):>10,.0f}"
                 f" {added(rows, setup, c, 'p99_us'):>10,.0f}"
             )
     lines.append("")
-    for c in CONNECTIONS:
-        p50 = added(rows, "ours", c, "p50_us") / added(rows, "go", c, "p50_us")
-        p99 = added(rows, "ours", c, "p99_us") / added(rows, "go", c, "p99_us")
-        lines.append(
-            f"ours/Go, {c} client{'s' if c > 1 else ''}: added p50 {p50:.2f}x, added p99 {p99:.2f}x"
-        )
+    for setup in webhooks[1:]:
+        for c in CONNECTIONS:
+            p50 = added(rows, setup, c, "p50_us") / added(rows, "go", c, "p50_us")
+            p99 = added(rows, setup, c, "p99_us") / added(rows, "go", c, "p99_us")
+            lines.append(
+                f"{setup}/Go, {c} client{'s' if c > 1 else ''}: added p50 {p50:.2f}x,"
+                f" added p99 {p99:.2f}x"
+            )
     return lines
 
 
@@ -389,7 +398,11 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each run")
     p.add_argument("--rounds", type=int, default=5, help="rounds (1 then 8 clients each)")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    p.add_argument("--before", type=Path, help="a directory with another version's webhook/")
     args = p.parse_args()
+    global SETUPS  # noqa: PLW0603 - the client processes are forked after this
+    if args.before is not None:
+        SETUPS = (*SETUPS, "before")
 
     from tests.support.controlplane import ControlPlane, assets_dir
     from tests.support.gunicorn import start, stop
@@ -425,11 +438,14 @@ def main() -> None:
                     log_level=GUNICORN.log_level,
                 )
             )
+            if args.before is not None:
+                servers.append(start_other(args.before, tmp, certs))
             make_namespaces(plane)
             ca_pem = certs.ca_cert.read_bytes()
-            register(plane, "go", f"https://127.0.0.1:{servers[0].port}", ca_pem)
-            register(plane, "ours", f"https://127.0.0.1:{servers[1].port}", ca_pem)
-            wait_until_called(plane, "ours")
+            for setup, server in zip(SETUPS[1:], servers, strict=True):
+                register(plane, setup, f"https://127.0.0.1:{server.port}", ca_pem)
+            for setup in SETUPS[2:]:
+                wait_until_called(plane, setup)
             measure(plane, api_of(plane, tmp), args, pooled)
         finally:
             for server in servers:
@@ -472,14 +488,17 @@ def main() -> None:
                 "rows": {
                     s: {f"{c}-clients": row for c, row in by_c.items()} for s, by_c in rows.items()
                 },
-                "ours_over_go": {
-                    f"{c}-clients": {
-                        "added_p50": added(rows, "ours", c, "p50_us")
-                        / added(rows, "go", c, "p50_us"),
-                        "added_p99": added(rows, "ours", c, "p99_us")
-                        / added(rows, "go", c, "p99_us"),
+                **{
+                    f"{setup}_over_go": {
+                        f"{c}-clients": {
+                            "added_p50": added(rows, setup, c, "p50_us")
+                            / added(rows, "go", c, "p50_us"),
+                            "added_p99": added(rows, setup, c, "p99_us")
+                            / added(rows, "go", c, "p99_us"),
+                        }
+                        for c in CONNECTIONS
                     }
-                    for c in CONNECTIONS
+                    for setup in SETUPS[2:]
                 },
             },
         )

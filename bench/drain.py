@@ -170,9 +170,13 @@ class Balancer:
             writer.transport.abort()  # what a refused connection through kube-proxy looks like
             return
         backend.connections += 1
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        for end in (writer, up_writer):
-            end.close()
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        except asyncio.CancelledError:
+            pass  # the balancer is stopping
+        finally:
+            for end in (writer, up_writer):
+                end.close()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
