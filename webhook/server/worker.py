@@ -229,14 +229,16 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         if not isinstance(pool, AnsweredFirstPool) or not pool.start_lingering():
             return False
         try:
+            # poll, not select: a worker may hold more than FD_SETSIZE (1024) descriptors.
+            waiting = select.poll()
+            waiting.register(conn.sock.fileno(), select.POLLIN)
             deadline = time.monotonic() + LINGER
             while self.alive and pool.quiet():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                readable, _, _ = select.select([conn.sock], [], [], min(left, LINGER_SLICE))
-                if readable:
-                    return True
+                if waiting.poll(min(left, LINGER_SLICE) * 1000):
+                    return True  # bytes, or the end: the next step finds out which
             return False
         finally:
             pool.stop_lingering()
