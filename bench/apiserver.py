@@ -21,12 +21,13 @@ and validate) exactly where one in ``bench-ours`` is sent to this webhook, and o
 ``bench-none`` to no webhook. The pod asks for ``nvidia.com/gpu: 1`` (the matchConditions let
 only such pods through) and names a scheduler that does not run, so that nothing schedules it.
 
-Clients: 1, then 8 processes, each with one kept-alive TLS connection to the API server
-(admin client certificate), creating the next pod when the answer is in, in the three setups'
-namespaces in turn: the setups are interleaved request by request, so a change of the machine's
-load (other work shares it) meets all three alike. After each run the pods are deleted (not
-timed). Printed per setup and client count, from every round pooled: the pods created and the
-p50 and p99 in microseconds (and each round's p50); then what each webhook adds to ``none``
+Clients: 1, then 8 processes (``--clients 1,8,32`` for other counts), each with one kept-alive
+TLS connection to the API server (admin client certificate), creating the next pod when the
+answer is in, in the setups' namespaces in turn: the setups are interleaved request by
+request, so a change of the machine's load (other work shares it) meets them all alike. After
+each run the pods are deleted (not timed). Printed per setup and client count, from every
+round pooled: the pods created and the p50 and p99 in microseconds (and each round's p50);
+then what each webhook adds to ``none``
 (p50 and p99) and the ratio ours/Go of the added p50 and p99.
 
     export KUBEBUILDER_ASSETS="$(setup-envtest use 1.36.x -p path)"
@@ -82,7 +83,7 @@ if TYPE_CHECKING:
     from tests.support.controlplane import ControlPlane
 
 SETUPS: tuple[str, ...] = ("none", "go", "ours")  # + "before" with --before
-CONNECTIONS = (1, 8)
+CONNECTIONS: tuple[int, ...] = (1, 8)  # --clients
 HELM = _REPO / ".cache" / "tools" / "helm"
 CHART = _REPO / "charts" / "gpu-policy-webhook"
 # A scheduler that does not run: the default scheduler leaves these pods alone.
@@ -356,7 +357,7 @@ def added(rows: dict[str, dict[int, dict[str, Any]]], setup: str, c: int, key: s
 def measure(
     plane: ControlPlane, api: Api, args: argparse.Namespace, pooled: dict[tuple[str, int], Pooled]
 ) -> None:
-    """Every run: per round, 1 then 8 clients, the setups interleaved request by request."""
+    """Every run: per round, each client count, the setups interleaved request by request."""
     for r in range(args.rounds):
         for connections in CONNECTIONS:
             run = drive(api, connections, args.warmup, args.seconds)
@@ -396,13 +397,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=6.0, help="measured time per run")
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each run")
-    p.add_argument("--rounds", type=int, default=5, help="rounds (1 then 8 clients each)")
+    p.add_argument("--rounds", type=int, default=5, help="rounds (each client count in each)")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
     p.add_argument("--before", type=Path, help="a directory with another version's webhook/")
+    p.add_argument("--clients", default="1,8", help="client counts, e.g. 1,8,32")
     args = p.parse_args()
-    global SETUPS  # noqa: PLW0603 - the client processes are forked after this
+    global SETUPS, CONNECTIONS  # noqa: PLW0603 - the client processes are forked after this
     if args.before is not None:
         SETUPS = (*SETUPS, "before")
+    CONNECTIONS = tuple(int(c) for c in args.clients.split(","))
 
     from tests.support.controlplane import ControlPlane, assets_dir
     from tests.support.gunicorn import start, stop
