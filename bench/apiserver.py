@@ -152,6 +152,15 @@ def api_of(plane: ControlPlane, where: Path) -> Api:
     return Api(port, str(where / "ca.crt"), str(where / "admin.crt"), str(where / "admin.key"))
 
 
+def _cause(body: bytes) -> str:
+    """The end of an API server error: for a failed webhook call, the cause (a timeout, EOF)."""
+    try:
+        message = str(json.loads(body).get("message", ""))
+    except ValueError:
+        message = body.decode(errors="replace")
+    return message[:60] + " ... " + message[-100:] if len(message) > 170 else message
+
+
 def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) -> None:
     """Create pods until ``stop_at``, in each setup's namespace in turn (starting at the
     ``idx``-th); report each setup's latencies via ``out``."""
@@ -172,7 +181,7 @@ def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) ->
             conn.request("POST", paths[i], body=bodies[i], headers=headers)
             resp = conn.getresponse()
             data = resp.read()
-            error = "" if resp.status == 201 else f"HTTP {resp.status}: {data[:200]!r}"
+            error = "" if resp.status == 201 else f"HTTP {resp.status}: {_cause(data)}"
         except (OSError, http.client.HTTPException) as exc:
             error = type(exc).__name__
             conn.close()
