@@ -21,17 +21,24 @@ and validate) exactly where one in ``bench-ours`` is sent to this webhook, and o
 ``bench-none`` to no webhook. The pod asks for ``nvidia.com/gpu: 1`` (the matchConditions let
 only such pods through) and names a scheduler that does not run, so that nothing schedules it.
 
-Clients: 1, then 8 processes, each with one kept-alive TLS connection to the API server
-(admin client certificate), creating the next pod when the answer is in, in the three setups'
-namespaces in turn: the setups are interleaved request by request, so a change of the machine's
-load (other work shares it) meets all three alike. After each run the pods are deleted (not
-timed). Printed per setup and client count, from every round pooled: the pods created and the
-p50 and p99 in microseconds (and each round's p50); then what each webhook adds to ``none``
+Clients: 1, then 8 processes (``--clients 1,8,32`` for other counts), each with one kept-alive
+TLS connection to the API server (admin client certificate), creating the next pod when the
+answer is in, in the setups' namespaces in turn: the setups are interleaved request by
+request, so a change of the machine's load (other work shares it) meets them all alike. After
+each run the pods are deleted (not timed). Printed per setup and client count, from every
+round pooled: the pods created and the p50 and p99 in microseconds (and each round's p50);
+then what each webhook adds to ``none``
 (p50 and p99) and the ratio ours/Go of the added p50 and p99.
 
     export KUBEBUILDER_ASSETS="$(python3 scripts/control_plane.py 1.36.2 .cache/control-plane)"
     .venv/bin/python bench/apiserver.py                    # 5 rounds of 6 s per client count
     .venv/bin/python bench/apiserver.py --rounds 9 --out bench/results/apiserver.json
+    git archive OLD webhook | tar -x -C /tmp/before   # another version of the server ...
+    .venv/bin/python bench/apiserver.py --before /tmp/before   # ... as a fourth setup
+
+With ``--before DIR`` a fourth setup, ``before``, runs the ``webhook`` package found in DIR (an
+older version of the server, with this environment's libraries and gunicorn) in the same way,
+interleaved with the others: a before/after comparison from one run.
 
 The client, the API server, etcd, both webhooks and the Go build share the machine's cores:
 every setup pays the same API server and etcd costs, and only the difference to ``none`` is the
@@ -69,13 +76,13 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 import yaml  # noqa: E402
 
 from bench.figures import percentile, write_json  # noqa: E402
-from bench.latency import GUNICORN, build_go, start_go  # noqa: E402
+from bench.latency import GUNICORN, build_go, start_go, start_other  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.controlplane import ControlPlane
 
-SETUPS = ("none", "go", "ours")
-CONNECTIONS = (1, 8)
+SETUPS: tuple[str, ...] = ("none", "go", "ours")  # + "before" with --before
+CONNECTIONS: tuple[int, ...] = (1, 8)  # --clients
 HELM = _REPO / ".cache" / "tools" / "helm"
 CHART = _REPO / "charts" / "gpu-policy-webhook"
 # A scheduler that does not run: the default scheduler leaves these pods alone.
@@ -144,6 +151,15 @@ def api_of(plane: ControlPlane, where: Path) -> Api:
     return Api(port, str(where / "ca.crt"), str(where / "admin.crt"), str(where / "admin.key"))
 
 
+def _cause(body: bytes) -> str:
+    """The end of an API server error: for a failed webhook call, the cause (a timeout, EOF)."""
+    try:
+        message = str(json.loads(body).get("message", ""))
+    except ValueError:
+        message = body.decode(errors="replace")
+    return message[:60] + " ... " + message[-100:] if len(message) > 170 else message
+
+
 def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) -> None:
     """Create pods until ``stop_at``, in each setup's namespace in turn (starting at the
     ``idx``-th); report each setup's latencies via ``out``."""
@@ -164,7 +180,7 @@ def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) ->
             conn.request("POST", paths[i], body=bodies[i], headers=headers)
             resp = conn.getresponse()
             data = resp.read()
-            error = "" if resp.status == 201 else f"HTTP {resp.status}: {data[:200]!r}"
+            error = "" if resp.status == 201 else f"HTTP {resp.status}: {_cause(data)}"
         except (OSError, http.client.HTTPException) as exc:
             error = type(exc).__name__
             conn.close()
@@ -317,19 +333,22 @@ def report(rows: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
             )
     lines.append("")
     lines.append("added to `none` (us)    clients  added p50  added p99")
+    webhooks = [s for s in SETUPS if s != "none"]
     for c in CONNECTIONS:
-        for setup in ("go", "ours"):
+        for setup in webhooks:
             lines.append(
                 f"{setup:<23} {c:>8} {added(rows, setup, c, 'p50_us'):>10,.0f}"
                 f" {added(rows, setup, c, 'p99_us'):>10,.0f}"
             )
     lines.append("")
-    for c in CONNECTIONS:
-        p50 = added(rows, "ours", c, "p50_us") / added(rows, "go", c, "p50_us")
-        p99 = added(rows, "ours", c, "p99_us") / added(rows, "go", c, "p99_us")
-        lines.append(
-            f"ours/Go, {c} client{'s' if c > 1 else ''}: added p50 {p50:.2f}x, added p99 {p99:.2f}x"
-        )
+    for setup in webhooks[1:]:
+        for c in CONNECTIONS:
+            p50 = added(rows, setup, c, "p50_us") / added(rows, "go", c, "p50_us")
+            p99 = added(rows, setup, c, "p99_us") / added(rows, "go", c, "p99_us")
+            lines.append(
+                f"{setup}/Go, {c} client{'s' if c > 1 else ''}: added p50 {p50:.2f}x,"
+                f" added p99 {p99:.2f}x"
+            )
     return lines
 
 
@@ -346,7 +365,7 @@ def added(rows: dict[str, dict[int, dict[str, Any]]], setup: str, c: int, key: s
 def measure(
     plane: ControlPlane, api: Api, args: argparse.Namespace, pooled: dict[tuple[str, int], Pooled]
 ) -> None:
-    """Every run: per round, 1 then 8 clients, the setups interleaved request by request."""
+    """Every run: per round, each client count, the setups interleaved request by request."""
     for r in range(args.rounds):
         for connections in CONNECTIONS:
             run = drive(api, connections, args.warmup, args.seconds)
@@ -386,9 +405,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=6.0, help="measured time per run")
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each run")
-    p.add_argument("--rounds", type=int, default=5, help="rounds (1 then 8 clients each)")
+    p.add_argument("--rounds", type=int, default=5, help="rounds (each client count in each)")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    p.add_argument("--before", type=Path, help="a directory with another version's webhook/")
+    p.add_argument("--clients", default="1,8", help="client counts, e.g. 1,8,32")
     args = p.parse_args()
+    global SETUPS, CONNECTIONS  # noqa: PLW0603 - the client processes are forked after this
+    if args.before is not None:
+        SETUPS = (*SETUPS, "before")
+    CONNECTIONS = tuple(int(c) for c in args.clients.split(","))
 
     from tests.support.controlplane import ControlPlane, assets_dir
     from tests.support.gunicorn import start, stop
@@ -424,11 +449,14 @@ def main() -> None:
                     log_level=GUNICORN.log_level,
                 )
             )
+            if args.before is not None:
+                servers.append(start_other(args.before, tmp, certs))
             make_namespaces(plane)
             ca_pem = certs.ca_cert.read_bytes()
-            register(plane, "go", f"https://127.0.0.1:{servers[0].port}", ca_pem)
-            register(plane, "ours", f"https://127.0.0.1:{servers[1].port}", ca_pem)
-            wait_until_called(plane, "ours")
+            for setup, server in zip(SETUPS[1:], servers, strict=True):
+                register(plane, setup, f"https://127.0.0.1:{server.port}", ca_pem)
+            for setup in SETUPS[2:]:
+                wait_until_called(plane, setup)
             measure(plane, api_of(plane, tmp), args, pooled)
         finally:
             for server in servers:
@@ -471,14 +499,17 @@ def main() -> None:
                 "rows": {
                     s: {f"{c}-clients": row for c, row in by_c.items()} for s, by_c in rows.items()
                 },
-                "ours_over_go": {
-                    f"{c}-clients": {
-                        "added_p50": added(rows, "ours", c, "p50_us")
-                        / added(rows, "go", c, "p50_us"),
-                        "added_p99": added(rows, "ours", c, "p99_us")
-                        / added(rows, "go", c, "p99_us"),
+                **{
+                    f"{setup}_over_go": {
+                        f"{c}-clients": {
+                            "added_p50": added(rows, setup, c, "p50_us")
+                            / added(rows, "go", c, "p50_us"),
+                            "added_p99": added(rows, setup, c, "p99_us")
+                            / added(rows, "go", c, "p99_us"),
+                        }
+                        for c in CONNECTIONS
                     }
-                    for c in CONNECTIONS
+                    for setup in SETUPS[2:]
                 },
             },
         )

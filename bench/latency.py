@@ -34,6 +34,11 @@ as a multiple of Go's and of the bare WSGI callable's.
 
     .venv/bin/python bench/latency.py                       # 3 rounds of 3 s per run
     .venv/bin/python bench/latency.py --rounds 5 --seconds 5 --out bench/results/latency.json
+    .venv/bin/python bench/latency.py --before /tmp/before   # + another version's /mutate
+
+``--before DIR`` adds the row ``/mutate before``: the ``webhook`` package found in DIR (an older
+version, e.g. ``git archive OLD webhook | tar -x -C DIR``) served the same way, in the same
+rounds.
 
 The client is Python too and shares the two cores with the servers: a one-connection latency
 includes the client's own ~150-250 us of CPU per request (printed too), the same for every
@@ -214,6 +219,56 @@ def start_go(binary: Path, tmp: Path, certs: CertPaths) -> Server:
     return server
 
 
+# gunicorn puts its working directory (this checkout) first on sys.path, and this checkout's
+# editable install has a finder of its own: run gunicorn as its script does from the other tree
+# (PYTHONPATH), without that finder, so that the other tree's `webhook` is the one served.
+_OTHER_TREE = (
+    "import os, sys; "
+    "os.chdir(os.environ['PYTHONPATH']); "
+    "sys.path[:] = [p for p in sys.path if p != '']; "
+    "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
+    "getattr(f, '__module__', '')]; "
+    "sys.argv[0] = 'gunicorn'; "
+    "from gunicorn.app.wsgiapp import run; run()"
+)
+
+
+def start_other(directory: Path, tmp: Path, certs: CertPaths) -> Server:
+    """gunicorn serving the ``webhook`` package in ``directory`` (another version of this
+    server, with this environment's libraries), configured as :func:`start_server` does."""
+    from tests.support.gunicorn import (
+        ServerDidNotStart,
+        client_context,
+        free_port,
+        launch,
+        server_env,
+        wait_until_serving,
+    )
+
+    port = free_port()
+    env = server_env(
+        tmp,
+        port,
+        certs.directory,
+        workers=GUNICORN.workers,
+        threads=GUNICORN.threads,
+        log_level=GUNICORN.log_level,
+        PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics-other"),
+        PYTHONPATH=str(directory.resolve()),
+    )
+    command = [
+        *(sys.executable, "-c", _OTHER_TREE),
+        *("-c", GUNICORN_CONFIG, WSGI_APP),
+    ]
+    server = launch(command, tmp, env, client_context(certs.ca_cert), port)
+    try:
+        wait_until_serving(server, workers=GUNICORN.workers)
+    except ServerDidNotStart as exc:
+        stop_server(server)
+        raise SystemExit(f"the server of {directory} did not start: {exc}") from None
+    return server
+
+
 # --------------------------------------------------------------------------------------------
 # The runs
 # --------------------------------------------------------------------------------------------
@@ -291,14 +346,18 @@ class Pooled:
 
 
 def measure(
-    servers: dict[str, Server], ca_file: Path, body: bytes, args: argparse.Namespace
+    servers: dict[str, Server],
+    ca_file: Path,
+    body: bytes,
+    args: argparse.Namespace,
+    targets: tuple[Target, ...] = TARGETS,
 ) -> dict[tuple[str, int], Pooled]:
     """All the runs: per round, 1 then 8 connections, the targets in a rotating order."""
-    pooled = {(t.name, c): Pooled() for t in TARGETS for c in CONNECTIONS}
-    total = args.rounds * len(CONNECTIONS) * len(TARGETS)
+    pooled = {(t.name, c): Pooled() for t in targets for c in CONNECTIONS}
+    total = args.rounds * len(CONNECTIONS) * len(targets)
     done = 0
     for r in range(args.rounds):
-        order = TARGETS[r % len(TARGETS) :] + TARGETS[: r % len(TARGETS)]
+        order = targets[r % len(targets) :] + targets[: r % len(targets)]
         for connections in CONNECTIONS:
             load = argparse.Namespace(
                 connections=connections, warmup=args.warmup, seconds=args.seconds
@@ -364,7 +423,11 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each run")
     p.add_argument("--rounds", type=int, default=3, help="rounds over every server and mode")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    p.add_argument("--before", type=Path, help="a directory with another version's webhook/")
     args = p.parse_args()
+    targets = TARGETS
+    if args.before is not None:
+        targets = (*TARGETS, Target("/mutate before", "before", MUTATE_PATH))
     started = time.monotonic()
     load_before = os.getloadavg()[0]
 
@@ -380,7 +443,9 @@ def main() -> None:
             servers["go"] = start_go(binary, tmp, certs)
             for name, app in APPS.items():
                 servers[name] = start_server(name, tmp, certs, GUNICORN, app=app)
-            for target in TARGETS:
+            if args.before is not None:
+                servers["before"] = start_other(args.before, tmp, certs)
+            for target in targets:
                 check_answer(
                     target.name,
                     target.path,
@@ -389,12 +454,12 @@ def main() -> None:
                     body,
                     patch=target.name == "/mutate",
                 )
-            pooled = measure(servers, certs.ca_cert, body, args)
+            pooled = measure(servers, certs.ca_cert, body, args, targets)
         finally:
             for server in servers.values():
                 stop_server(server)
 
-    rows = {t.name: {c: pooled[(t.name, c)].summary() for c in CONNECTIONS} for t in TARGETS}
+    rows = {t.name: {c: pooled[(t.name, c)].summary() for c in CONNECTIONS} for t in targets}
     elapsed = time.monotonic() - started
     intro = (
         f"POST of a {len(body):,}-byte AdmissionReview (pod CREATE, 2 containers, one"
@@ -410,7 +475,7 @@ def main() -> None:
     print("\n" + textwrap.fill(intro, 100) + "\n")
     for line in table(rows):
         print(line)
-    client_cpu = {c: [rows[t.name][c]["client_cpu_us_per_req"] for t in TARGETS] for c in (1, 8)}
+    client_cpu = {c: [rows[t.name][c]["client_cpu_us_per_req"] for t in targets] for c in (1, 8)}
     print(
         "\nthe Python client's own CPU per request (part of every latency): "
         + ", ".join(

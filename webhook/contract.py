@@ -29,6 +29,11 @@ LOG_LEVEL_ENV: Final = "GPU_POLICY_LOG_LEVEL"
 # of one request's headers and body, so a slow or silent client cannot hold a thread.
 HANDSHAKE_TIMEOUT_ENV: Final = "GPU_POLICY_HANDSHAKE_TIMEOUT"
 READ_TIMEOUT_ENV: Final = "GPU_POLICY_READ_TIMEOUT"
+# Stopping (docs/server.md, "Stopping"): after SIGTERM the server is unready but keeps answering
+# for SHUTDOWN_DELAY seconds (while endpoints drop the pod), then gives the requests it has up
+# to DRAIN_TIMEOUT seconds to finish.
+SHUTDOWN_DELAY_ENV: Final = "GPU_POLICY_SHUTDOWN_DELAY"
+DRAIN_TIMEOUT_ENV: Final = "GPU_POLICY_DRAIN_TIMEOUT"
 # The self-managed certificate mode (chart: certificates.mode=selfManaged); see
 # webhook/certs/manager.py. Set CERT_SECRET_ENV to turn it on.
 CERT_SECRET_ENV: Final = "GPU_POLICY_CERT_SECRET"  # noqa: S105 - a variable's name
@@ -50,6 +55,11 @@ DEFAULT_LOG_LEVEL: Final = "info"
 # network; a client still in its handshake or request after this is slow or hostile.
 DEFAULT_HANDSHAKE_TIMEOUT: Final = 5.0
 DEFAULT_READ_TIMEOUT: Final = 5.0
+# Seconds. Outside Kubernetes nothing has to stop sending first: no delay. The chart sets 10 s
+# (server.shutdownDelaySeconds), the time endpoints and the API server need to drop the pod.
+DEFAULT_SHUTDOWN_DELAY: Final = 0.0
+# Seconds for requests in flight after the delay; the API server waits at most 30 s for one.
+DEFAULT_DRAIN_TIMEOUT: Final = 25.0
 DEFAULT_KUBE: Final = "off"
 DEFAULT_DRA: Final = "auto"
 DRA_MODES: Final = ("auto", "off")

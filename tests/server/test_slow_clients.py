@@ -147,3 +147,26 @@ def test_the_pool_serves_answered_connections_first_and_keeps_threads_for_them()
         release.set()
     assert [f.result(timeout=10) for f in held] == ["new"] * 5
     pool.shutdown()
+
+
+def test_a_thread_waits_for_its_connection_only_while_another_is_free() -> None:
+    # After an answer a thread may wait for the next request on its connection, but never
+    # with the pool's last free thread, and never while another connection waits for one.
+    pool = AnsweredFirstPool(3)
+    try:
+        assert pool.start_lingering() and pool.start_lingering()
+        assert pool.start_lingering() is False  # the third thread stays free
+        pool.stop_lingering()
+        pool.stop_lingering()
+        release = threading.Event()
+        busy = [pool.submit(lambda _: release.wait(10), object()) for _ in range(3)]
+        queued = pool.submit(lambda _: "queued", object())
+        assert not pool.quiet()
+        assert pool.start_lingering() is False  # a connection waits for a thread
+        release.set()
+        assert queued.result(timeout=10) == "queued"
+        assert all(f.result(timeout=10) for f in busy)
+        assert pool.quiet() and pool.start_lingering()
+        pool.stop_lingering()
+    finally:
+        pool.shutdown()

@@ -6,8 +6,9 @@ after ``-c`` override them. What matters and why:
 * **gthread workers.** Sync workers close the connection after every response, so each
   admission request would pay a full TLS handshake; gthread keeps connections alive, which is
   how the API server talks to webhooks (bench/workers.py measures the difference). The worker
-  class is gthread with one change, its thread pool (``webhook.server.worker``): connections
-  that have answered go first and always have half of the threads.
+  class is gthread with the changes of ``webhook.server.worker``: connections that have
+  answered go first and always have half of the threads, and the thread that answered serves
+  the connection's next request itself when it comes within 10 ms (docs/performance.md).
 * **Slow clients cannot hold the threads.** gthread does a connection's TLS handshake and
   reads its request in a thread, with no time limit; a client sending a byte a second held
   a thread for good, and eight of them took the server off the air. Every connection is
@@ -41,8 +42,11 @@ after ``-c`` override them. What matters and why:
   (``webhook.server.state.LastGoodFiles``, followed from a thread that survives any error); a
   worker that gunicorn starts while the files are bad serves those instead of failing to
   boot, which would make gunicorn stop every worker.
-* **graceful shutdown.** On SIGTERM workers stop accepting and finish the requests in flight
-  (up to ``graceful_timeout``), so a rolling update fails no admission request.
+* **Stopping fails no admission** (``webhook.server.shutdown``). On SIGTERM ``/readyz`` turns
+  unready at once and the server keeps answering for ``GPU_POLICY_SHUTDOWN_DELAY`` seconds,
+  every answer with ``Connection: close``, while endpoints drop the pod; then gunicorn's own
+  graceful stop: listeners closed, requests in flight finished (``graceful_timeout``,
+  ``GPU_POLICY_DRAIN_TIMEOUT``). The chart's terminationGracePeriodSeconds covers both.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from webhook.certs.manager import CertManager
 from webhook.certs.serving import ClientDeadlines, ReloadingSSLContext
 from webhook.contract import METRICS_DIR_ENV
 from webhook.server.settings import CertManagerSettings, Settings
+from webhook.server.shutdown import ShutdownState, close_after_answer, delay_sigterm
 from webhook.server.state import LastGoodFiles
 
 CERT_CHECK_INTERVAL = 1.0  # seconds between two os.stat checks of the TLS files
@@ -99,6 +104,9 @@ metrics_dir = settings.metrics_dir or private_metrics_dir()
 os.environ[METRICS_DIR_ENV] = str(metrics_dir)
 metrics_dir.mkdir(parents=True, exist_ok=True)
 
+# Mapped here, in the master, before any worker is forked: they all share it.
+shutdown_state = ShutdownState()
+
 # --- gunicorn settings (module-level names gunicorn reads) ----------------------------------
 
 bind = [settings.bind]
@@ -109,9 +117,10 @@ keepalive = 100
 # The API server gives up on a webhook after timeoutSeconds (at most 30 s); a worker silent
 # for longer than that is stuck and is restarted.
 timeout = 30
-# In-flight reviews finish after SIGTERM. Below Kubernetes' default 30 s
-# terminationGracePeriodSeconds, so the kubelet never has to SIGKILL a worker mid-request.
-graceful_timeout = 25
+# In-flight reviews finish once the shutdown delay is over. The chart sets the pod's
+# terminationGracePeriodSeconds above delay + this, so the kubelet never SIGKILLs a worker
+# mid-request.
+graceful_timeout = round(settings.drain_timeout)  # gunicorn takes whole seconds
 # Admission requests are a POST to a short path with a handful of headers; the body is not
 # limited here (the app answers 413 for a body that is too large).
 limit_request_line = 2048
@@ -203,6 +212,7 @@ def on_starting(server: Any) -> None:
 
 def when_ready(server: Any) -> None:
     """Master, bound and about to start the workers: file following, certificate rounds."""
+    delay_sigterm(server, shutdown_state, settings.shutdown_delay, log=server.log.info)
     if last_good_files is not None:
         last_good_files.follow(_stop_following)
     if _cert_manager is not None:
@@ -225,6 +235,11 @@ def ssl_context(
     used: ours has the cipher policy, the optional client CA, and follows the files.
     """
     return serving_context().context()
+
+
+def pre_request(worker: Any, req: Any) -> None:
+    """Worker, before each request: while stopping, answer it and close the connection."""
+    close_after_answer(shutdown_state, req)
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -22,15 +22,18 @@ from webhook.contract import (
     DEFAULT_BIND,
     DEFAULT_CERT_INTERVAL,
     DEFAULT_DRA,
+    DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_KUBE,
     DEFAULT_LOG_LEVEL,
     DEFAULT_READ_TIMEOUT,
+    DEFAULT_SHUTDOWN_DELAY,
     DEFAULT_THREADS,
     DEFAULT_TLS_DIR,
     DEFAULT_WORKERS,
     DRA_ENV,
     DRA_MODES,
+    DRAIN_TIMEOUT_ENV,
     HANDSHAKE_TIMEOUT_ENV,
     KUBE_ENV,
     LOG_LEVEL_ENV,
@@ -40,6 +43,7 @@ from webhook.contract import (
     POLICY_FILE_ENV,
     READ_TIMEOUT_ENV,
     SERVICE_ENV,
+    SHUTDOWN_DELAY_ENV,
     THREADS_ENV,
     TLS_CERT_FILE,
     TLS_DIR_ENV,
@@ -65,7 +69,9 @@ class Settings:
     in (None: the gunicorn config makes one private to this server; the image and the chart
     set one). ``handshake_timeout`` and ``read_timeout`` (seconds) bound a client's whole TLS
     handshake and the whole of one request's headers and body: a slower client is
-    disconnected and its thread freed.
+    disconnected and its thread freed. ``shutdown_delay`` is how long the server keeps
+    answering, unready, after SIGTERM, and ``drain_timeout`` how long the requests it then has
+    may take (docs/server.md, "Stopping").
     """
 
     policy_file: Path | None = None
@@ -83,6 +89,8 @@ class Settings:
     metrics_dir: Path | None = None
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    shutdown_delay: float = DEFAULT_SHUTDOWN_DELAY
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -106,14 +114,14 @@ class Settings:
                 raise ValueError(f"{name}={raw!r}: must be at least 1")
             return value
 
-        def seconds(name: str, default: float) -> float:
+        def seconds(name: str, default: float, least: float = 0.1) -> float:
             raw = text(name) or str(default)
             try:
                 value = float(raw)
             except ValueError:
                 raise ValueError(f"{name}={raw!r}: not a number of seconds") from None
-            if not 0.1 <= value <= 300:
-                raise ValueError(f"{name}={raw!r}: use 0.1 to 300 seconds")
+            if not least <= value <= 300:
+                raise ValueError(f"{name}={raw!r}: use {least:g} to 300 seconds")
             return value
 
         log_level = text(LOG_LEVEL_ENV).lower() or DEFAULT_LOG_LEVEL
@@ -136,6 +144,8 @@ class Settings:
             metrics_dir=path(METRICS_DIR_ENV),
             handshake_timeout=seconds(HANDSHAKE_TIMEOUT_ENV, DEFAULT_HANDSHAKE_TIMEOUT),
             read_timeout=seconds(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT),
+            shutdown_delay=seconds(SHUTDOWN_DELAY_ENV, DEFAULT_SHUTDOWN_DELAY, least=0),
+            drain_timeout=seconds(DRAIN_TIMEOUT_ENV, DEFAULT_DRAIN_TIMEOUT, least=1),
         )
 
     @property

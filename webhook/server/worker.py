@@ -24,6 +24,16 @@ changes two things, the least that bounds every way a client holds a thread:
   request to answer: a review on a connection the API server keeps alive never waits behind
   new connections, whose steps (handshake, gathering a request) use at most half the threads.
 
+* **The next request on the same thread.** After an answer gthread hands a kept-alive
+  connection back to its main thread, which registers it with its poller, wakes on the next
+  request and submits it to the pool again: three hand-offs between threads per review, each
+  of which waits for a core on a loaded machine. The API server sends its next request on the
+  connection soon after the answer (the validating call right after the mutating one; the next
+  pod's). So the thread that answered waits a little (``LINGER``) for it and serves it itself
+  (:meth:`ReviewWorker.next_request_soon`), but only while no other connection waits for a
+  thread, and never with all of its worker's threads: a review on another connection never
+  waits behind a lingering thread for more than one ``LINGER_SLICE``.
+
 Only HTTP/1.1 over TLS is stepped this way (the webhook serves no HTTP/2: its context offers
 no ALPN); anything else is left to gthread as it is.
 """
@@ -31,6 +41,7 @@ no ALPN); anything else is left to gthread as it is.
 from __future__ import annotations
 
 import re
+import select
 import ssl
 import threading
 import time
@@ -50,6 +61,11 @@ __all__ = ["AnsweredFirstPool", "ReviewWorker"]
 
 _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
 
+# How long a thread that answered waits for the next request on the same connection (seconds),
+# and how often it checks meanwhile whether another connection needs a thread.
+LINGER = 0.010
+LINGER_SLICE = 0.001
+
 
 class AnsweredFirstPool:
     """A fixed pool of threads with two queues: connections that have answered, then new ones.
@@ -65,6 +81,8 @@ class AnsweredFirstPool:
         self._answered: deque[_Work] = deque()
         self._new: deque[_Work] = deque()
         self._new_running = 0
+        self._lingering = 0
+        self.threads = threads
         self._shutdown = False
         self._threads = [
             threading.Thread(target=self._run, name=f"review-{i}", daemon=True)
@@ -98,6 +116,24 @@ class AnsweredFirstPool:
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join()
+
+    def quiet(self) -> bool:
+        """True when no connection waits for a thread."""
+        return not self._answered and not self._new
+
+    def start_lingering(self) -> bool:
+        """Let the calling thread wait for its connection's next request, if that leaves a
+        thread of the pool free for the others; :meth:`stop_lingering` after."""
+        with self._cond:
+            if self._shutdown or self._lingering + 1 >= self.threads or not self.quiet():
+                return False
+            self._lingering += 1
+            return True
+
+    def stop_lingering(self) -> None:
+        """The thread no longer waits on its connection."""
+        with self._cond:
+            self._lingering -= 1
 
     def _take(self) -> tuple[_Work, bool] | None:
         """The next work and whether it is a new connection's; None when shut down."""
@@ -146,6 +182,7 @@ class _Progress:
     buffer: bytearray = field(default_factory=bytearray)
     first_class: bool = False
     streamed: bool = False  # the request's body is read as it comes (chunked, Expect)
+    answered: bool = False  # the last step answered a request
 
 
 def first_class(conn: Any) -> bool:
@@ -170,12 +207,48 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         return AnsweredFirstPool(self.cfg.threads)
 
     def handle(self, conn: Any) -> Any:
-        """One step of a connection; gthread's own handling once a whole request is here."""
+        """One step of a connection; gthread's own handling once a whole request is here, and
+        the next request too when it comes soon (:meth:`next_request_soon`)."""
         if not self.cfg.is_ssl:
             return super().handle(conn)
+        while True:
+            result = self._handle_step(conn)
+            if result is not True or not self.next_request_soon(conn):
+                return result
+
+    def next_request_soon(self, conn: Any) -> bool:
+        """True when the next request on ``conn`` (which has answered and stays open) started
+        to arrive within ``LINGER`` and this thread should serve it; False hands ``conn`` back
+        to gthread's poller, as it would without this."""
+        progress: _Progress | None = getattr(conn, "review_progress", None)
+        if progress is None or not progress.answered or progress.streamed or not self.alive:
+            return False
+        if conn.parser.unreader.buf.getvalue() or conn.sock.pending():
+            return True  # already here (pipelined, or read ahead into TLS's buffer)
+        pool = self.tpool
+        if not isinstance(pool, AnsweredFirstPool) or not pool.start_lingering():
+            return False
+        try:
+            # poll, not select: a worker may hold more than FD_SETSIZE (1024) descriptors.
+            waiting = select.poll()
+            waiting.register(conn.sock.fileno(), select.POLLIN)
+            deadline = time.monotonic() + LINGER
+            while self.alive and pool.quiet():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if waiting.poll(min(left, LINGER_SLICE) * 1000):
+                    return True  # bytes, or the end: the next step finds out which
+            return False
+        finally:
+            pool.stop_lingering()
+
+    def _handle_step(self, conn: Any) -> Any:
+        """One step of a connection (see the module's docstring)."""
         progress: _Progress | None = getattr(conn, "review_progress", None)
         if progress is None:
             progress = conn.review_progress = _Progress()
+        progress.answered = False
         try:
             step = self._step(conn, progress)
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
@@ -193,6 +266,7 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return True
         keep = super().handle(conn)
         progress.first_class = True  # it has answered
+        progress.answered = True
         return keep
 
     def _step(self, conn: Any, progress: _Progress) -> str:

@@ -45,7 +45,8 @@ def _served_certificate() -> x509.Certificate:
 settings = Settings.from_env()
 configure_logging(settings.log_level)
 try:
-    ready_checks = [serving_context().ready]
+    # Unready from SIGTERM on (webhook.server.shutdown), whatever the other checks say.
+    ready_checks = [gunicorn_conf.shutdown_state.ready, serving_context().ready]
     cert_settings = CertManagerSettings.from_env()
     if cert_settings is not None:
         # Self-managed certificates: not ready until the API server would trust what is served.
