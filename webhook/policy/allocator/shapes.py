@@ -171,13 +171,26 @@ def projection(reads: Reads, group: NodeGroup, supply: Supply) -> int:
     return number
 
 
-def projections(reads: Reads, supply: Supply) -> list[int]:
-    """:func:`projection` of every group of ``supply``, in order."""
+Partition = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
+
+
+def judged_once(reads: Reads, supply: Supply) -> Partition:
+    """:func:`projection` of every group of ``supply`` in order, and each projection once
+    with the index of the first group that has it, in order. Remembered in ``supply`` for
+    each kind of demand: the next review of that kind does not look at the groups again."""
     kinds: dict[Any, int] = supply.__dict__.setdefault("_reads", {})
     kind = kinds.setdefault(reads.key, len(kinds))
-    out = []
+    known: dict[int, Partition] = supply.__dict__.setdefault("_judged_once", {})
+    found = known.get(kind)
+    if found is not None:
+        return found
+    keys = []
     for group in supply.groups:
         cache = group.__dict__.get("_projections")
-        known = cache.get(kind) if cache else None
-        out.append(known if known is not None else projection(reads, group, supply))
-    return out
+        number = cache.get(kind) if cache else None
+        keys.append(number if number is not None else projection(reads, group, supply))
+    firsts: dict[int, int] = {}
+    for index, number in enumerate(keys):
+        firsts.setdefault(number, index)
+    found = known[kind] = (tuple(keys), tuple(firsts.items()))
+    return found
