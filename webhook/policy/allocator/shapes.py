@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from webhook.policy.demand import Demand, is_dra_extended_resource_name
@@ -96,28 +97,35 @@ def reads_of(demand: Demand, supply: Supply) -> Reads:
     return Reads(key, tuple(sorted(keys)), names, resources, claims, frozen)
 
 
-def _device(device: Device, node: str, attributes: frozenset[str] | None) -> tuple[Any, ...]:
+@lru_cache(maxsize=1024)
+def _kept(names: tuple[str, ...], attributes: frozenset[str] | None) -> tuple[str, ...]:
+    """Which of a device's attribute names a demand can read, sorted. Devices of one driver
+    publish the same names: this is worked out once for them, not once per device."""
     if attributes is None:
-        shown = tuple(sorted((k, str(v), type(v).__name__) for k, v in device.attributes.items()))
-    else:
-        shown = tuple(
-            sorted(
-                (k, str(v), type(v).__name__)
-                for k, v in device.attributes.items()
-                if k in attributes or k.rpartition("/")[2] in attributes
-            )
-        )
+        return tuple(sorted(names))
+    return tuple(sorted(k for k in names if k in attributes or k.rpartition("/")[2] in attributes))
+
+
+def _device(device: Device, node: str, attributes: frozenset[str] | None) -> tuple[Any, ...]:
+    values = device.attributes
+    # The type too: True == 1 in Python, not in CEL.
+    shown = tuple(
+        (k, str(v), type(v).__name__)
+        for k in _kept(tuple(values), attributes)
+        for v in (values[k],)
+    )
     return (
         shown,
-        tuple(sorted((k, repr(v)) for k, v in device.capacity.items())),
+        # Capacity and taints are frozen values: compared as they are.
+        tuple(sorted(device.capacity.items())),
         device.allow_multiple_allocations,
         device.taints,
-        repr(device.consumes_counters),
+        repr(device.consumes_counters) if device.consumes_counters else (),
         device.binding_conditions,
         device.binds_to_node,
         "self" if device.node == node else device.node,
         device.all_nodes,
-        repr(device.node_selector),
+        None if device.node_selector is None else repr(device.node_selector),
     )
 
 
@@ -130,9 +138,9 @@ def _slice(found: ResourceSlice, node: str, attributes: frozenset[str] | None) -
         found.resource_slice_count,
         "self" if local else found.node_name,
         found.all_nodes,
-        repr(found.node_selector),
+        None if found.node_selector is None else repr(found.node_selector),
         found.per_device_node_selection,
-        repr(found.shared_counters),
+        repr(found.shared_counters) if found.shared_counters else (),
         tuple(_device(d, node, attributes) for d in found.devices),
     )
 
