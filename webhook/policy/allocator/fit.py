@@ -13,6 +13,7 @@ allocator (:mod:`webhook.policy.allocator.structured`). docs/allocator.md.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from webhook.policy.allocator.explain import explain_claims
@@ -190,12 +191,17 @@ def fit_anywhere(
         start = time.monotonic()
         judged[key] = _fit(demand, groups[index], supply, start + remaining, prune)
         remaining -= time.monotonic() - start
-    answers = tuple(
-        (group.key, found)
-        if (found := judged.get(key)) is not None
-        else (group.key, Fit(UNKNOWN, group.key, "not judged: out of time", "", "claims"))
-        for group, key in zip(groups, keys, strict=True)
+    names: tuple[str, ...] = supply.__dict__.get("_group_keys") or supply.__dict__.setdefault(
+        "_group_keys", tuple(g.key for g in groups)
     )
+    if len(judged) == len(firsts):
+        answers = tuple(zip(names, map(judged.__getitem__, keys), strict=True))
+    else:
+        late = Fit(UNKNOWN, "", "not judged: out of time", "", "claims")
+        answers = tuple(
+            (name, judged[key] if key in judged else replace(late, group=name))
+            for name, key in zip(names, keys, strict=True)
+        )
     fits = list(judged.values())
     errors = [f for f in fits if f.error]
     if errors:
