@@ -4,6 +4,7 @@ same reason and detail. The cases are those where a counting rule applies, or ne
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -173,3 +174,74 @@ def test_pruning_gives_the_plain_port_s_answer(name: str) -> None:
     if words:
         assert pruned.closest is not None
         assert words in pruned.closest.detail
+
+
+# Random small worlds: devices with a few attribute values (some without productName, on
+# which PRODUCT errs), taints, shared devices; claims with counts, selectors, alternatives,
+# All, admin access, tolerations and constraints. Fixed seed: the same worlds every run.
+SELECTORS = [
+    PRODUCT,
+    'device.attributes["gpu.nvidia.com"].numa == 0',
+    '"productName" in device.attributes["gpu.nvidia.com"]',
+]
+
+
+def _random_device(rng: random.Random, index: int) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"numa": rng.randint(0, 1)}
+    if rng.random() < 0.9:
+        attributes["productName"] = rng.choice(["A100", "H100"])
+    fields: dict[str, Any] = {}
+    if rng.random() < 0.15:
+        fields["taints"] = [TAINT]
+    if rng.random() < 0.1:
+        fields["allowMultipleAllocations"] = True
+        fields["capacity"] = {"memory": {"value": "80Gi", "requestPolicy": {"default": "40Gi"}}}
+    return device(f"gpu-{index}", attributes, **fields)
+
+
+def _random_request(rng: random.Random, name: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if rng.random() < 0.4:
+        fields["selectors"] = [rng.choice(SELECTORS)]
+    if rng.random() < 0.2:
+        fields["tolerations"] = [{"key": "maintenance", "operator": "Exists"}]
+    if rng.random() < 0.1:
+        fields["allocationMode"] = "All"
+    if rng.random() < 0.1:
+        fields["adminAccess"] = True
+    if rng.random() < 0.2:
+        subs = [
+            {"name": f"s{i}", "deviceClassName": "gpu.nvidia.com", "count": rng.randint(1, 5)}
+            for i in range(2)
+        ]
+        return {"name": name, "firstAvailable": subs}
+    return two(name, rng.randint(1, 5), **fields)
+
+
+def _random_world(seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    devices = [_random_device(rng, i) for i in range(rng.randint(0, 7))]
+    claims = []
+    for c in range(rng.randint(1, 2)):
+        requests = [_random_request(rng, f"r{i}") for i in range(rng.randint(1, 3))]
+        constraints = []
+        if rng.random() < 0.3:
+            kind = rng.choice(["matchAttribute", "distinctAttribute"])
+            constraints = [{kind: "gpu.nvidia.com/" + rng.choice(["numa", "productName"])}]
+        claims.append(claim(f"c{c}", *requests, constraints=constraints))
+    names = [c["metadata"]["name"] for c in claims]
+    return [
+        node("n"),
+        GPU,
+        resource_slice("n-gpus", "n", devices, nodeName="n"),
+        *claims,
+        pod("p", claims=names),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_pruning_gives_the_plain_port_s_answer_on_random_worlds(seed: int) -> None:
+    world = _random_world(seed)
+    plain = fit_anywhere(demand_of(world), supply_of(world), budget_s=30, prune=False)
+    pruned = fit_anywhere(demand_of(world), supply_of(world), budget_s=30, prune=True)
+    assert pruned == plain

@@ -122,19 +122,13 @@ def _devices_in_reach(alloc: Allocator) -> int:
 
 
 def _could_prune(alloc: Allocator) -> bool:
-    """The counting rules with every device in reach taken as usable, without evaluating a
-    selector: when even then no rule proves anything, the full count cannot either (usable
-    devices are a subset), and the selectors are left to the search. The usual allowed pod
-    pays nothing for pruning."""
-    reach = _devices_in_reach(alloc)
-    needed = 0
-    for key, data in alloc.request_data.items():
-        if data.request.allocation_mode == ALL:
-            # An All request on no device, or with a device it cannot take, fails.
-            return True
-        if key[2] == 0:
-            needed += _min_count(alloc, key[0], key[1])
-    return needed > reach
+    """Whether rules 2 or 3 may hold: with every device in reach counted as usable, without
+    evaluating a selector, do the requests of all claims need more devices than there are?
+    When not, the selectors are left to the search, so that the usual allowed pod pays for
+    no evaluation. (This decides only whether to count, never the answer; it may miss a
+    case that counting with the selectors would prove, which the search then finds.)"""
+    needed = sum(_min_count(alloc, key[0], key[1]) for key in alloc.request_data if key[2] == 0)
+    return needed > _devices_in_reach(alloc)
 
 
 def _min_count(alloc: Allocator, claim_index: int, request_index: int) -> int:
