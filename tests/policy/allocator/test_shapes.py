@@ -121,3 +121,21 @@ def test_a_search_counting_cannot_cut_short_still_runs_out_of_time() -> None:
     )
     verdict = fit_anywhere(demand_of([hard]), supply_of([*world, hard]), budget_s=0.001)
     assert verdict.outcome == "unknown"
+
+
+def test_groups_left_when_time_runs_out_are_unknown_under_their_own_names() -> None:
+    # Three nodes told apart by their GPU counts; the first search uses up the budget.
+    world: list[dict] = [GPU_CLASS]
+    for name, count in (("big", 24), ("mid", 23), ("small", 22)):
+        world.append(node(name))
+        devices = [device(f"gpu-{j}", {"index": j}) for j in range(count)]
+        world.append(resource_slice(f"{name}-gpus", name, devices, nodeName=name))
+    hard = _eleven_then_none()
+    verdict = fit_anywhere(
+        demand_of([hard]), supply_of([*world, hard]), budget_s=0.001, prune=False
+    )
+    assert verdict.outcome == "unknown"
+    assert [g for g, _ in verdict.answers] == ["big", "mid", "small"]
+    assert [a.group for _, a in verdict.answers] == ["big", "mid", "small"]
+    assert all(a.outcome == "unknown" for _, a in verdict.answers)
+    assert verdict.answers[2][1].reason == "not judged: out of time"

@@ -13,12 +13,11 @@ allocator (:mod:`webhook.policy.allocator.structured`). docs/allocator.md.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 from webhook.policy.allocator.explain import explain_claims
 from webhook.policy.allocator.pools import Node
-from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Fit, Verdict
+from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Answers, Fit, Verdict
 from webhook.policy.allocator.shapes import judged_once, reads_of
 from webhook.policy.allocator.structured import AllocationError, Allocator, BudgetExceeded
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
@@ -194,14 +193,8 @@ def fit_anywhere(
     names: tuple[str, ...] = supply.__dict__.get("_group_keys") or supply.__dict__.setdefault(
         "_group_keys", tuple(g.key for g in groups)
     )
-    if len(judged) == len(firsts):
-        answers = tuple(zip(names, map(judged.__getitem__, keys), strict=True))
-    else:
-        late = Fit(UNKNOWN, "", "not judged: out of time", "", "claims")
-        answers = tuple(
-            (name, judged[key] if key in judged else replace(late, group=name))
-            for name, key in zip(names, keys, strict=True)
-        )
+    late = Fit(UNKNOWN, "", "not judged: out of time", "", "claims")
+    answers = Answers(names, keys, judged, late)
     fits = list(judged.values())
     errors = [f for f in fits if f.error]
     if errors:
