@@ -6,8 +6,8 @@ in what no filter reads for a given pod: their names and hostname labels, their 
 nodeSelector and affinity name (the names too, when it names nodes), the taints, the
 allocatable of the resources it asks for, and, when it has claims, the devices with the
 attributes its selectors and constraints can name. Two groups with one projection get one
-answer. Where a selector could read attributes it does not name (a macro over a map), every
-attribute counts. docs/allocator.md, "Node groups".
+answer (:func:`judged_once`). Where a selector could read attributes it does not name (a
+macro over a map), every attribute counts. docs/allocator.md, "Node groups".
 """
 
 from __future__ import annotations
@@ -145,15 +145,9 @@ def _slice(found: ResourceSlice, node: str, attributes: frozenset[str] | None) -
     )
 
 
-def projection(reads: Reads, group: NodeGroup, supply: Supply) -> int:
-    """What of ``group`` the demand behind ``reads`` can tell apart, as a number: equal for
-    groups it cannot tell apart. Numbered in ``supply`` and remembered on the group."""
-    kinds: dict[Any, int] = supply.__dict__.setdefault("_reads", {})
-    kind = kinds.setdefault(reads.key, len(kinds))
-    cache: dict[int, int] = group.__dict__.setdefault("_projections", {})
-    known = cache.get(kind)
-    if known is not None:
-        return known
+def projection(reads: Reads, group: NodeGroup) -> tuple[Any, ...]:
+    """What of ``group`` the demand behind ``reads`` can tell apart: equal for groups it
+    cannot tell apart."""
     labels: tuple[Any, ...] = tuple(group.labels.get(k) for k in reads.label_keys)
     slices: tuple[Any, ...] = ()
     if reads.claims:
@@ -165,40 +159,40 @@ def projection(reads: Reads, group: NodeGroup, supply: Supply) -> int:
         ):
             labels = tuple(sorted(group.labels.items()))
         slices = tuple(_slice(s, group.node, reads.attributes) for s in group.slices)
-    found = (
+    return (
         group.node_names if reads.names else None,
         labels,
         group.taints,
         tuple(group.allocatable.get(r) for r in reads.resources),
         slices,
     )
-    # A tuple's hash is not kept: the projection is numbered once, and the number compared.
-    numbers: dict[tuple[Any, ...], int] = supply.__dict__.setdefault("_projections", {})
-    number = numbers.setdefault(found, len(numbers))
-    cache[kind] = number
-    return number
 
 
 Partition = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
 
+# Partitions kept per supply, one per kind of demand; past this many, they are forgotten and
+# made again (a supply lives until the cluster changes; a server meets few kinds of demand).
+_KINDS_MAX = 256
+
 
 def judged_once(reads: Reads, supply: Supply) -> Partition:
-    """:func:`projection` of every group of ``supply`` in order, and each projection once
-    with the index of the first group that has it, in order. Remembered in ``supply`` for
-    each kind of demand: the next review of that kind does not look at the groups again."""
-    kinds: dict[Any, int] = supply.__dict__.setdefault("_reads", {})
-    kind = kinds.setdefault(reads.key, len(kinds))
-    known: dict[int, Partition] = supply.__dict__.setdefault("_judged_once", {})
-    found = known.get(kind)
+    """The groups of ``supply`` as the demand behind ``reads`` tells them apart: each group's
+    projection as a number, in order, and each number once with the index of the first group
+    that has it, in order. Remembered in ``supply`` for each kind of demand, so that the next
+    review of that kind does not look at the groups again; only these numbers are kept, not
+    the projections (the supply's groups are the supply's own: nothing is remembered on a
+    group that another supply may share)."""
+    known: dict[tuple[Any, ...], Partition] = supply.__dict__.setdefault("_judged_once", {})
+    found = known.get(reads.key)
     if found is not None:
         return found
-    keys = []
-    for group in supply.groups:
-        cache = group.__dict__.get("_projections")
-        number = cache.get(kind) if cache else None
-        keys.append(number if number is not None else projection(reads, group, supply))
+    # A tuple's hash is not kept: each projection is numbered once, and the numbers compared.
+    numbers: dict[tuple[Any, ...], int] = {}
+    keys = tuple(numbers.setdefault(projection(reads, g), len(numbers)) for g in supply.groups)
     firsts: dict[int, int] = {}
     for index, number in enumerate(keys):
         firsts.setdefault(number, index)
-    found = known[kind] = (tuple(keys), tuple(firsts.items()))
+    if len(known) >= _KINDS_MAX:
+        known.clear()
+    found = known[reads.key] = (keys, tuple(firsts.items()))
     return found
