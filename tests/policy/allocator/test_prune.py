@@ -177,8 +177,10 @@ def test_pruning_gives_the_plain_port_s_answer(name: str) -> None:
 
 
 # Random small worlds: devices with a few attribute values (some without productName, on
-# which PRODUCT errs), taints, shared devices; claims with counts, selectors, alternatives,
-# All, admin access, tolerations and constraints. Fixed seed: the same worlds every run.
+# which PRODUCT errs), taints, shared devices, network devices, incomplete and invalid pools,
+# partitionable devices; claims with counts, selectors, alternatives, All, admin access,
+# tolerations and constraints, and the claim for extended resources. Fixed seeds: the same
+# worlds every run.
 SELECTORS = [
     PRODUCT,
     'device.attributes["gpu.nvidia.com"].numa == 0',
@@ -211,35 +213,76 @@ def _random_request(rng: random.Random, name: str) -> dict[str, Any]:
         fields["adminAccess"] = True
     if rng.random() < 0.2:
         subs = [
-            {"name": f"s{i}", "deviceClassName": "gpu.nvidia.com", "count": rng.randint(1, 5)}
+            {"name": f"s{i}", "deviceClassName": "gpu.nvidia.com", "count": rng.randint(1, 4)}
             for i in range(2)
         ]
         return {"name": name, "firstAvailable": subs}
-    return two(name, rng.randint(1, 5), **fields)
+    return two(name, rng.randint(1, 4), **fields)
+
+
+def _pool(found: dict[str, Any], count: int) -> dict[str, Any]:
+    found["spec"]["pool"]["resourceSliceCount"] = count
+    return found
+
+
+def _random_slices(rng: random.Random) -> list[dict[str, Any]]:
+    """The node's GPUs, and at times: network devices every node reaches, a pool published in
+    part (incomplete), a pool with one device name twice (invalid), partitionable devices
+    that share one counter set."""
+    devices = [_random_device(rng, i) for i in range(rng.randint(0, 7))]
+    out = [resource_slice("n-gpus", "n", devices, nodeName="n")]
+    if rng.random() < 0.15:
+        net = [_random_device(rng, i) for i in range(rng.randint(1, 3))]
+        out.append(resource_slice("net", "net", net, allNodes=True))
+    if rng.random() < 0.1:
+        out.append(_pool(resource_slice("half", "half", [device("h-0")], nodeName="n"), 2))
+    if rng.random() < 0.1:
+        for name in ("dup-a", "dup-b"):
+            out.append(_pool(resource_slice(name, "dup", [device("d-0")], nodeName="n"), 2))
+    if rng.random() < 0.2:
+        memory = {"memory": {"value": rng.choice(["20Gi", "40Gi"])}}
+        counters = [{"name": "gpu-0", "counters": memory}]
+        parts = [
+            device(
+                f"p-{i}",
+                {"productName": "A100"},
+                consumesCounters=[
+                    {"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}}}
+                ],
+            )
+            for i in range(rng.randint(1, 4))
+        ]
+        shared = resource_slice("parts-c", "parts", [], nodeName="n", sharedCounters=counters)
+        out += [
+            _pool(resource_slice("parts-d", "parts", parts, nodeName="n"), 2),
+            _pool(shared, 2),
+        ]
+    return out
 
 
 def _random_world(seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    devices = [_random_device(rng, i) for i in range(rng.randint(0, 7))]
     claims = []
     for c in range(rng.randint(1, 2)):
-        requests = [_random_request(rng, f"r{i}") for i in range(rng.randint(1, 3))]
+        requests = [_random_request(rng, f"r{i}") for i in range(rng.randint(1, 2))]
         constraints = []
         if rng.random() < 0.3:
             kind = rng.choice(["matchAttribute", "distinctAttribute"])
             constraints = [{kind: "gpu.nvidia.com/" + rng.choice(["numa", "productName"])}]
         claims.append(claim(f"c{c}", *requests, constraints=constraints))
     names = [c["metadata"]["name"] for c in claims]
+    # At times GPUs asked as an extended resource too, which DRA serves: one more claim.
+    gpus_asked = {"nvidia.com/gpu": rng.randint(1, 4)} if rng.random() < 0.3 else {}
     return [
         node("n"),
         GPU,
-        resource_slice("n-gpus", "n", devices, nodeName="n"),
+        *_random_slices(rng),
         *claims,
-        pod("p", claims=names),
+        pod("p", gpus_asked, claims=names),
     ]
 
 
-@pytest.mark.parametrize("seed", range(400))
+@pytest.mark.parametrize("seed", range(600))
 def test_pruning_gives_the_plain_port_s_answer_on_random_worlds(seed: int) -> None:
     world = _random_world(seed)
     plain = fit_anywhere(demand_of(world), supply_of(world), budget_s=30, prune=False)

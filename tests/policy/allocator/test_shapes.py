@@ -139,3 +139,26 @@ def test_groups_left_when_time_runs_out_are_unknown_under_their_own_names() -> N
     assert [a.group for _, a in verdict.answers] == ["big", "mid", "small"]
     assert all(a.outcome == "unknown" for _, a in verdict.answers)
     assert verdict.answers[2][1].reason == "not judged: out of time"
+
+
+def test_an_explanation_past_its_deadline_blames_no_part() -> None:
+    # Searching parts of a refused demand has a deadline too; past it, the detail does not
+    # name a request that was never shown to fail.
+    import time
+
+    from webhook.policy.allocator.explain import explain_claims
+    from webhook.policy.allocator.pools import Node
+
+    world = _big_node(*(device(f"gpu-{j}", {"index": j}) for j in range(24)))
+    hard = _eleven_then_none()
+    supply = supply_of([*world, hard])
+    claims = demand_of([hard]).claims
+    group = supply.groups[0]
+    node_of = Node(group.node, group.labels)
+    late = explain_claims(claims, group, supply, node_of, deadline=time.monotonic() - 1)
+    assert late == (
+        "claim c: cannot be allocated on node group big; which request or constraint is at "
+        "fault was not found in time"
+    )
+    in_time = explain_claims(claims, group, supply, node_of, deadline=time.monotonic() + 30)
+    assert "request b asks for 1 device(s)" in in_time

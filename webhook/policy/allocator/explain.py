@@ -31,18 +31,24 @@ class _Where:
     supply: Supply
     node: Node
     prune: bool
+    deadline: float | None
 
     def allocator(self) -> Allocator:
         slices = self.group.slices
         return Allocator(
-            self.supply.classes, slices, (*self.supply.slices, *slices), prune=self.prune
+            self.supply.classes,
+            slices,
+            (*self.supply.slices, *slices),
+            self.deadline,
+            prune=self.prune,
         )
 
 
 def _allocates(claims: Sequence[Claim], where: _Where) -> bool:
+    """Whether ``claims`` can be allocated; BudgetExceeded passes (nothing was learnt)."""
     try:
         return where.allocator().allocate(where.node, claims)
-    except (AllocationError, BudgetExceeded):
+    except AllocationError:
         return False
 
 
@@ -57,7 +63,7 @@ def _usable(request: Request, where: _Where) -> tuple[int, int]:
         data = allocator.validate_device_request(
             replace(request, allocation_mode=ALL), None, (0, 0, 0)
         )
-    except (AllocationError, BudgetExceeded):
+    except AllocationError:
         return 0, 0
     tainted = 0
     for found in data.all_devices:
@@ -137,11 +143,31 @@ def _failing_constraint(claims: Sequence[Claim], where: _Where) -> str | None:
 
 
 def explain_claims(
-    claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node, *, prune: bool = True
+    claims: Sequence[Claim],
+    group: NodeGroup,
+    supply: Supply,
+    node: Node,
+    *,
+    prune: bool = True,
+    deadline: float | None = None,
 ) -> str:
     """Which part of ``claims`` keeps them from being allocated on ``group``, and what the
-    group has. ``prune`` as for the allocation: the parts are searched the same way."""
-    where = _Where(group, supply, node, prune)
+    group has. ``prune`` as for the allocation: the parts are searched the same way. Past
+    ``deadline`` (a ``time.monotonic()``), the searches of parts stop and the detail says
+    only that the claims cannot be allocated together."""
+    where = _Where(group, supply, node, prune, deadline)
+    try:
+        return _explained(claims, where)
+    except BudgetExceeded:
+        labels = ", ".join(c.label for c in claims)
+        return (
+            f"{labels}: cannot be allocated on node group {group.key}; which request or "
+            "constraint is at fault was not found in time"
+        )
+
+
+def _explained(claims: Sequence[Claim], where: _Where) -> str:
+    group = where.group
     found = _failing_request(claims, where) or _failing_constraint(claims, where)
     if found is not None:
         return found

@@ -125,6 +125,8 @@ def _allocate(
     if not claims:
         return None
     node = Node(group.node, group.labels)
+    # The explanation of a refusal may search as long again as the verdict could.
+    allowed = None if deadline is None else max(deadline - time.monotonic(), 0.0)
     allocator = Allocator(
         supply.classes, group.slices, _slices(group, supply), deadline, prune=prune
     )
@@ -133,7 +135,8 @@ def _allocate(
             return None
     except AllocationError as err:
         return Fit(DOES_NOT_FIT, group.key, str(err), "", "claims", 3, error=not err.on_node)
-    detail = explain_claims(claims, group, supply, node, prune=prune)
+    explain_by = None if allowed is None else time.monotonic() + allowed
+    detail = explain_claims(claims, group, supply, node, prune=prune, deadline=explain_by)
     return Fit(DOES_NOT_FIT, group.key, CANNOT_ALLOCATE, detail, "claims", 2)
 
 

@@ -112,13 +112,24 @@ def _all_with_constraints(alloc: Allocator) -> bool:
 
 
 def _devices_in_reach(alloc: Allocator) -> int:
-    """Every device of the complete, valid pools: what the search can visit at most."""
-    return sum(
-        len(found.devices)
-        for pool in alloc.pools
-        if not (pool.is_incomplete or pool.is_invalid)
-        for found in pool.device_slices_targeting_node
-    )
+    """The devices of the complete, valid pools that some request could take by their
+    taints: what the search can take at most, told without evaluating a selector."""
+    from webhook.policy.allocator.structured import DeviceWithID
+
+    requests = [data.request for data in alloc.request_data.values()]
+    count = 0
+    for pool in alloc.pools:
+        if pool.is_incomplete or pool.is_invalid:
+            continue
+        for device_slice in pool.device_slices_targeting_node:
+            for device in device_slice.devices:
+                if not device.taints:
+                    count += 1
+                    continue
+                candidate = DeviceWithID(device, device.key, device_slice, pool)
+                if any(not taint_prevents_allocation(candidate, r) for r in requests):
+                    count += 1
+    return count
 
 
 def _could_prune(alloc: Allocator) -> bool:
