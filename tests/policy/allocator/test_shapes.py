@@ -94,10 +94,14 @@ def test_a_search_past_its_budget_is_unknown_not_refused() -> None:
 
 def test_pruning_refuses_at_once_what_the_search_could_not_finish() -> None:
     # The same claim: counting proves that no device is left for the second request, which
-    # is the scheduler's answer (its search has seconds, not a millisecond).
+    # is the scheduler's answer (its search has seconds; the port's runs out of half a
+    # second, trying millions of combinations).
     world = _big_node(*(device(f"gpu-{j}", {"index": j}) for j in range(24)))
     hard = _eleven_then_none()
-    verdict = fit_anywhere(demand_of([hard]), supply_of([*world, hard]), budget_s=0.001)
+    supply = supply_of([*world, hard])
+    plain = fit_anywhere(demand_of([hard]), supply, budget_s=0.5, prune=False)
+    assert plain.outcome == "unknown"
+    verdict = fit_anywhere(demand_of([hard]), supply, budget_s=0.5)
     assert verdict.outcome == "does-not-fit"
     assert verdict.closest is not None
     assert "request b asks for 1 device(s)" in verdict.closest.detail

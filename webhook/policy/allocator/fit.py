@@ -29,6 +29,8 @@ from webhook.policy.supply import NodeGroup, Supply
 NODE_NAME = "node(s) didn't match the requested node name"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 CANNOT_ALLOCATE = "cannot allocate all claims"
+# The least time the explanation of a refusal gets to search parts of the demand.
+EXPLAIN_MIN_S = 0.05
 
 
 def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
@@ -125,8 +127,9 @@ def _allocate(
     if not claims:
         return None
     node = Node(group.node, group.labels)
-    # The explanation of a refusal may search as long again as the verdict could.
-    allowed = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    # The explanation of a refusal may search as long again as the verdict could, and at
+    # least EXPLAIN_MIN_S: a verdict reached late in the budget still gets its reasons.
+    allowed = None if deadline is None else max(deadline - time.monotonic(), EXPLAIN_MIN_S)
     allocator = Allocator(
         supply.classes, group.slices, _slices(group, supply), deadline, prune=prune
     )
