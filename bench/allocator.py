@@ -7,8 +7,15 @@ Three clusters of ``--nodes`` nodes with 8 A100s each: GPUs advertised by the de
 the first review on it (which tells the node groups apart, once per supply), then
 ``fit_anywhere`` for a pod asking ``nvidia.com/gpu: 1`` (fits), one asking 9 (fits
 nowhere: every node group is judged) and, on DRA, a claim of 2 GPUs with a CEL selector and a
-``matchAttribute`` constraint. Baseline in the same run: the previous engine's ``review`` of the
-same pod on the same cluster. p50 and p99 in microseconds; figures to read, not assertions.
+``matchAttribute`` constraint.
+
+Three columns, measured in the same run: ``plain``, the port of the scheduler's search alone
+(``prune=False``); ``pruned``, with the counting before the search (the default,
+docs/allocator.md, "Pruning"); ``old``, the engine before the allocator (commit 46d9e72,
+exported with ``git archive`` and run in a child process on the same cluster): its
+``review`` of the same pod, and its inventory build beside the supply read. p50 and p99 in
+microseconds (the supply read and the old inventory build in milliseconds); figures to read,
+not assertions.
 
     .venv/bin/python bench/allocator.py
     .venv/bin/python bench/allocator.py --nodes 100 --repeat 200
@@ -17,8 +24,13 @@ same pod on the same cluster. p50 and p99 in microseconds; figures to read, not 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,6 +109,81 @@ PAIR = {
 }
 
 
+OLD_COMMIT = "46d9e72"  # main before the allocator: the engine's own review
+
+# Run by the child process, with the old tree first on sys.path: the old engine's inventory
+# build and review of each pod, on the clusters the parent wrote.
+OLD_SCRIPT = """
+import gc, json, statistics, sys, time
+from webhook.files import load_policy
+from webhook.policy import inventory_from_nodes, review
+from webhook.policy.dra import dra_snapshot
+work = json.load(open(sys.argv[1]))
+policy = load_policy(sys.argv[2])
+out = {}
+for kind, objs in work["clusters"].items():
+    nodes = [o for o in objs if o["kind"] == "Node"]
+    classes = [o for o in objs if o["kind"] == "DeviceClass"]
+    slices = [o for o in objs if o["kind"] == "ResourceSlice"]
+    gc.collect()
+    t = time.perf_counter()
+    snapshot = dra_snapshot(classes, slices) if slices else None
+    inventory = inventory_from_nodes(nodes, policy, source="bench", dra=snapshot)
+    out[kind + "/build"] = (time.perf_counter() - t) * 1000
+    for label, pod in work["pods"]:
+        times = []
+        for _ in range(work["repeat"]):
+            t = time.perf_counter()
+            review(pod, policy=policy, inventory=inventory)
+            times.append((time.perf_counter() - t) * 1e6)
+        out[kind + "/" + label] = statistics.median(times)
+print(json.dumps(out))
+"""
+
+
+def old_engine(
+    clusters: dict[str, list[dict[str, Any]]],
+    pods: list[tuple[str, dict[str, Any]]],
+    repeat: int,
+) -> dict[str, float]:
+    """The old engine's figures, by ``<cluster>/build`` and ``<cluster>/<review>``; empty
+    when commit 46d9e72 cannot be exported (no git history)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", OLD_COMMIT, "webhook", "examples/clusters"],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            print(f"(old engine: cannot export {OLD_COMMIT}: {archive.stderr.decode().strip()})")
+            return {}
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        work = Path(tmp, "work.json")
+        work.write_text(json.dumps({"clusters": clusters, "pods": pods, "repeat": repeat}))
+        policy = Path(tmp, "examples/clusters/dra-a100/policy.yaml")
+        child = subprocess.run(
+            [sys.executable, "-c", OLD_SCRIPT, str(work), str(policy)],
+            capture_output=True,
+            check=False,
+            cwd=tmp,
+            env={**os.environ, "PYTHONPATH": tmp},
+            text=True,
+        )
+        if child.returncode != 0:
+            print(f"(old engine failed: {child.stderr.strip().splitlines()[-1:]})")
+            return {}
+        return dict(json.loads(child.stdout))
+
+
+def timed_ms(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and the milliseconds it took, from a collected heap (so that garbage left
+    by what ran before is not collected in the time measured)."""
+    gc.collect()
+    t = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - t) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
@@ -104,51 +191,47 @@ def main() -> None:
     args = parser.parse_args()
 
     from tests.policy.allocator.world import demand_of, supply_of
-    from webhook.files import load_policy
-    from webhook.policy import inventory_from_nodes, review
     from webhook.policy.allocator import fit_anywhere
-    from webhook.policy.dra import dra_snapshot
 
-    policy = load_policy(ROOT / "examples/clusters/dra-a100/policy.yaml")
+    kinds = ("plugin", "dra", "mixed")
+    clusters = {kind: cluster(args.nodes, kind) for kind in kinds}
+    old_pods = [("gpu: 1", gpu_pod(1)), ("gpu: 9", gpu_pod(GPUS + 1))]
+    old = old_engine(clusters, old_pods, args.repeat)
+
     print(f"{args.nodes} nodes x {GPUS} GPUs, {args.repeat} reviews each; microseconds")
-    header = f"{'cluster':<8}{'review':<16}{'p50':>9}{'p99':>9}{'old p50':>10}  verdict"
-    print(f"{'':<8}{'supply read ms':<16}")
-    print(header)
-    for kind in ("plugin", "dra", "mixed"):
-        objs = cluster(args.nodes, kind)
-        t = time.perf_counter()
-        supply = supply_of(objs)
-        read_ms = (time.perf_counter() - t) * 1000
-        nodes = [o for o in objs if o["kind"] == "Node"]
-        classes = [o for o in objs if o["kind"] == "DeviceClass"]
-        slices = [o for o in objs if o["kind"] == "ResourceSlice"]
-        snapshot = dra_snapshot(classes, slices) if slices else None
-        inventory = inventory_from_nodes(nodes, policy, source="bench", dra=snapshot)
-        print(f"{kind:<8}{read_ms:<16.1f}")
-        t = time.perf_counter()
-        first = fit_anywhere(demand_of([gpu_pod(1)]), supply)
+    print(
+        f"{'cluster':<8}{'review':<19}{'plain p50':>10}{'p99':>8}{'pruned p50':>11}{'p99':>8}"
+        f"{'old p50':>9}  verdict"
+    )
+    for kind in kinds:
+        objs = clusters[kind]
+        supply, read_ms = timed_ms(lambda o=objs: supply_of(o))
+        build = old.get(f"{kind}/build")
+        old_build = "-" if build is None else f"{build:.0f} ms"
         print(
-            f"{'':<8}{'first review':<16}{(time.perf_counter() - t) * 1e6:>9.0f}{'':>9}{'':>10}"
-            f"  {first.outcome}"
+            f"{kind:<8}{'supply read':<19}{read_ms:>9.0f} ms{'':>8}{'':>11}{'':>8}"
+            f"{old_build:>9}  (old: inventory build)"
         )
-        reviews: list[tuple[str, list[dict[str, Any]], dict[str, Any] | None]] = [
-            ("gpu: 1", [gpu_pod(1)], gpu_pod(1)),
-            ("gpu: 9", [gpu_pod(GPUS + 1)], gpu_pod(GPUS + 1)),
+        first, first_ms = timed_ms(lambda s=supply: fit_anywhere(demand_of([gpu_pod(1)]), s))
+        blank = f"{'':>8}{'':>19}{'':>9}"
+        print(f"{'':<8}{'first review':<19}{first_ms * 1000:>10.0f}{blank}  {first.outcome}")
+        reviews: list[tuple[str, list[dict[str, Any]]]] = [
+            ("gpu: 1", [gpu_pod(1)]),
+            ("gpu: 9", [gpu_pod(GPUS + 1)]),
         ]
         if kind != "plugin":
-            reviews.append(("claim 2, sel+cons", [PAIR], None))
-        for label, docs, old_doc in reviews:
+            reviews.append(("claim 2, sel+cons", [PAIR]))
+        for label, docs in reviews:
             demand = demand_of(docs)
-            answer = fit_anywhere(demand, supply)
-            p50, p99 = measure(lambda d=demand, s=supply: fit_anywhere(d, s), args.repeat)
-            old = "-"
-            if old_doc is not None:
-                old_p50, _ = measure(
-                    lambda d=old_doc, i=inventory: review(d, policy=policy, inventory=i),
-                    args.repeat,
-                )
-                old = f"{old_p50:.0f}"
-            print(f"{'':<8}{label:<16}{p50:>9.0f}{p99:>9.0f}{old:>10}  {answer.outcome}")
+            answers = {fit_anywhere(demand, supply, prune=p).outcome for p in (False, True)}
+            plain = measure(lambda d=demand, s=supply: fit_anywhere(d, s, prune=False), args.repeat)
+            pruned = measure(lambda d=demand, s=supply: fit_anywhere(d, s), args.repeat)
+            found = old.get(f"{kind}/{label}")
+            old_p50 = "-" if found is None else f"{found:.0f}"
+            print(
+                f"{'':<8}{label:<19}{plain[0]:>10.0f}{plain[1]:>8.0f}{pruned[0]:>11.0f}"
+                f"{pruned[1]:>8.0f}{old_p50:>9}  {' / '.join(sorted(answers))}"
+            )
 
 
 if __name__ == "__main__":

@@ -278,7 +278,14 @@ def parse_device_class(obj: Mapping[str, Any]) -> DeviceClass:
 
 
 def _attribute(raw: Any) -> Attribute | None:
-    if not isinstance(raw, Mapping):
+    if type(raw) is dict and len(raw) == 1:
+        # The usual: one typed value (thousands of devices, a few names each).
+        for kind, value in raw.items():
+            if kind == "string":
+                return value  # type: ignore[no-any-return]
+            if kind == "version":
+                return _version(str(value))
+    elif not isinstance(raw, Mapping):
         return None
     for kind in ("bool", "int", "string"):
         if kind in raw:
@@ -314,6 +321,9 @@ def _quantity_of(text: str) -> Fraction | None:
 
 
 def _capacity(raw: Any) -> Capacity | None:
+    if type(raw) is dict and len(raw) == 1 and isinstance(raw.get("value"), str):
+        # The usual: a value and no request policy, shared by every device that has it.
+        return _plain_capacity(raw["value"])
     if not isinstance(raw, Mapping):
         return None
     value = _fraction(raw.get("value"))
@@ -330,6 +340,12 @@ def _capacity(raw: Any) -> Capacity | None:
         )
     values = tuple(v for v in map(_fraction, policy.get("validValues") or ()) if v is not None)
     return Capacity(value, _fraction(policy.get("default")), values, valid_range)
+
+
+@lru_cache(maxsize=4096)
+def _plain_capacity(text: str) -> Capacity | None:
+    value = _quantity_of(text)
+    return None if value is None else Capacity(value)
 
 
 @dataclass(frozen=True)
@@ -361,8 +377,15 @@ def _counters(raw: Any) -> dict[str, Fraction]:
     return out
 
 
+_EXTRAS = frozenset(
+    ("taints", "consumesCounters", "bindingConditions", "bindingFailureConditions", "bindsToNode")
+)
+
+
 def _device_extras(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a device the allocator reads besides attributes and capacity."""
+    if _EXTRAS.isdisjoint(raw):
+        return {}  # The usual: none of them, the defaults hold.
     taints = tuple(
         DeviceTaint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
         for t in raw.get("taints") or ()

@@ -13,7 +13,10 @@ GPU = {"nvidia.com/gpu": 1}
 
 def judge(world_node: dict[str, Any], the_pod: dict[str, Any]) -> Fit:
     supply = supply_of([world_node])
-    return fit(demand_of([the_pod]), supply.groups[0], supply)
+    plain = fit(demand_of([the_pod]), supply.groups[0], supply, prune=False)
+    pruned = fit(demand_of([the_pod]), supply.groups[0], supply, prune=True)
+    assert pruned == plain
+    return pruned
 
 
 def tainted(effect: str) -> dict[str, Any]:

@@ -24,7 +24,11 @@ GPU_EXTENDED = device_class("gpu.nvidia.com", extended="nvidia.com/gpu")
 
 
 def verdict(*objs: dict[str, Any]) -> Verdict:
-    return fit_anywhere(demand_of(objs), supply_of(objs), budget_s=5)
+    """The verdict, the same with and without pruning (docs/allocator.md, "Pruning")."""
+    plain = fit_anywhere(demand_of(objs), supply_of(objs), budget_s=5, prune=False)
+    pruned = fit_anywhere(demand_of(objs), supply_of(objs), budget_s=5, prune=True)
+    assert pruned == plain
+    return pruned
 
 
 def gpus(node_name: str, *devices: dict[str, Any], pool: str | None = None) -> dict[str, Any]:

@@ -591,14 +591,26 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
 }
 
 
+@pytest.mark.parametrize("prune", [False, True], ids=["plain", "pruned"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_upstream_case(name: str) -> None:
+def test_upstream_case(name: str, prune: bool) -> None:
     objs, expected, message = CASES[name]
     supply = supply_of([NODE, *objs])
-    result = fit(demand_of(objs), supply.groups[0], supply, budget_s=5)
+    result = fit(demand_of(objs), supply.groups[0], supply, budget_s=5, prune=prune)
     if expected == ERROR:
         assert result.outcome == "does-not-fit"
         assert message in result.reason
         return
     assert result.outcome == expected, (result.reason, result.detail)
     assert not result.error
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_pruning_changes_no_answer(name: str) -> None:
+    # Outcome, reason, detail and error: the counting before the search only skips searches
+    # that find nothing (docs/allocator.md, "Pruning").
+    objs, _, _ = CASES[name]
+    supply = supply_of([NODE, *objs])
+    demand = demand_of(objs)
+    plain = fit(demand, supply.groups[0], supply, budget_s=5, prune=False)
+    assert fit(demand, supply.groups[0], supply, budget_s=5, prune=True) == plain

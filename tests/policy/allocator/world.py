@@ -42,6 +42,12 @@ def supply_of(objs: Iterable[Mapping[str, Any]]) -> Supply:
             classes[parsed.name] = parsed
             if parsed.extended_resource_name:
                 extended[parsed.extended_resource_name] = parsed.name
+    # Each node's slices in the order given: those naming it and those naming no node.
+    shared = [(i, s) for i, s in enumerate(slices) if s.node_name is None]
+    local: dict[str, list[tuple[int, ResourceSlice]]] = {}
+    for i, found in enumerate(slices):
+        if found.node_name is not None:
+            local.setdefault(found.node_name, []).append((i, found))
     groups = []
     for obj in objs:
         if obj.get("kind") != "Node":
@@ -64,7 +70,7 @@ def supply_of(objs: Iterable[Mapping[str, Any]]) -> Supply:
                 labels={"kubernetes.io/hostname": name, **(meta.get("labels") or {})},
                 taints=taints,
                 allocatable=allocatable,
-                slices=tuple(s for s in slices if s.node_name in (None, name)),
+                slices=tuple(s for _, s in sorted((*shared, *local.get(name, ())))),
             )
         )
     return Supply(tuple(groups), classes, extended, tuple(slices))

@@ -10,7 +10,7 @@ request's class and selectors (and reach the node), and how many of those are ta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from webhook.policy.allocator.devices import taint_prevents_allocation
 from webhook.policy.allocator.pools import Node
@@ -23,26 +23,47 @@ from webhook.policy.demand.model import ALL, Claim, Constraint, Request
 from webhook.policy.supply import NodeGroup, Supply
 
 
-def _allocates(claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node) -> bool:
-    allocator = Allocator(supply.classes, group.slices, (*supply.slices, *group.slices))
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """The node group the claims are explained on, and whether searches are pruned."""
+
+    group: NodeGroup
+    supply: Supply
+    node: Node
+    prune: bool
+    deadline: float | None
+
+    def allocator(self) -> Allocator:
+        slices = self.group.slices
+        return Allocator(
+            self.supply.classes,
+            slices,
+            (*self.supply.slices, *slices),
+            self.deadline,
+            prune=self.prune,
+        )
+
+
+def _allocates(claims: Sequence[Claim], where: _Where) -> bool:
+    """Whether ``claims`` can be allocated; BudgetExceeded passes (nothing was learnt)."""
     try:
-        return allocator.allocate(node, claims)
-    except (AllocationError, BudgetExceeded):
+        return where.allocator().allocate(where.node, claims)
+    except AllocationError:
         return False
 
 
-def _usable(request: Request, group: NodeGroup, supply: Supply, node: Node) -> tuple[int, int]:
+def _usable(request: Request, where: _Where) -> tuple[int, int]:
     """How many devices pass the request's class and selectors and reach the node, and how
     many of those carry a taint the request does not tolerate."""
-    allocator = Allocator(supply.classes, group.slices, (*supply.slices, *group.slices))
+    allocator = where.allocator()
     probe = Claim("probe", (), ())
     try:
-        allocator.allocate(node, (probe,))
+        allocator.allocate(where.node, (probe,))
         allocator.claims_to_allocate = (probe,)
         data = allocator.validate_device_request(
             replace(request, allocation_mode=ALL), None, (0, 0, 0)
         )
-    except (AllocationError, BudgetExceeded):
+    except AllocationError:
         return 0, 0
     tainted = 0
     for found in data.all_devices:
@@ -58,13 +79,17 @@ def _asked(request: Request) -> str:
 
 
 def _request_detail(
-    claim: Claim, name: str, request: Request, *, group: NodeGroup, supply: Supply, node: Node
+    claim: Claim,
+    name: str,
+    request: Request,
+    where: _Where,
+    counted: tuple[int, int] | None = None,
 ) -> str:
-    usable, tainted = _usable(request, group, supply, node)
+    usable, tainted = counted or _usable(request, where)
     taints = f", {tainted} of them with a taint it does not tolerate" if tainted else ""
     return (
         f"{claim.label}: request {name} asks for {_asked(request)}; "
-        f"node group {group.key} has {usable} such device(s){taints}"
+        f"node group {where.group.key} has {usable} such device(s){taints}"
     )
 
 
@@ -75,61 +100,75 @@ def _constraint_text(constraint: Constraint) -> str:
     return f"{kind} {attribute}{scope}"
 
 
-def _failing_request(
-    claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node
-) -> str | None:
+def _failing_request(claims: Sequence[Claim], where: _Where) -> str | None:
     """The first request that cannot be allocated even alone, described; None if none."""
     for claim in claims:
         for request in claim.requests:
             exact = request.exactly
             if exact is not None and exact.allocation_mode != ALL:
                 # Fewer usable devices than asked for: said without searching.
-                usable, tainted = _usable(exact, group, supply, node)
-                if exact.count > usable - tainted:
-                    return _request_detail(
-                        claim, request.name, exact, group=group, supply=supply, node=node
-                    )
-            if _allocates((Claim(claim.label, (request,), ()),), group, supply, node):
+                counted = _usable(exact, where)
+                if exact.count > counted[0] - counted[1]:
+                    return _request_detail(claim, request.name, exact, where, counted)
+            if _allocates((Claim(claim.label, (request,), ()),), where):
                 continue
             if exact is not None:
-                return _request_detail(
-                    claim, request.name, exact, group=group, supply=supply, node=node
-                )
+                return _request_detail(claim, request.name, exact, where)
             parts = [
-                _request_detail(
-                    claim, f"{request.name}/{sub.name}", sub, group=group, supply=supply, node=node
-                )
+                _request_detail(claim, f"{request.name}/{sub.name}", sub, where)
                 for sub in request.first_available
             ]
             return "no alternative of firstAvailable fits: " + "; ".join(parts)
     return None
 
 
-def _failing_constraint(
-    claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node
-) -> str | None:
+def _failing_constraint(claims: Sequence[Claim], where: _Where) -> str | None:
     """The first constraint without which a claim would be allocated, described."""
     for claim in claims:
         if not claim.constraints:
             continue
-        if not _allocates((replace(claim, constraints=()),), group, supply, node):
+        if not _allocates((replace(claim, constraints=()),), where):
             continue
         for constraint in claim.constraints:
-            if not _allocates((replace(claim, constraints=(constraint,)),), group, supply, node):
+            if not _allocates((replace(claim, constraints=(constraint,)),), where):
                 return (
-                    f"{claim.label}: no devices of node group {group.key} meet its constraint "
-                    f"{_constraint_text(constraint)}"
+                    f"{claim.label}: no devices of node group {where.group.key} meet its "
+                    f"constraint {_constraint_text(constraint)}"
                 )
-        return f"{claim.label}: no devices of node group {group.key} meet its constraints together"
+        return (
+            f"{claim.label}: no devices of node group {where.group.key} meet its constraints "
+            "together"
+        )
     return None
 
 
-def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node) -> str:
+def explain_claims(
+    claims: Sequence[Claim],
+    group: NodeGroup,
+    supply: Supply,
+    node: Node,
+    *,
+    prune: bool = True,
+    deadline: float | None = None,
+) -> str:
     """Which part of ``claims`` keeps them from being allocated on ``group``, and what the
-    group has."""
-    found = _failing_request(claims, group, supply, node) or _failing_constraint(
-        claims, group, supply, node
-    )
+    group has. ``prune`` as for the allocation: the parts are searched the same way. Past
+    ``deadline`` (a ``time.monotonic()``), the searches of parts stop and the detail says
+    only that the claims cannot be allocated together."""
+    where = _Where(group, supply, node, prune, deadline)
+    try:
+        return _explained(claims, where)
+    except BudgetExceeded:
+        labels = ", ".join(c.label for c in claims)
+        return (
+            f"{labels}: cannot be allocated on node group {group.key}; which request or "
+            "constraint is at fault was not found in time"
+        )
+
+
+def _explained(claims: Sequence[Claim], where: _Where) -> str:
+    group = where.group
+    found = _failing_request(claims, where) or _failing_constraint(claims, where)
     if found is not None:
         return found
     # Partitionable devices: a whole GPU and its partitions consume one counter set.
@@ -141,7 +180,7 @@ def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, no
         else ""
     )
     for claim in claims:
-        if not _allocates((claim,), group, supply, node):
+        if not _allocates((claim,), where):
             return (
                 f"{claim.label}: its requests together need more devices than node group "
                 f"{group.key} has{counters}"

@@ -17,8 +17,8 @@ from typing import Any
 
 from webhook.policy.allocator.explain import explain_claims
 from webhook.policy.allocator.pools import Node
-from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Fit, Verdict
-from webhook.policy.allocator.shapes import projections, reads_of
+from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Answers, Fit, Verdict
+from webhook.policy.allocator.shapes import judged_once, reads_of
 from webhook.policy.allocator.structured import AllocationError, Allocator, BudgetExceeded
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
 from webhook.policy.dra import ResourceSlice
@@ -29,6 +29,8 @@ from webhook.policy.supply import NodeGroup, Supply
 NODE_NAME = "node(s) didn't match the requested node name"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 CANNOT_ALLOCATE = "cannot allocate all claims"
+# The least time the explanation of a refusal gets to search parts of the demand.
+EXPLAIN_MIN_S = 0.05
 
 
 def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
@@ -106,7 +108,7 @@ def _slices(group: NodeGroup, supply: Supply) -> tuple[ResourceSlice, ...]:
 
 
 def _allocate(
-    demand: Demand, group: NodeGroup, supply: Supply, deadline: float | None
+    demand: Demand, group: NodeGroup, supply: Supply, deadline: float | None, prune: bool
 ) -> Fit | None:
     """The DynamicResources filter: a failing Fit, or None when every claim is allocated."""
     extended, unfit = extended_resource_claim(
@@ -125,68 +127,90 @@ def _allocate(
     if not claims:
         return None
     node = Node(group.node, group.labels)
-    allocator = Allocator(supply.classes, group.slices, _slices(group, supply), deadline)
+    # The explanation of a refusal may search as long again as the verdict could, and at
+    # least EXPLAIN_MIN_S: a verdict reached late in the budget still gets its reasons.
+    allowed = None if deadline is None else max(deadline - time.monotonic(), EXPLAIN_MIN_S)
+    allocator = Allocator(
+        supply.classes, group.slices, _slices(group, supply), deadline, prune=prune
+    )
     try:
         if allocator.allocate(node, claims):
             return None
     except AllocationError as err:
         return Fit(DOES_NOT_FIT, group.key, str(err), "", "claims", 3, error=not err.on_node)
-    detail = explain_claims(claims, group, supply, node)
+    explain_by = None if allowed is None else time.monotonic() + allowed
+    detail = explain_claims(claims, group, supply, node, prune=prune, deadline=explain_by)
     return Fit(DOES_NOT_FIT, group.key, CANNOT_ALLOCATE, detail, "claims", 2)
 
 
-def fit(demand: Demand, group: NodeGroup, supply: Supply, *, budget_s: float = 0.05) -> Fit:
+def fit(
+    demand: Demand,
+    group: NodeGroup,
+    supply: Supply,
+    *,
+    budget_s: float = 0.05,
+    prune: bool = True,
+) -> Fit:
     """Does ``demand`` fit a node of ``group``, on an empty cluster, as kube-scheduler judges?
 
-    ``unknown`` when the device search runs longer than ``budget_s`` seconds.
+    ``unknown`` when the device search runs longer than ``budget_s`` seconds. ``prune``
+    skips searches proven impossible by counting (:mod:`webhook.policy.allocator.prune`);
+    False runs the plain port of upstream's search, for tests and benchmarks.
     """
-    return _fit(demand, group, supply, time.monotonic() + budget_s)
+    return _fit(demand, group, supply, time.monotonic() + budget_s, prune)
 
 
-def _fit(demand: Demand, group: NodeGroup, supply: Supply, deadline: float) -> Fit:
+def _fit(demand: Demand, group: NodeGroup, supply: Supply, deadline: float, prune: bool) -> Fit:
     failed = node_filters(demand, group)
     if failed is not None:
         return failed
     try:
-        failed = fits_request(demand, group, supply) or _allocate(demand, group, supply, deadline)
+        failed = fits_request(demand, group, supply) or _allocate(
+            demand, group, supply, deadline, prune
+        )
     except BudgetExceeded:
         return Fit(UNKNOWN, group.key, "the device search ran out of time", "", "claims")
     return Fit(FITS, group.key) if failed is None else failed
 
 
-def fit_anywhere(demand: Demand, supply: Supply, *, budget_s: float = 0.05) -> Verdict:
+def fit_anywhere(
+    demand: Demand, supply: Supply, *, budget_s: float = 0.05, prune: bool = True
+) -> Verdict:
     """Does ``demand`` fit some node group of ``supply``, existing or able to appear?
 
     Groups the demand cannot tell apart (:func:`~webhook.policy.allocator.shapes.projection`)
     are judged once. Every group is judged while time remains, since an allocation error on
     any of them fails the pod in the scheduler; once the judging has taken ``budget_s``
-    seconds, the groups left are ``unknown``.
+    seconds, the groups left are ``unknown``. ``prune`` as for :func:`fit`.
     """
     # The budget is for judging: telling the groups apart, done once per supply, is not
     # counted.
     remaining = budget_s
     judged: dict[int, Fit] = {}
-    answers: list[tuple[str, Fit]] = []
-    keys = projections(reads_of(demand, supply), supply)
-    for group, key in zip(supply.groups, keys, strict=True):
-        found = judged.get(key)
-        if found is None:
-            if remaining <= 0:
-                found = Fit(UNKNOWN, group.key, "not judged: out of time", "", "claims")
-            else:
-                start = time.monotonic()
-                found = judged[key] = _fit(demand, group, supply, start + remaining)
-                remaining -= time.monotonic() - start
-        answers.append((group.key, found))
+    keys, firsts = judged_once(reads_of(demand, supply), supply)
+    groups = supply.groups
+    # Each projection is judged on the first group that has it, in the groups' order.
+    for key, index in firsts:
+        if remaining <= 0:
+            break
+        start = time.monotonic()
+        judged[key] = _fit(demand, groups[index], supply, start + remaining, prune)
+        remaining -= time.monotonic() - start
+    names: tuple[str, ...] = supply.__dict__.get("_group_keys") or supply.__dict__.setdefault(
+        "_group_keys", tuple(g.key for g in groups)
+    )
+    late = Fit(UNKNOWN, "", "not judged: out of time", "", "claims")
+    answers = Answers(names, keys, judged, late)
     fits = list(judged.values())
     errors = [f for f in fits if f.error]
     if errors:
-        return Verdict(DOES_NOT_FIT, None, errors[0], tuple(answers))
-    first = next((g for g, f in answers if f.fits), None)
+        return Verdict(DOES_NOT_FIT, None, errors[0], answers)
+    # The first group that fits is the first of the first projection that fits.
+    first = next((groups[i].key for key, i in firsts if key in judged and judged[key].fits), None)
     if first is not None:
-        return Verdict(FITS, first, None, tuple(answers))
+        return Verdict(FITS, first, None, answers)
     failing = [f for f in fits if f.outcome == DOES_NOT_FIT]
     closest = max(failing, key=lambda f: f.closeness, default=None)
-    if any(f.outcome == UNKNOWN for _, f in answers):
-        return Verdict(UNKNOWN, None, closest, tuple(answers))
-    return Verdict(DOES_NOT_FIT, None, closest, tuple(answers))
+    if len(judged) < len(firsts) or any(f.outcome == UNKNOWN for f in fits):
+        return Verdict(UNKNOWN, None, closest, answers)
+    return Verdict(DOES_NOT_FIT, None, closest, answers)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, overload
 
 FITS = "fits"
 DOES_NOT_FIT = "does-not-fit"
@@ -40,6 +42,61 @@ class Fit:
         return self.outcome == FITS
 
 
+class Answers(Sequence[tuple[str, "Fit"]]):
+    """Every group's key and answer, in the supply's order, as a sequence of pairs made when
+    read: a verdict over 5,000 node groups does not build 5,000 pairs that the review never
+    reads (and that the garbage collector would then walk). Groups of one projection share
+    its answer; a group judged by no one (out of time) gets ``late`` under its own key."""
+
+    __slots__ = ("_judged", "_keys", "_late", "_names")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        keys: Sequence[int],
+        judged: Mapping[int, Fit],
+        late: Fit,
+    ) -> None:
+        self._names = names
+        self._keys = keys
+        self._judged = judged
+        self._late = late
+
+    def _answer(self, name: str, key: int) -> Fit:
+        found = self._judged.get(key)
+        return replace(self._late, group=name) if found is None else found
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, Fit]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[tuple[str, Fit], ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        name = self._names[index]
+        return (name, self._answer(name, self._keys[index]))
+
+    def __iter__(self) -> Iterator[tuple[str, Fit]]:
+        for name, key in zip(self._names, self._keys, strict=True):
+            yield name, self._answer(name, key)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Answers({list(self)!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """Whether a demand fits some node group, existing or able to appear.
@@ -57,7 +114,7 @@ class Verdict:
     outcome: str
     group: str | None = None
     closest: Fit | None = None
-    answers: tuple[tuple[str, Fit], ...] = ()
+    answers: Sequence[tuple[str, Fit]] = ()
 
     @property
     def fits(self) -> bool:

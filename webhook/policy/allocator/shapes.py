@@ -6,8 +6,8 @@ in what no filter reads for a given pod: their names and hostname labels, their 
 nodeSelector and affinity name (the names too, when it names nodes), the taints, the
 allocatable of the resources it asks for, and, when it has claims, the devices with the
 attributes its selectors and constraints can name. Two groups with one projection get one
-answer. Where a selector could read attributes it does not name (a macro over a map), every
-attribute counts. docs/allocator.md, "Node groups".
+answer (:func:`judged_once`). Where a selector could read attributes it does not name (a
+macro over a map), every attribute counts. docs/allocator.md, "Node groups".
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from webhook.policy.demand import Demand, is_dra_extended_resource_name
@@ -96,28 +97,35 @@ def reads_of(demand: Demand, supply: Supply) -> Reads:
     return Reads(key, tuple(sorted(keys)), names, resources, claims, frozen)
 
 
-def _device(device: Device, node: str, attributes: frozenset[str] | None) -> tuple[Any, ...]:
+@lru_cache(maxsize=1024)
+def _kept(names: tuple[str, ...], attributes: frozenset[str] | None) -> tuple[str, ...]:
+    """Which of a device's attribute names a demand can read, sorted. Devices of one driver
+    publish the same names: this is worked out once for them, not once per device."""
     if attributes is None:
-        shown = tuple(sorted((k, str(v), type(v).__name__) for k, v in device.attributes.items()))
-    else:
-        shown = tuple(
-            sorted(
-                (k, str(v), type(v).__name__)
-                for k, v in device.attributes.items()
-                if k in attributes or k.rpartition("/")[2] in attributes
-            )
-        )
+        return tuple(sorted(names))
+    return tuple(sorted(k for k in names if k in attributes or k.rpartition("/")[2] in attributes))
+
+
+def _device(device: Device, node: str, attributes: frozenset[str] | None) -> tuple[Any, ...]:
+    values = device.attributes
+    # The type too: True == 1 in Python, not in CEL.
+    shown = tuple(
+        (k, str(v), type(v).__name__)
+        for k in _kept(tuple(values), attributes)
+        for v in (values[k],)
+    )
     return (
         shown,
-        tuple(sorted((k, repr(v)) for k, v in device.capacity.items())),
+        # Capacity and taints are frozen values: compared as they are.
+        tuple(sorted(device.capacity.items())),
         device.allow_multiple_allocations,
         device.taints,
-        repr(device.consumes_counters),
+        repr(device.consumes_counters) if device.consumes_counters else (),
         device.binding_conditions,
         device.binds_to_node,
         "self" if device.node == node else device.node,
         device.all_nodes,
-        repr(device.node_selector),
+        None if device.node_selector is None else repr(device.node_selector),
     )
 
 
@@ -130,22 +138,16 @@ def _slice(found: ResourceSlice, node: str, attributes: frozenset[str] | None) -
         found.resource_slice_count,
         "self" if local else found.node_name,
         found.all_nodes,
-        repr(found.node_selector),
+        None if found.node_selector is None else repr(found.node_selector),
         found.per_device_node_selection,
-        repr(found.shared_counters),
+        repr(found.shared_counters) if found.shared_counters else (),
         tuple(_device(d, node, attributes) for d in found.devices),
     )
 
 
-def projection(reads: Reads, group: NodeGroup, supply: Supply) -> int:
-    """What of ``group`` the demand behind ``reads`` can tell apart, as a number: equal for
-    groups it cannot tell apart. Numbered in ``supply`` and remembered on the group."""
-    kinds: dict[Any, int] = supply.__dict__.setdefault("_reads", {})
-    kind = kinds.setdefault(reads.key, len(kinds))
-    cache: dict[int, int] = group.__dict__.setdefault("_projections", {})
-    known = cache.get(kind)
-    if known is not None:
-        return known
+def projection(reads: Reads, group: NodeGroup) -> tuple[Any, ...]:
+    """What of ``group`` the demand behind ``reads`` can tell apart: equal for groups it
+    cannot tell apart."""
     labels: tuple[Any, ...] = tuple(group.labels.get(k) for k in reads.label_keys)
     slices: tuple[Any, ...] = ()
     if reads.claims:
@@ -157,27 +159,40 @@ def projection(reads: Reads, group: NodeGroup, supply: Supply) -> int:
         ):
             labels = tuple(sorted(group.labels.items()))
         slices = tuple(_slice(s, group.node, reads.attributes) for s in group.slices)
-    found = (
+    return (
         group.node_names if reads.names else None,
         labels,
         group.taints,
         tuple(group.allocatable.get(r) for r in reads.resources),
         slices,
     )
-    # A tuple's hash is not kept: the projection is numbered once, and the number compared.
-    numbers: dict[tuple[Any, ...], int] = supply.__dict__.setdefault("_projections", {})
-    number = numbers.setdefault(found, len(numbers))
-    cache[kind] = number
-    return number
 
 
-def projections(reads: Reads, supply: Supply) -> list[int]:
-    """:func:`projection` of every group of ``supply``, in order."""
-    kinds: dict[Any, int] = supply.__dict__.setdefault("_reads", {})
-    kind = kinds.setdefault(reads.key, len(kinds))
-    out = []
-    for group in supply.groups:
-        cache = group.__dict__.get("_projections")
-        known = cache.get(kind) if cache else None
-        out.append(known if known is not None else projection(reads, group, supply))
-    return out
+Partition = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
+
+# Partitions kept per supply, one per kind of demand; past this many, they are forgotten and
+# made again (a supply lives until the cluster changes; a server meets few kinds of demand).
+_KINDS_MAX = 256
+
+
+def judged_once(reads: Reads, supply: Supply) -> Partition:
+    """The groups of ``supply`` as the demand behind ``reads`` tells them apart: each group's
+    projection as a number, in order, and each number once with the index of the first group
+    that has it, in order. Remembered in ``supply`` for each kind of demand, so that the next
+    review of that kind does not look at the groups again; only these numbers are kept, not
+    the projections (the supply's groups are the supply's own: nothing is remembered on a
+    group that another supply may share)."""
+    known: dict[tuple[Any, ...], Partition] = supply.__dict__.setdefault("_judged_once", {})
+    found = known.get(reads.key)
+    if found is not None:
+        return found
+    # A tuple's hash is not kept: each projection is numbered once, and the numbers compared.
+    numbers: dict[tuple[Any, ...], int] = {}
+    keys = tuple(numbers.setdefault(projection(reads, g), len(numbers)) for g in supply.groups)
+    firsts: dict[int, int] = {}
+    for index, number in enumerate(keys):
+        firsts.setdefault(number, index)
+    if len(known) >= _KINDS_MAX:
+        known.clear()
+    found = known[reads.key] = (keys, tuple(firsts.items()))
+    return found

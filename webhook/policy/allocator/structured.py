@@ -29,6 +29,7 @@ from webhook.policy.allocator.constraints import (
 )
 from webhook.policy.allocator.pools import Node, NodeSelectionError, Pool, gather_pools
 from webhook.policy.allocator.pools import node_matches as pool_node_matches
+from webhook.policy.allocator.prune import cannot_allocate
 from webhook.policy.demand.model import ALL, EXACT_COUNT, Claim, DeviceRequest, Request
 from webhook.policy.dra import Device, DeviceClass, ResourceSlice
 from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
@@ -109,7 +110,9 @@ class Allocator:
 
     ``slices`` are the slices for the node (``slicesOnNode[node]`` + ``slicesShared``),
     ``all_slices`` every slice (to tell an incomplete pool), ``deadline`` a
-    ``time.monotonic()`` after which the search stops with BudgetExceeded.
+    ``time.monotonic()`` after which the search stops with BudgetExceeded. ``prune``: skip
+    a search proven impossible by counting (:mod:`webhook.policy.allocator.prune`; False
+    runs the plain port, for tests and benchmarks).
     """
 
     def __init__(
@@ -118,11 +121,14 @@ class Allocator:
         slices: Sequence[ResourceSlice],
         all_slices: Sequence[ResourceSlice],
         deadline: float | None = None,
+        *,
+        prune: bool = True,
     ) -> None:
         self.classes = classes
         self.slices = slices
         self.all_slices = all_slices
         self.deadline = deadline
+        self.prune = prune
         self.num_allocate_one_invocations = 0
 
     def allocate(self, node: Node, claims: Sequence[Claim]) -> bool:
@@ -189,10 +195,15 @@ class Allocator:
                         "(unsupported constraint type?)"
                     )
             self.constraints[claim_index] = constraints
-        try:
-            done = self.allocate_one(DeviceIndices(), False, (0, 0, 0))
-        except _Stop:
-            return False
+        # Not upstream: a search that cannot succeed, proven by counting, is skipped; what
+        # follows is as if it had found nothing (prune.py says why no answer changes).
+        if self.prune and cannot_allocate(self):
+            done = False
+        else:
+            try:
+                done = self.allocate_one(DeviceIndices(), False, (0, 0, 0))
+            except _Stop:
+                return False
         if not done:
             for pool in self.pools:
                 if pool.is_invalid:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from fractions import Fraction
+from functools import lru_cache
 
 from webhook.policy.demand.model import Claim, DeviceRequest, Request
 from webhook.policy.dra import IMPLICIT_PREFIX, DeviceClass
@@ -46,6 +47,7 @@ def is_extended_resource_name(name: str) -> bool:
     )
 
 
+@lru_cache(maxsize=1024)
 def is_dra_extended_resource_name(name: str) -> bool:
     """``IsDRAExtendedResourceName`` (pkg/scheduler/util/utils.go): an extended resource name
     or ``deviceclass.resource.kubernetes.io/<class>``."""
