@@ -59,6 +59,34 @@ class Capacity:
     valid_range: tuple[Fraction | None, Fraction | None, Fraction | None] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """A taint of one device (``spec.devices[].taints``): ``NoSchedule`` and ``NoExecute``
+    keep it from being allocated to a request that does not tolerate it."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class CounterConsumption:
+    """How much a device consumes of one of its pool's shared counter sets
+    (``consumesCounters``: partitionable devices, e.g. a MIG slice of a GPU's memory)."""
+
+    counter_set: str
+    counters: Mapping[str, Fraction]
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    """One shared counter set of a ResourceSlice (``sharedCounters``): what the devices of
+    the pool that consume it may use up together."""
+
+    name: str
+    counters: Mapping[str, Fraction]
+
+
 @dataclass(frozen=True)
 class Device:
     """One device of one ResourceSlice, where it may be used and what it is.
@@ -79,6 +107,13 @@ class Device:
     attributes: Mapping[str, Attribute]
     capacity: Mapping[str, Capacity]
     allow_multiple_allocations: bool = False
+    # What the structured allocator reads besides (docs/allocator.md): the device's taints,
+    # the shared counters it consumes (partitionable devices), its binding conditions.
+    taints: tuple[DeviceTaint, ...] = ()
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
 
     @cached_property
     def cel_input(self) -> Mapping[str, Any]:
@@ -604,15 +639,67 @@ def _capacity(raw: Any) -> Capacity | None:
     return Capacity(value, _fraction(policy.get("default")), values, valid_range)
 
 
-def parse_resource_slice(obj: Mapping[str, Any]) -> tuple[list[Device], list[str]]:
-    """The devices of one ResourceSlice, and what could not be read in it."""
+@dataclass(frozen=True)
+class ResourceSlice:
+    """One ResourceSlice: its pool (name, generation, number of slices), where its devices
+    may be used (``node_name``, ``all_nodes``, ``node_selector``, or per device), its shared
+    counter sets, and its devices. The structured allocator reads pools of these
+    (docs/allocator.md, "Pools")."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    resource_slice_count: int
+    node_name: str | None
+    all_nodes: bool
+    node_selector: Mapping[str, Any] | None
+    per_device_node_selection: bool
+    shared_counters: tuple[CounterSet, ...]
+    devices: tuple[Device, ...]
+
+
+def _counters(raw: Any) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = {}
+    for key, counter in (raw or {}).items() if isinstance(raw, Mapping) else ():
+        value = _fraction((counter or {}).get("value")) if isinstance(counter, Mapping) else None
+        if value is not None:
+            out[str(key)] = value
+    return out
+
+
+def _device_extras(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a device the allocator reads besides attributes and capacity."""
+    taints = tuple(
+        DeviceTaint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+        for t in raw.get("taints") or ()
+        if isinstance(t, Mapping)
+    )
+    consumes = tuple(
+        CounterConsumption(str(c.get("counterSet") or ""), _counters(c.get("counters")))
+        for c in raw.get("consumesCounters") or ()
+        if isinstance(c, Mapping)
+    )
+    return {
+        "taints": taints,
+        "consumes_counters": consumes,
+        "binding_conditions": tuple(map(str, raw.get("bindingConditions") or ())),
+        "binding_failure_conditions": tuple(map(str, raw.get("bindingFailureConditions") or ())),
+        "binds_to_node": bool(raw.get("bindsToNode")),
+    }
+
+
+def parse_slice(obj: Mapping[str, Any]) -> tuple[ResourceSlice | None, list[str]]:
+    """One ResourceSlice object, and what could not be read in it (None without a driver or
+    pool name)."""
     spec = obj.get("spec") or {}
     name = _meta_name(obj)
     driver = str(spec.get("driver") or "")
-    pool = str((spec.get("pool") or {}).get("name") or "")
+    pool_spec = spec.get("pool") or {}
+    pool = str(pool_spec.get("name") or "")
     problems: list[str] = []
     if not driver or not pool:
-        return [], [f"ResourceSlice {name}: no driver or pool name"]
+        return None, [f"ResourceSlice {name}: no driver or pool name"]
     per_device = bool(spec.get("perDeviceNodeSelection"))
     devices = []
     for raw in spec.get("devices") or ():
@@ -652,9 +739,34 @@ def parse_resource_slice(obj: Mapping[str, Any]) -> tuple[list[Device], list[str
                 attributes=attributes,
                 capacity=capacity,
                 allow_multiple_allocations=bool(raw.get("allowMultipleAllocations")),
+                **_device_extras(raw),
             )
         )
-    return devices, problems
+    shared = tuple(
+        CounterSet(str(c.get("name") or ""), _counters(c.get("counters")))
+        for c in spec.get("sharedCounters") or ()
+        if isinstance(c, Mapping)
+    )
+    count = pool_spec.get("resourceSliceCount")
+    return ResourceSlice(
+        name=name,
+        driver=driver,
+        pool=pool,
+        generation=int(pool_spec.get("generation") or 0),
+        resource_slice_count=int(count) if isinstance(count, int) else 1,
+        node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
+        all_nodes=bool(spec.get("allNodes")),
+        node_selector=spec.get("nodeSelector") or None,
+        per_device_node_selection=per_device,
+        shared_counters=shared,
+        devices=tuple(devices),
+    ), problems
+
+
+def parse_resource_slice(obj: Mapping[str, Any]) -> tuple[list[Device], list[str]]:
+    """The devices of one ResourceSlice, and what could not be read in it."""
+    found, problems = parse_slice(obj)
+    return (list(found.devices) if found is not None else []), problems
 
 
 def parse_allocation(obj: Mapping[str, Any]) -> Allocation:

@@ -1,0 +1,116 @@
+"""A pod's resource requests added up as the scheduler adds them.
+
+A port of ``PodRequests`` and ``AggregateContainerRequests`` of
+``k8s.io/component-helpers/resource/helpers.go`` (v0.36.2, the version kube-scheduler
+v1.36.2 vendors), with the options the scheduler's NodeResourcesFit and dynamicresources
+plugins pass (none: overhead included, no status resources): the containers' requests
+summed; each init container's requests plus those of the restartable (sidecar) init
+containers before it; the larger of the two per resource; restartable init containers
+added to the sum; pod-level requests for the resources they may set; overhead added.
+See docs/allocator.md, "Pod requests".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from webhook.policy.quantity import QuantityError, quantity_value
+
+ResourceList = dict[str, Fraction]
+
+# IsSupportedPodLevelResource (helpers.go): cpu, memory and hugepages-* only.
+_POD_LEVEL = ("cpu", "memory")
+_HUGEPAGES = "hugepages-"
+_ALWAYS = "Always"
+
+
+def resource_list(raw: Any) -> ResourceList:
+    """A ResourceList mapping as exact values; entries that are no quantity are left out
+    (the API server refuses them, so the scheduler never meets them)."""
+    out: ResourceList = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for name, value in raw.items():
+        try:
+            out[str(name)] = quantity_value(value)
+        except QuantityError:
+            continue
+    return out
+
+
+def container_requests(container: Mapping[str, Any]) -> ResourceList:
+    """A container's ``resources.requests``, with the API server's defaulting applied: a
+    resource with a limit and no request requests its limit (``SetDefaults_Pod``,
+    pkg/apis/core/v1/defaults.go), so manifests read before admission add up the same."""
+    resources = container.get("resources")
+    resources = resources if isinstance(resources, Mapping) else {}
+    requests = resource_list(resources.get("requests"))
+    for name, value in resource_list(resources.get("limits")).items():
+        requests.setdefault(name, value)
+    return requests
+
+
+def _add(into: ResourceList, new: Mapping[str, Fraction]) -> None:
+    # addResourceList (helpers.go)
+    for name, value in new.items():
+        into[name] = into.get(name, Fraction(0)) + value
+
+
+def _max(into: ResourceList, new: Mapping[str, Fraction]) -> None:
+    # maxResourceList (helpers.go)
+    for name, value in new.items():
+        if name not in into or value > into[name]:
+            into[name] = value
+
+
+def _is_restartable(container: Mapping[str, Any]) -> bool:
+    return container.get("restartPolicy") == _ALWAYS
+
+
+def _containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    raw = spec.get(key)
+    return [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
+
+
+def aggregate_container_requests(spec: Mapping[str, Any]) -> ResourceList:
+    """``AggregateContainerRequests`` (helpers.go): the containers and init containers."""
+    reqs: ResourceList = {}
+    for container in _containers(spec, "containers"):
+        _add(reqs, container_requests(container))
+    restartable: ResourceList = {}
+    init: ResourceList = {}
+    # InitContainerUse(i) = sum(restartable init containers before i) + init container i
+    for container in _containers(spec, "initContainers"):
+        container_reqs = container_requests(container)
+        if _is_restartable(container):
+            _add(reqs, container_reqs)
+            _add(restartable, container_reqs)
+            container_reqs = dict(restartable)
+        else:
+            tmp: ResourceList = {}
+            _add(tmp, container_reqs)
+            _add(tmp, restartable)
+            container_reqs = tmp
+        _max(init, container_reqs)
+    _max(reqs, init)
+    return reqs
+
+
+def _is_pod_level(name: str) -> bool:
+    return name in _POD_LEVEL or name.startswith(_HUGEPAGES)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """``PodRequests`` (helpers.go) of a pod spec: every resource the pod requests, as the
+    scheduler adds them up (``nvidia.com/gpu`` of two containers asking 1 each is 2)."""
+    reqs = aggregate_container_requests(spec)
+    pod_level = spec.get("resources")
+    level = resource_list(pod_level.get("requests")) if isinstance(pod_level, Mapping) else {}
+    if any(_is_pod_level(name) for name in level):  # IsPodLevelRequestsSet
+        for name, value in level.items():
+            if _is_pod_level(name):
+                reqs[name] = value
+    _add(reqs, resource_list(spec.get("overhead")))
+    return reqs
