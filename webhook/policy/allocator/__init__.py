@@ -9,6 +9,7 @@ empty cluster. docs/allocator.md says what each part ports.
 Public entry points: :func:`fit` (one group) and :func:`fit_anywhere` (every group).
 """
 
+from webhook.policy.allocator.fit import fit, fit_anywhere
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Fit, Verdict
 
-__all__ = ["DOES_NOT_FIT", "FITS", "UNKNOWN", "Fit", "Verdict"]
+__all__ = ["DOES_NOT_FIT", "FITS", "UNKNOWN", "Fit", "Verdict", "fit", "fit_anywhere"]

@@ -30,6 +30,9 @@ class Fit:
     detail: str = ""
     stage: str = ""
     closeness: int = 0
+    # The allocator failed with an error (a CEL runtime error, an unknown DeviceClass): the
+    # scheduler then fails the pod on every node, not just this group.
+    error: bool = False
 
     @property
     def fits(self) -> bool:
@@ -44,6 +47,9 @@ class Verdict:
     ``outcome`` is ``fits`` (``group`` names the first that does), ``does-not-fit`` (no group
     does; ``closest`` is the failing group that came nearest, for the message), or
     ``unknown`` (none fits for sure and some search ran out of time: allow with a warning).
+    An allocation error on any group that passes the node filters (``closest.error``) is
+    ``does-not-fit`` even where another group fits: the scheduler fails the pod when its
+    DynamicResources filter errs on any node.
     ``fits_by_group`` holds every group's answer, in the supply's order.
     """
 

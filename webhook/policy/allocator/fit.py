@@ -1,0 +1,195 @@
+"""Does a demand fit a node group, and some group? The filters kube-scheduler runs, in order.
+
+For one node group (:func:`fit`): NodeName, TaintToleration (NoSchedule, NoExecute, the
+cordon) and NodeAffinity (nodeSelector, required node affinity) through
+``webhook.policy.nodes``; NodeResourcesFit's check of extended resources
+(``pkg/scheduler/framework/plugins/noderesources/fit.go`` ``fitsRequest``, where a resource a
+DeviceClass serves and the node does not advertise is left to DRA); then the DynamicResources
+filter: the pod's claims and the claim for its extended resources backed by DRA
+(``webhook.policy.demand.extended_resource_claim``), allocated together by the structured
+allocator (:mod:`webhook.policy.allocator.structured`). docs/allocator.md.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from webhook.policy.allocator.explain import explain_claims
+from webhook.policy.allocator.pools import Node
+from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Fit, Verdict
+from webhook.policy.allocator.structured import AllocationError, Allocator, BudgetExceeded
+from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
+from webhook.policy.dra import ResourceSlice
+from webhook.policy.nodes import NodeView, selector_matches, term_matches, untolerated
+from webhook.policy.supply import NodeGroup, Supply
+
+# The scheduler's words for each filter that fails (the plugins' reasons).
+NODE_NAME = "node(s) didn't match the requested node name"
+NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+
+
+def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
+    """The NodeName, TaintToleration and NodeAffinity filters: a failing Fit, or None when
+    some node of the group passes them."""
+    names = group.node_names or (group.node,)
+    if demand.node_name is not None and demand.node_name not in names:
+        return Fit(
+            DOES_NOT_FIT, group.key, NODE_NAME, f"spec.nodeName is {demand.node_name}", "node"
+        )
+    view = NodeView(group.node, group.labels, group.taints, {})
+    blocking = untolerated(view, demand.tolerations)
+    if blocking:
+        taint = blocking[0]
+        return Fit(
+            DOES_NOT_FIT,
+            group.key,
+            f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",
+            f"node group {group.key} has the taint {taint}, which the pod does not tolerate",
+            "node",
+        )
+    if not selector_matches(demand.node_selector, group.labels) or (
+        demand.required_terms is not None
+        and not any(
+            term_matches(term, name, group.labels)
+            for name in names
+            for term in demand.required_terms
+        )
+    ):
+        return Fit(
+            DOES_NOT_FIT,
+            group.key,
+            NODE_AFFINITY,
+            f"node group {group.key} has the labels {_labels(group.labels)}",
+            "node",
+        )
+    return None
+
+
+def _labels(labels: Any) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return "{" + shown + "}"
+
+
+def fits_request(demand: Demand, group: NodeGroup, supply: Supply) -> Fit | None:
+    """NodeResourcesFit for extended resources (``fitsRequest``) on an empty node: a failing
+    Fit, or None. CPU, memory and other native resources are not the supply model's."""
+    for name, quantity in sorted(demand.resources.items()):
+        if quantity <= 0 or not is_dra_extended_resource_name(name):
+            continue
+        have = group.allocatable.get(name, 0)
+        if have >= quantity:
+            continue
+        if have == 0 and supply.class_for_resource(name) is not None:
+            continue  # Backed by DRA: the DynamicResources filter allocates it.
+        return Fit(
+            DOES_NOT_FIT,
+            group.key,
+            f"Insufficient {name}",
+            f"the pod asks for {name}: {quantity} in all (its containers added up as the "
+            f"scheduler does); node group {group.key} has {have}",
+            "resources",
+            1,
+        )
+    return None
+
+
+def _slices(group: NodeGroup, supply: Supply) -> tuple[ResourceSlice, ...]:
+    """Every slice known: the cluster's and the group's own (those of nodes to appear)."""
+    seen = {s.name for s in supply.slices}
+    return (*supply.slices, *(s for s in group.slices if s.name not in seen))
+
+
+def _allocate(
+    demand: Demand, group: NodeGroup, supply: Supply, deadline: float | None
+) -> Fit | None:
+    """The DynamicResources filter: a failing Fit, or None when every claim is allocated."""
+    extended, unfit = extended_resource_claim(
+        demand.resources, demand.containers, supply.class_for_resource, group.allocatable
+    )
+    if unfit is not None:
+        return Fit(
+            DOES_NOT_FIT,
+            group.key,
+            "cannot fit resource",
+            f"node group {group.key} has no {unfit}",
+            "claims",
+            2,
+        )
+    claims = (*demand.claims, extended) if extended is not None else demand.claims
+    if not claims:
+        return None
+    node = Node(group.node, group.labels)
+    allocator = Allocator(supply.classes, group.slices, _slices(group, supply), deadline)
+    try:
+        if allocator.allocate(node, claims):
+            return None
+    except AllocationError as err:
+        return Fit(DOES_NOT_FIT, group.key, str(err), "", "claims", 3, error=not err.on_node)
+    detail = explain_claims(claims, group, supply, node)
+    return Fit(DOES_NOT_FIT, group.key, CANNOT_ALLOCATE, detail, "claims", 2)
+
+
+def fit(demand: Demand, group: NodeGroup, supply: Supply, *, budget_s: float = 0.05) -> Fit:
+    """Does ``demand`` fit a node of ``group``, on an empty cluster, as kube-scheduler judges?
+
+    ``unknown`` when the device search runs longer than ``budget_s`` seconds.
+    """
+    return _fit(demand, group, supply, time.monotonic() + budget_s, {})
+
+
+def _fit(
+    demand: Demand,
+    group: NodeGroup,
+    supply: Supply,
+    deadline: float,
+    cache: dict[Any, Fit | None],
+) -> Fit:
+    failed = node_filters(demand, group)
+    if failed is not None:
+        return failed
+    # What follows depends on the group's shape, not on its node names.
+    if group.shape in cache:
+        found = cache[group.shape]
+        return Fit(FITS, group.key) if found is None else _renamed(found, group.key)
+    try:
+        failed = fits_request(demand, group, supply) or _allocate(demand, group, supply, deadline)
+    except BudgetExceeded:
+        return Fit(UNKNOWN, group.key, "the device search ran out of time", "", "claims")
+    cache[group.shape] = failed
+    return Fit(FITS, group.key) if failed is None else failed
+
+
+def _renamed(found: Fit, key: str) -> Fit:
+    return Fit(
+        found.outcome, key, found.reason, found.detail, found.stage, found.closeness, found.error
+    )
+
+
+def fit_anywhere(demand: Demand, supply: Supply, *, budget_s: float = 0.05) -> Verdict:
+    """Does ``demand`` fit some node group of ``supply``, existing or able to appear?
+
+    Groups of one shape are judged once. Every group is judged while time remains, since an
+    allocation error on any of them fails the pod in the scheduler; past ``budget_s``, the
+    groups left are ``unknown``.
+    """
+    deadline = time.monotonic() + budget_s
+    cache: dict[Any, Fit | None] = {}
+    fits: list[Fit] = []
+    for group in supply.groups:
+        if time.monotonic() > deadline:
+            fits.append(Fit(UNKNOWN, group.key, "not judged: out of time", "", "claims"))
+            continue
+        fits.append(_fit(demand, group, supply, deadline, cache))
+    errors = [f for f in fits if f.error]
+    if errors:
+        return Verdict(DOES_NOT_FIT, None, errors[0], tuple(fits))
+    first = next((f for f in fits if f.fits), None)
+    if first is not None:
+        return Verdict(FITS, first.group, None, tuple(fits))
+    failing = [f for f in fits if f.outcome == DOES_NOT_FIT]
+    closest = max(failing, key=lambda f: f.closeness, default=None)
+    if any(f.outcome == UNKNOWN for f in fits):
+        return Verdict(UNKNOWN, None, closest, tuple(fits))
+    return Verdict(DOES_NOT_FIT, None, closest, tuple(fits))
