@@ -25,6 +25,7 @@ from webhook.policy.allocator import DOES_NOT_FIT, UNKNOWN, Fit, Verdict, fit_an
 from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
 from webhook.policy.decision import RuleResult
 from webhook.policy.demand import Demand, claim_demand, pod_demand
+from webhook.policy.demand.extended import EXTENDED_CLAIM
 from webhook.policy.engine.claims import gpu_requests
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
@@ -135,7 +136,10 @@ def _rule(closest: Fit, has_claims: bool) -> str:
 
 
 def _why(closest: Fit) -> str:
-    detail = closest.detail or closest.reason
+    # The claim the scheduler builds in memory for extended resources DeviceClasses serve.
+    detail = (closest.detail or closest.reason).replace(
+        EXTENDED_CLAIM, "the claim for its extended resources served by DRA"
+    )
     return f"{detail} (closest: {closest.group})" if closest.group not in detail else detail
 
 
