@@ -33,12 +33,17 @@ def request_fits_capacity(alloc: Allocator, request: Request, device: DeviceWith
     """The ``CmpRequestOverCapacity`` method: room for the request's capacity on the device,
     on top of what this allocation already takes of it. A request naming a capacity the
     device lacks skips the device (the error is only logged upstream)."""
+    taking = alloc.allocating_capacity.get(device.id)
+    if request.capacity is None and not taking and not device.device.has_capacity_policy:
+        # The request takes every capacity whole, and nothing takes any yet: it fits, as
+        # CmpRequestOverCapacity finds at greater cost.
+        return True
     try:
         return cmp_request_over_capacity(
             {},  # allocatedState.AggregatedCapacity: empty on an empty cluster
             request.capacity,
             device.device.capacity,
-            alloc.allocating_capacity.get(device.id, {}),
+            taking or {},
         )
     except CapacityError:
         return False

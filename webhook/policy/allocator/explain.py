@@ -75,17 +75,25 @@ def _constraint_text(constraint: Constraint) -> str:
     return f"{kind} {attribute}{scope}"
 
 
-def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node) -> str:
-    """Which part of ``claims`` keeps them from being allocated on ``group``, and what the
-    group has."""
+def _failing_request(
+    claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node
+) -> str | None:
+    """The first request that cannot be allocated even alone, described; None if none."""
     for claim in claims:
         for request in claim.requests:
-            alone = Claim(claim.label, (request,), ())
-            if _allocates((alone,), group, supply, node):
+            exact = request.exactly
+            if exact is not None and exact.allocation_mode != ALL:
+                # Fewer usable devices than asked for: said without searching.
+                usable, tainted = _usable(exact, group, supply, node)
+                if exact.count > usable - tainted:
+                    return _request_detail(
+                        claim, request.name, exact, group=group, supply=supply, node=node
+                    )
+            if _allocates((Claim(claim.label, (request,), ()),), group, supply, node):
                 continue
-            if request.exactly is not None:
+            if exact is not None:
                 return _request_detail(
-                    claim, request.name, request.exactly, group=group, supply=supply, node=node
+                    claim, request.name, exact, group=group, supply=supply, node=node
                 )
             parts = [
                 _request_detail(
@@ -94,11 +102,17 @@ def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, no
                 for sub in request.first_available
             ]
             return "no alternative of firstAvailable fits: " + "; ".join(parts)
+    return None
+
+
+def _failing_constraint(
+    claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node
+) -> str | None:
+    """The first constraint without which a claim would be allocated, described."""
     for claim in claims:
         if not claim.constraints:
             continue
-        bare = replace(claim, constraints=())
-        if not _allocates((bare,), group, supply, node):
+        if not _allocates((replace(claim, constraints=()),), group, supply, node):
             continue
         for constraint in claim.constraints:
             if not _allocates((replace(claim, constraints=(constraint,)),), group, supply, node):
@@ -107,14 +121,35 @@ def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, no
                     f"{_constraint_text(constraint)}"
                 )
         return f"{claim.label}: no devices of node group {group.key} meet its constraints together"
+    return None
+
+
+def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, node: Node) -> str:
+    """Which part of ``claims`` keeps them from being allocated on ``group``, and what the
+    group has."""
+    found = _failing_request(claims, group, supply, node) or _failing_constraint(
+        claims, group, supply, node
+    )
+    if found is not None:
+        return found
+    # Partitionable devices: a whole GPU and its partitions consume one counter set.
+    shared = any(d.consumes_counters for s in group.slices for d in s.devices)
+    counters = (
+        " (its devices share counter sets: partitions and the whole device they are cut "
+        "from cannot all be taken together)"
+        if shared
+        else ""
+    )
     for claim in claims:
         if not _allocates((claim,), group, supply, node):
             return (
                 f"{claim.label}: its requests together need more devices than node group "
-                f"{group.key} has"
+                f"{group.key} has{counters}"
             )
     labels = ", ".join(c.label for c in claims)
-    return f"the claims {labels} together need more devices than node group {group.key} has"
+    return (
+        f"the claims {labels} together need more devices than node group {group.key} has{counters}"
+    )
 
 
 __all__ = ["explain_claims"]

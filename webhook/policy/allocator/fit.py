@@ -18,6 +18,7 @@ from typing import Any
 from webhook.policy.allocator.explain import explain_claims
 from webhook.policy.allocator.pools import Node
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Fit, Verdict
+from webhook.policy.allocator.shapes import projections, reads_of
 from webhook.policy.allocator.structured import AllocationError, Allocator, BudgetExceeded
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
 from webhook.policy.dra import ResourceSlice
@@ -97,8 +98,11 @@ def fits_request(demand: Demand, group: NodeGroup, supply: Supply) -> Fit | None
 
 def _slices(group: NodeGroup, supply: Supply) -> tuple[ResourceSlice, ...]:
     """Every slice known: the cluster's and the group's own (those of nodes to appear)."""
-    seen = {s.name for s in supply.slices}
-    return (*supply.slices, *(s for s in group.slices if s.name not in seen))
+    known: dict[str, ResourceSlice] = supply.__dict__.setdefault("_slices_by_name", {})
+    if not known and supply.slices:
+        known.update((s.name, s) for s in supply.slices)
+    extra = tuple(s for s in group.slices if s.name not in known)
+    return (*supply.slices, *extra) if extra else supply.slices
 
 
 def _allocate(
@@ -136,60 +140,53 @@ def fit(demand: Demand, group: NodeGroup, supply: Supply, *, budget_s: float = 0
 
     ``unknown`` when the device search runs longer than ``budget_s`` seconds.
     """
-    return _fit(demand, group, supply, time.monotonic() + budget_s, {})
+    return _fit(demand, group, supply, time.monotonic() + budget_s)
 
 
-def _fit(
-    demand: Demand,
-    group: NodeGroup,
-    supply: Supply,
-    deadline: float,
-    cache: dict[Any, Fit | None],
-) -> Fit:
+def _fit(demand: Demand, group: NodeGroup, supply: Supply, deadline: float) -> Fit:
     failed = node_filters(demand, group)
     if failed is not None:
         return failed
-    # What follows depends on the group's shape, not on its node names.
-    if group.shape in cache:
-        found = cache[group.shape]
-        return Fit(FITS, group.key) if found is None else _renamed(found, group.key)
     try:
         failed = fits_request(demand, group, supply) or _allocate(demand, group, supply, deadline)
     except BudgetExceeded:
         return Fit(UNKNOWN, group.key, "the device search ran out of time", "", "claims")
-    cache[group.shape] = failed
     return Fit(FITS, group.key) if failed is None else failed
-
-
-def _renamed(found: Fit, key: str) -> Fit:
-    return Fit(
-        found.outcome, key, found.reason, found.detail, found.stage, found.closeness, found.error
-    )
 
 
 def fit_anywhere(demand: Demand, supply: Supply, *, budget_s: float = 0.05) -> Verdict:
     """Does ``demand`` fit some node group of ``supply``, existing or able to appear?
 
-    Groups of one shape are judged once. Every group is judged while time remains, since an
-    allocation error on any of them fails the pod in the scheduler; past ``budget_s``, the
-    groups left are ``unknown``.
+    Groups the demand cannot tell apart (:func:`~webhook.policy.allocator.shapes.projection`)
+    are judged once. Every group is judged while time remains, since an allocation error on
+    any of them fails the pod in the scheduler; once the judging has taken ``budget_s``
+    seconds, the groups left are ``unknown``.
     """
-    deadline = time.monotonic() + budget_s
-    cache: dict[Any, Fit | None] = {}
-    fits: list[Fit] = []
-    for group in supply.groups:
-        if time.monotonic() > deadline:
-            fits.append(Fit(UNKNOWN, group.key, "not judged: out of time", "", "claims"))
-            continue
-        fits.append(_fit(demand, group, supply, deadline, cache))
+    # The budget is for judging: telling the groups apart, done once per supply, is not
+    # counted.
+    remaining = budget_s
+    judged: dict[int, Fit] = {}
+    answers: list[tuple[str, Fit]] = []
+    keys = projections(reads_of(demand, supply), supply)
+    for group, key in zip(supply.groups, keys, strict=True):
+        found = judged.get(key)
+        if found is None:
+            if remaining <= 0:
+                found = Fit(UNKNOWN, group.key, "not judged: out of time", "", "claims")
+            else:
+                start = time.monotonic()
+                found = judged[key] = _fit(demand, group, supply, start + remaining)
+                remaining -= time.monotonic() - start
+        answers.append((group.key, found))
+    fits = list(judged.values())
     errors = [f for f in fits if f.error]
     if errors:
-        return Verdict(DOES_NOT_FIT, None, errors[0], tuple(fits))
-    first = next((f for f in fits if f.fits), None)
+        return Verdict(DOES_NOT_FIT, None, errors[0], tuple(answers))
+    first = next((g for g, f in answers if f.fits), None)
     if first is not None:
-        return Verdict(FITS, first.group, None, tuple(fits))
+        return Verdict(FITS, first, None, tuple(answers))
     failing = [f for f in fits if f.outcome == DOES_NOT_FIT]
     closest = max(failing, key=lambda f: f.closeness, default=None)
-    if any(f.outcome == UNKNOWN for f in fits):
-        return Verdict(UNKNOWN, None, closest, tuple(fits))
-    return Verdict(DOES_NOT_FIT, None, closest, tuple(fits))
+    if any(f.outcome == UNKNOWN for _, f in answers):
+        return Verdict(UNKNOWN, None, closest, tuple(answers))
+    return Verdict(DOES_NOT_FIT, None, closest, tuple(answers))

@@ -50,13 +50,14 @@ class Verdict:
     An allocation error on any group that passes the node filters (``closest.error``) is
     ``does-not-fit`` even where another group fits: the scheduler fails the pod when its
     DynamicResources filter errs on any node.
-    ``fits_by_group`` holds every group's answer, in the supply's order.
+    ``answers`` holds every group's key and answer, in the supply's order; groups the demand
+    cannot tell apart share one answer, which names the first of them.
     """
 
     outcome: str
     group: str | None = None
     closest: Fit | None = None
-    fits_by_group: tuple[Fit, ...] = ()
+    answers: tuple[tuple[str, Fit], ...] = ()
 
     @property
     def fits(self) -> bool:
