@@ -84,18 +84,23 @@ def _judged(demand: Demand, inventory: Inventory) -> Verdict:
     # "has 1" of a GPU node tells more than "has 0" of a node without GPUs.
     groups = {g.key: g for g in supply.groups}
 
-    def has(found: Fit) -> int:
-        group = groups.get(found.group)
+    def has(answer: tuple[str, Fit]) -> int:
+        group = groups.get(answer[0])
         if group is None:
             return -1
         return sum(group.allocatable.get(n, 0) for n in demand.resources)
 
     peers = [
-        f
-        for f in verdict.fits_by_group
+        (key, f)
+        for key, f in verdict.answers
         if f.outcome == DOES_NOT_FIT and (f.stage, f.closeness) == ("resources", closest.closeness)
     ]
-    return replace(verdict, closest=max(peers, key=has, default=closest))
+    if not peers:
+        return verdict
+    key, found = max(peers, key=has)
+    # An answer shared by groups of one shape names the first of them: name this one.
+    named = replace(found, group=key, detail=found.detail.replace(found.group, key))
+    return replace(verdict, closest=named)
 
 
 def verdict_findings(verdict: Verdict | None, what: str, *, has_claims: bool) -> list[RuleResult]:
