@@ -129,8 +129,17 @@ def test_the_search_backtracks_where_the_greedy_check_refused(dra_policy: Policy
 
 def test_a_search_out_of_time_allows_with_a_warning(dra_policy: Policy) -> None:
     inventory = replace(dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1)), fit_budget_s=0.0)
-    template = claim_template("t", exactly(count=3), namespace="ml")
-    decision = review(template, policy=dra_policy, inventory=inventory)
+    # Two requests that fit each alone, not together: only the search could tell.
+    apart = claim_template(
+        "t", exactly(name="a", count=2), exactly(name="b", count=1), namespace="ml"
+    )
+    decision = review(apart, policy=dra_policy, inventory=inventory)
     assert decision.allowed
     (warning,) = decision.warnings
+    assert warning.startswith("[gpu-claim-devices-available]")
     assert "could not be proven" in warning
+    # More devices than a node has of the class is refused without any search.
+    three = claim_template("three", exactly(count=3), namespace="ml")
+    refused = review(three, policy=dra_policy, inventory=inventory)
+    assert refused.failed == ("gpu-claim-devices-available",)
+    assert "no node has more than 2 matching devices" in refused.denial

@@ -169,16 +169,21 @@ def decided(
     """The failures about fit, as the allocator decides them.
 
     ``explained`` are the refusals the per-request checks found, in the inventory's terms (no
-    node has that many; no device matches; too few matching devices): kept when the
-    allocator agrees that nothing fits, dropped when it finds a node group that fits (their
-    greedy, per-request view was wrong), and given by the allocator's own reason when they
-    saw nothing wrong. Without a supply (an inventory not made by ``assemble()``) they stand.
+    node has that many; no device matches; too few matching devices on one node), each a
+    proof for one container or request alone: kept when the allocator agrees that nothing
+    fits or could not finish, dropped when it finds a node group that fits (the inventory's
+    view was wrong: a pool it counted that the allocator does not), and given by the
+    allocator's own reason when they saw nothing wrong (what only fails together, or for a
+    reason they do not read). Without a supply (an inventory not made by ``assemble()``)
+    they stand.
     """
     if verdict is None:
         return list(explained)
     if verdict.fits:
         return []
-    if verdict.outcome == DOES_NOT_FIT and explained:
+    if explained:
+        # Each is a proof on its own (no node has that many; no device matches): it stands
+        # when the allocator agrees, and when its search ran out of time.
         return list(explained)
     return verdict_findings(verdict, what, has_claims=has_claims)
 
