@@ -29,8 +29,8 @@ from tests.builders import (
     sharing_config,
 )
 from webhook.policy import Inventory, Policy, review
-from webhook.policy.dra import dra_snapshot
 from webhook.policy.model import DraPolicy
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
 
 PROFILE_1G = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
 PROFILE_7G = "device.attributes['gpu.nvidia.com'].profile == '7g.80gb'"
@@ -62,10 +62,22 @@ TEMPLATES = [
 ]
 
 
+def _assembled(policy: Policy, classes: Any, slices: Any) -> Inventory:
+    """The example policy's inventory with these DRA objects, by the one recipe (the supply the
+    allocator judges fit on); the commands' search budget, so that load does not matter."""
+    return assemble(
+        policy,
+        nodes=None,
+        source="test",
+        dra=DraObjects(classes, slices, resource_claim_templates=TEMPLATES),
+        fit_budget_s=OFFLINE_FIT_BUDGET_S,
+    )
+
+
 @pytest.fixture(scope="module")
-def dra_inventory(example_inventory: Inventory) -> Inventory:
+def dra_inventory(example_policy: Policy) -> Inventory:
     classes, slices = _objects()
-    return replace(example_inventory, dra=dra_snapshot(classes, slices, (), TEMPLATES))
+    return _assembled(example_policy, classes, slices)
 
 
 CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] = [
@@ -176,7 +188,7 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         claim_template("t", exactly(name="a", count=2), exactly(name="b", count=1)),
         False,
         ("gpu-claim-devices-available",),
-        ("no node has the devices of all the GPU requests together",),
+        ("its requests together need more devices than node group node a100-1 has",),
     ),
     (
         "shared-for-two",
@@ -253,13 +265,6 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         ("together",),
     ),
     (
-        "pod-with-an-unknown-template",
-        pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "not-yet"}]),
-        True,
-        (),
-        (),
-    ),
-    (
         "pod-with-a-template-and-a-bad-gpu-resource",
         pod(gpu(2), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
         False,
@@ -316,7 +321,7 @@ def test_class_config_shares_too(example_policy: Policy, dra_inventory: Inventor
             config=[sharing_config("TimeSlicing")],
         )
     )
-    inventory = replace(dra_inventory, dra=dra_snapshot(classes, slices))
+    inventory = _assembled(example_policy, classes, slices)
     obj = claim_template("t", exactly("ts.gpu.nvidia.com", count=2))
     decision = review(obj, policy=example_policy, inventory=inventory)
     assert decision.failed == ("gpu-claim-shared-request-above-one",)
@@ -358,3 +363,87 @@ def test_claims_report_the_claim_rules_only(
         "gpu-claim-devices-available",
     ]
     assert {r.status for r in decision.results} == {"pass"}
+
+
+def _deployment(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "t"}}, "template": {"spec": spec}},
+    }
+
+
+def test_a_workload_is_judged_by_the_claims_of_its_template(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    """A Deployment whose pods could never be scheduled is refused at apply time, not left to
+    a ReplicaSet that creates pods which wait forever."""
+    spec = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}])
+    decision = review(_deployment(spec["spec"]), policy=example_policy, inventory=dra_inventory)
+    assert not decision.allowed
+    assert decision.failed == ("gpu-claim-devices-available",)
+    assert 'claim "g" (ResourceClaimTemplate gpu-big)' in decision.denial
+    fits = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-2"}])
+    assert review(_deployment(fits["spec"]), policy=example_policy, inventory=dra_inventory).allowed
+
+
+@pytest.mark.parametrize(
+    ("ref", "named"),
+    [
+        ({"resourceClaimTemplateName": "not-yet"}, "ResourceClaimTemplate not-yet"),
+        ({"resourceClaimName": "shared-run"}, "ResourceClaim shared-run"),
+    ],
+    ids=["template", "claim"],
+)
+@pytest.mark.parametrize("kind", ["Pod", "Deployment"])
+def test_a_claim_the_cluster_lacks_is_a_warning_naming_it(
+    example_policy: Policy,
+    dra_inventory: Inventory,
+    ref: dict[str, str],
+    named: str,
+    kind: str,
+) -> None:
+    obj = pod(ctr(), resourceClaims=[{"name": "g", **ref}])
+    if kind == "Deployment":
+        obj = _deployment(obj["spec"])
+    decision = review(obj, policy=example_policy, inventory=dra_inventory, namespace="ml")
+    assert decision.allowed
+    (warning,) = decision.warnings
+    assert warning.startswith("[gpu-claim-exists]")
+    assert f"no {named} in namespace ml" in warning
+    assert "created later" in warning
+    # Under audit nothing is said to the user; the result still records it.
+    audit = review(
+        obj,
+        policy=replace(example_policy, enforcement="audit"),
+        inventory=dra_inventory,
+        namespace="ml",
+    )
+    assert audit.allowed and not audit.warnings
+    assert [r.rule for r in audit.results if r.status == "warn"] == ["gpu-claim-exists"]
+
+
+def test_a_known_claim_beside_a_missing_one_is_still_judged(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    obj = pod(
+        ctr(),
+        resourceClaims=[
+            {"name": "g", "resourceClaimTemplateName": "gpu-big"},
+            {"name": "later", "resourceClaimTemplateName": "not-yet"},
+        ],
+    )
+    decision = review(obj, policy=example_policy, inventory=dra_inventory)
+    assert not decision.allowed
+    assert decision.failed == ("gpu-claim-devices-available",)
+    assert any("ResourceClaimTemplate not-yet" in w for w in decision.warnings)
+
+
+def test_without_dra_objects_a_missing_claim_is_not_reported(
+    example_policy: Policy, example_inventory: Inventory
+) -> None:
+    """Without DRA objects the webhook cannot know which claims exist: it says nothing."""
+    obj = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "not-yet"}])
+    decision = review(obj, policy=example_policy, inventory=example_inventory)
+    assert decision.allowed and not decision.warnings
