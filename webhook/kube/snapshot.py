@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.kube.source import ClusterState
-from webhook.policy import Inventory, Policy, PolicyError, inventory_from_nodes
-from webhook.policy.autoscaling import karpenter_pools
-from webhook.policy.dra import dra_snapshot
+from webhook.policy import Inventory, Policy, PolicyError
 from webhook.policy.plugin_config import parse_plugin_configmap
+from webhook.policy.supply.assemble import DraObjects, assemble
 
 
 @dataclass(frozen=True)
@@ -65,21 +64,23 @@ def live_view(
         policy = base.with_configs(previous.policy.configs)
     dra = None
     if state.dra_available:
-        # The previous view's snapshot: its devices of unchanged slices (the same objects in
-        # successive states) and what was evaluated on them are not read again.
-        before = previous.inventory.dra if previous is not None else None
-        dra = dra_snapshot(
+        dra = DraObjects(
             state.device_classes,
             state.resource_slices,
             state.resource_claims,
             state.resource_claim_templates,
-            previous=before,
         )
     else:
         source = f"{source}; {state.dra}"
-    can_appear, notes = karpenter_pools(state.nodepools, policy)
-    inventory = inventory_from_nodes(
-        state.nodes, policy, source=source, can_appear=can_appear, notes=notes, dra=dra
+    inventory = assemble(
+        policy,
+        nodes=state.nodes,
+        source=source,
+        dra=dra,
+        nodepools=state.nodepools,
+        # The previous view's snapshot: its devices of unchanged slices (the same objects in
+        # successive states) and what was evaluated on them are not read again.
+        previous=previous.inventory.dra if previous is not None else None,
     )
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
 

@@ -54,8 +54,9 @@ _CLAIMS_ONLY = skipping(
     (r for r in RULES if r not in ISOLATION_RULES and r not in CLAIM_RULES),
     "asks for no nvidia.com resource: its GPU claims are judged",
 )
-# A claim has no containers: only the claim rules are in force.
-_NOT_CLAIM_RULES = frozenset(r for r in RULES if r not in CLAIM_RULES)
+# A claim has no containers: only the claim rules are in force, but for the one about the
+# claims a pod names.
+_OF_PODS_ONLY = frozenset(r for r in RULES if r not in CLAIM_RULES) | {"gpu-claim-exists"}
 _GPU_POD = "the GPU node it asks for"
 
 
@@ -98,18 +99,20 @@ def review(
         )
     workload = locate(obj)
     found = gpu_containers(workload.spec) if workload is not None else []
-    claims = _pod_claims(workload, namespace, policy, inventory) if workload is not None else ()
+    claims, missing = (
+        _pod_claims(workload, namespace, policy, inventory) if workload is not None else ((), ())
+    )
     isolating = policy.isolation.on and workload is not None
     why = skip_reason(
         kind,
         operation,
         namespace,
         has_pod_spec=workload is not None,
-        asks_for_gpu=bool(found or claims) or isolating,
+        asks_for_gpu=bool(found or claims or missing) or isolating,
         exempt=policy.exempt_namespaces,
     )
     where = _GPU_POD
-    if why is None and not found and not claims:
+    if why is None and not found and not claims and not missing:
         assert workload is not None  # isolating says so
         why, where = reach(workload, namespace, policy, inventory)
     if why is not None:
@@ -117,15 +120,15 @@ def review(
         return Decision(kind, namespace, name, True, out_of_scope, enforcement=mode)
     assert workload is not None  # skip_reason says so otherwise
     isolation = _isolation(workload, found, where, namespace, policy=policy, inventory=inventory)
-    if not found and not claims:
+    if not found and not claims and not missing:
         return _isolated(
             obj, workload, isolation, kind=kind, namespace=namespace, name=name, mode=mode
         )
     omit = frozenset() if policy.isolation.on else _ISOLATION_OFF
-    claimed: list[RuleResult] = []
+    claimed: list[RuleResult] = list(missing)
     if claims:
         assert inventory.dra is not None  # _pod_claims finds none without it
-        claimed = claim_findings(claims, dra=inventory.dra, policy=policy.dra, namespace=namespace)
+        claimed += claim_findings(claims, dra=inventory.dra, policy=policy.dra, namespace=namespace)
     else:
         omit |= _NO_CLAIMS
     if not found:
@@ -254,7 +257,7 @@ def _review_claim(
         return Decision(kind, namespace, name, True, skipped, enforcement=mode)
     assert inventory.dra is not None
     findings = claim_findings([claim], dra=inventory.dra, policy=policy.dra, namespace=namespace)
-    results = rule_results(findings, omit=_NOT_CLAIM_RULES)
+    results = rule_results(findings, omit=_OF_PODS_ONLY)
     return _decision(
         obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
     )
@@ -262,16 +265,20 @@ def _review_claim(
 
 def _pod_claims(
     workload: Workload, namespace: str | None, policy: Policy, inventory: Inventory
-) -> tuple[ClaimAsk, ...]:
-    """The GPU claims of a pod spec that the inventory knows (by claim or template name).
+) -> tuple[tuple[ClaimAsk, ...], tuple[RuleResult, ...]]:
+    """The GPU claims of a pod spec that the inventory knows (by claim or template name), and
+    a ``gpu-claim-exists`` warning for each claim or template it does not know.
 
-    A claim or template the snapshot does not hold yet (applied in the same ``kubectl apply``)
-    is not judged here: it was judged itself when it was created.
+    A claim or template the snapshot does not hold is not judged: Kubernetes accepts a pod
+    that names one before it exists (the pod waits for it), it may be applied in the same
+    ``kubectl apply`` a moment later, and it is judged itself when it is created.
     """
     dra = inventory.dra
     if dra is None or not workload.spec.get("resourceClaims"):
-        return ()
+        return (), ()
     out = []
+    missing = []
+    where = f" in namespace {namespace}" if namespace else ""
     for ref in pod_claim_refs(workload.spec):
         if ref.claim is not None:
             key = ("ResourceClaim", namespace or "", ref.claim)
@@ -281,11 +288,21 @@ def _pod_claims(
             label = f'claim "{ref.name}" (ResourceClaimTemplate {ref.template})'
         spec = dra.claim_specs.get(key)
         if spec is None:
+            kind_name = f"{key[0]} {key[2]}"
+            missing.append(
+                RuleResult(
+                    "gpu-claim-exists",
+                    "warn",
+                    f"{label}: no {kind_name}{where} in {inventory.source}, so what it asks "
+                    f"for is not judged; the pod waits until it exists (Kubernetes lets it be "
+                    f"created later). Create {kind_name}, or correct the name.",
+                )
+            )
             continue
         claim = read_claim(spec, label)
         if gpu_requests(claim, policy.dra):
             out.append(claim)
-    return tuple(out)
+    return tuple(out), tuple(missing)
 
 
 def _checked(
