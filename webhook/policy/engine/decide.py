@@ -14,6 +14,7 @@ from webhook.policy.claims import ClaimAsk, claim_spec, pod_claim_refs, read_cla
 from webhook.policy.decision import CLAIM_RULES, RULES, Decision, RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container, gpu_containers
 from webhook.policy.engine.claims import claim_findings, gpu_requests
+from webhook.policy.engine.dual import dual_guard
 from webhook.policy.engine.intent import Intent, read_intent
 from webhook.policy.engine.isolation import ISOLATION_RULES, Isolation, judge, reach, with_void
 from webhook.policy.engine.mutation import MUTABLE, mutated_copy, mutated_spec
@@ -56,7 +57,10 @@ _CLAIMS_ONLY = skipping(
 )
 # A claim has no containers: only the claim rules are in force, but for the one about the
 # claims a pod names.
-_OF_PODS_ONLY = frozenset(r for r in RULES if r not in CLAIM_RULES) | {"gpu-claim-exists"}
+_OF_PODS_ONLY = frozenset(r for r in RULES if r not in CLAIM_RULES) | {
+    "gpu-claim-exists",
+    "gpu-claim-dual-published",
+}
 _GPU_POD = "the GPU node it asks for"
 
 
@@ -131,13 +135,16 @@ def review(
         claimed += claim_findings(claims, dra=inventory.dra, policy=policy.dra, namespace=namespace)
     else:
         omit |= _NO_CLAIMS
+    guard = dual_guard(workload, bool(claims), namespace, policy=policy, inventory=inventory)
+    claimed += guard.findings
     if not found:
         # Only claims: the pod's own resources ask for no GPU.
         findings = [*claimed, *isolation.findings]
         results = rule_results(findings, _CLAIMS_ONLY, omit)
-        return _decision(
+        decided = _decision(
             obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
         )
+        return guard.applied(decided, obj, workload)
     asks, intent, findings = _checked(found, workload, policy, inventory)
     findings += claimed
     if intent is None or not asks:
@@ -164,7 +171,7 @@ def review(
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
     results = rule_results(findings, omit=omit)
-    return _decision(
+    decided = _decision(
         obj,
         results,
         kind=kind,
@@ -175,6 +182,7 @@ def review(
         changes=changes,
         mutated=mutated,
     )
+    return guard.applied(decided, obj, workload)
 
 
 def _isolation(
