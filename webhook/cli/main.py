@@ -71,13 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     # The commands import this module (exit codes, errors, colour): imported here, not at the
     # top, they find it complete.
-    from webhook.cli import audit, certs, inventory, plan, review, serve, test
+    from webhook.cli import audit, certs, inventory, migrate, plan, review, serve, test
 
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (review, certs, inventory, plan, audit, serve, test):
+    for command in (review, certs, inventory, plan, audit, migrate, serve, test):
         command.add_parser(sub)
     return parser
 
