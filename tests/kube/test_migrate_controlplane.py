@@ -1,0 +1,207 @@
+"""A move from the device plugin to DRA on the real control plane (docs/migrate.md).
+
+No GPUs: Nodes are written as the device plugin leaves them (``nvidia.com/*`` in
+``status.allocatable``), ResourceSlices as NVIDIA's DRA driver publishes them, and the real
+kube-scheduler decides. First the dangerous moment: a node dual-published with 2 GPUs, on
+which the scheduler gives the same GPUs twice while the guard is off, and never while it is on
+(``spec.dra.dualPublishedNodes: avoid``); ``migrate check`` and the audit name it. Then the
+three kinds of node (time-sliced T4s, a mixed-MIG A100, exclusive H100s) cut over step by step
+as ``migrate plan`` says.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.kube.test_dra_controlplane import (
+    EXAMPLES,
+    bound_to,
+    create_pod,
+    dra_objects,  # noqa: F401 - a fixture this module uses
+    webhook_watching,
+)
+from tests.support.cli import run_cli
+from tests.support.controlplane import ControlPlane, set_node_status
+from tests.support.waiting import wait_until
+from webhook.files import cluster_from_text
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+MakeNode = Callable[..., dict[str, Any]]
+Create = Callable[[list[dict[str, Any]]], None]
+H100 = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "2",
+}
+
+
+def _example_gpu(index: int) -> dict[str, Any]:
+    """Device ``gpu-<index>`` as NVIDIA's driver publishes an H100 (examples/clusters)."""
+    dump = cluster_from_text(
+        (EXAMPLES / "dual-published" / "nodes.yaml").read_text(), source="dual-published"
+    )
+    device = copy.deepcopy(dump.by_kind["ResourceSlice"][0]["spec"]["devices"][0])
+    device["name"] = f"gpu-{index}"
+    return dict(device)
+
+
+def driver_slice(node: str, gpus: int) -> dict[str, Any]:
+    """The ResourceSlice of ``gpus`` H100s NVIDIA's DRA driver publishes on ``node``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-gpu.nvidia.com"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [_example_gpu(i) for i in range(gpus)],
+        },
+    }
+
+
+def gpu_class() -> dict[str, Any]:
+    """The driver's DeviceClass gpu.nvidia.com (examples/clusters/dual-published)."""
+    dump = cluster_from_text(
+        (EXAMPLES / "dual-published" / "nodes.yaml").read_text(), source="dual-published"
+    )
+    return dict(dump.by_kind["DeviceClass"][0])
+
+
+def template(namespace: str, name: str, count: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def claim_pod(name: str, template_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+        },
+    }
+
+
+def plugin_pod(name: str, gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "cuda:12",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ]
+        },
+    }
+
+
+def _create_namespaced(plane: ControlPlane, obj: dict[str, Any]) -> None:
+    resource = plane.dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    resource.create(body=obj, namespace=obj["metadata"].get("namespace"))
+
+
+def test_dual_published_node_gives_gpus_twice_and_check_and_audit_name_it(
+    control_plane: ControlPlane,
+    kube_namespace: str,
+    make_gpu_node: MakeNode,
+    dra_objects: Create,  # noqa: F811 - the fixture imported above
+) -> None:
+    node = make_gpu_node(gpus=2, labels=H100)["metadata"]["name"]
+    dra_objects([gpu_class(), driver_slice(node, 2)])
+    _create_namespaced(control_plane, template(kube_namespace, "two-gpus", 2))
+    core = client.CoreV1Api(control_plane.client)
+    assert create_pod(core, kube_namespace, plugin_pod("legacy", 2)) is None
+    assert bound_to(core, kube_namespace, "legacy") == node
+    assert create_pod(core, kube_namespace, claim_pod("claimer", "two-gpus")) is None
+    # Recorded: the guard off, the scheduler binds 4 GPUs' worth of pods to a node of 2.
+    assert bound_to(core, kube_namespace, "claimer") == node
+    kubeconfig = str(control_plane.kubeconfig)
+    checked = run_cli("migrate", "check", "--kubeconfig", kubeconfig, "-o", "json")
+    assert checked.returncode == 1, checked.stderr
+    found = json.loads(checked.stdout)
+    assert [d["node"] for d in found["dualPublished"]] == [node]
+    (double,) = found["doubleAllocations"]
+    assert double["node"] == node and double["gpus"] == 2
+    assert double["pluginPods"] == [f"{kube_namespace}/legacy"]
+    assert double["pluginGpus"] == 2 and double["claimGpus"] == 2
+    audited = run_cli("audit", "--kubeconfig", kubeconfig, "-o", "json")
+    findings = json.loads(audited.stdout)["findings"]
+    mine = {(f["rule"], f["result"]) for f in findings if f["name"] == node}
+    assert ("gpu-node-dual-published", "warn") in mine
+    assert ("gpu-node-double-allocation", "fail") in mine
+    assert audited.returncode == 1
+
+
+def test_with_avoid_claim_pods_never_land_on_the_dual_node(
+    control_plane: ControlPlane,
+    kube_namespace: str,
+    make_gpu_node: MakeNode,
+    dra_objects: Create,  # noqa: F811 - the fixture imported above
+    register_webhooks: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    dual = make_gpu_node(gpus=2, labels=H100)["metadata"]["name"]
+    dra_only = make_gpu_node(gpus=None)["metadata"]["name"]
+    dra_objects([gpu_class(), driver_slice(dual, 2), driver_slice(dra_only, 1)])
+    for name, count in (("one-gpu", 1), ("two-gpus", 2)):
+        _create_namespaced(control_plane, template(kube_namespace, name, count))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text((EXAMPLES / "dual-published" / "policy.yaml").read_text(), encoding="utf-8")
+    core = client.CoreV1Api(control_plane.client)
+    with webhook_watching(control_plane, policy, register_webhooks, kube_namespace, tmp_path):
+
+        def refused() -> bool:
+            denied = create_pod(core, kube_namespace, claim_pod("probe", "two-gpus"))
+            return denied is not None and denied.status == 403
+
+        # Once the webhook has seen the templates, two GPUs (only the dual node has them)
+        # are refused, with the reason.
+        assert wait_until(refused, 60, 0.5)
+        denied = create_pod(core, kube_namespace, claim_pod("train", "two-gpus"))
+        assert denied is not None
+        assert f"only the dual-published nodes {dual}" in json.loads(denied.body)["message"]
+        # One GPU: kept off the dual node, it goes to the DRA-only node ...
+        assert create_pod(core, kube_namespace, claim_pod("infer-0", "one-gpu")) is None
+        assert bound_to(core, kube_namespace, "infer-0") == dra_only
+        # ... and the next one, with the DRA-only node full, waits rather than take the dual
+        # node's GPUs.
+        assert create_pod(core, kube_namespace, claim_pod("infer-1", "one-gpu")) is None
+        assert bound_to(core, kube_namespace, "infer-1", timeout=15) is None
+        stored = core.read_namespaced_pod("infer-1", kube_namespace)
+        terms = (
+            stored.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        )
+        assert terms.node_selector_terms[0].match_fields[0].values == [dual]
