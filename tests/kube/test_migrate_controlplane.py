@@ -205,3 +205,114 @@ def test_with_avoid_claim_pods_never_land_on_the_dual_node(
             stored.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
         )
         assert terms.node_selector_terms[0].match_fields[0].values == [dual]
+
+
+# --- three kinds of node, cut over as the plan says ------------------------------------------
+
+THREE = EXAMPLES / "migrate-three-kinds"
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _in(namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"]["namespace"] = namespace
+    out.pop("status", None)
+    return out
+
+
+def _cut_over(plane: ControlPlane, node: dict[str, Any]) -> None:
+    """What stopping the device plugin does to a Node: its nvidia.com/* names leave status."""
+    names = [k for k in node["status"]["allocatable"] if k.startswith("nvidia.com/")]
+    gone = dict.fromkeys(names)
+    set_node_status(plane, node["metadata"]["name"], {"allocatable": gone, "capacity": gone})
+
+
+def test_three_kinds_cut_over_as_the_plan_says(
+    control_plane: ControlPlane,
+    kube_namespace: str,
+    make_gpu_node: MakeNode,
+    dra_objects: Create,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    ns = kube_namespace
+    dump = cluster_from_text((THREE / "nodes.yaml").read_text(), source="three")
+    nodes = {}
+    for listed in dump.nodes:
+        node = copy.deepcopy(listed)
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        nodes[node["metadata"]["name"]] = make_gpu_node(node=node)
+    recorded = {}
+    for obj in yaml.safe_load((THREE / "workloads.yaml").read_text())["items"]:
+        _create_namespaced(control_plane, _in(ns, obj))
+        if obj["kind"] == "Pod":
+            recorded[f"{ns}/{obj['metadata']['name']}"] = _in(ns, obj)
+    kubeconfig = str(control_plane.kubeconfig)
+    out = tmp_path / "plan"
+    planned = run_cli(
+        "migrate", "plan", "--kubeconfig", kubeconfig, "--policy", str(THREE / "policy.yaml"),
+        "--write-dir", str(out), "-o", "json",
+    )  # fmt: skip
+    assert planned.returncode in (0, 1), planned.stderr
+    plan = json.loads(planned.stdout)
+    assert plan == json.loads((out / "plan.json").read_text())
+    # The API server accepts every object the plan emits: the classes and templates created,
+    # the quota applied in a server-side dry run.
+    dra_objects(_load(out / "deviceclasses.yaml"))
+    rewritten: dict[str, dict[str, Any]] = {}
+    for path in sorted((out / "workloads").glob("*.yaml")):
+        tpl, workload = _load(path)
+        _create_namespaced(control_plane, tpl)
+        rewritten[f"{ns}/{workload['metadata']['name']}"] = workload
+    for quota in _load(out / "resourcequotas.yaml"):
+        resource = control_plane.dynamic.resources.get(api_version="v1", kind="ResourceQuota")
+        resource.server_side_apply(
+            body=quota, namespace=ns, field_manager="gpu-policy-test", dry_run="All"
+        )
+    core = client.CoreV1Api(control_plane.client)
+    mine = [s for s in plan["steps"] if s["node"] in nodes]
+    assert [s["node"] for s in mine] == [s["node"] for s in plan["steps"]]
+    lost: set[str] = set()
+    for step in mine:
+        node = step["node"]
+        moves = [m for m in step["pods"] if m["pod"].startswith(f"{ns}/")]
+        for move in moves:
+            if move["from"] == node:
+                core.delete_namespaced_pod(move["pod"].split("/")[1], ns, grace_period_seconds=0)
+        _cut_over(control_plane, nodes[node])
+        (rslice,) = _load(next((out / "steps").glob(f"*-{node}.resourceslice.yaml")))
+        dra_objects([rslice])
+        for move in moves:
+            name = move["pod"].split("/")[1]
+
+            def gone(name: str = name) -> bool:
+                return not [
+                    p for p in core.list_namespaced_pod(ns).items if p.metadata.name == name
+                ]
+
+            assert wait_until(gone, 30, 0.2)
+            pod = rewritten[move["pod"]] if move["form"] == "rewritten" else recorded[move["pod"]]
+            pod = copy.deepcopy(pod)
+            pod["metadata"] = {"name": name, "namespace": ns}
+            pod["spec"].pop("nodeName", None)
+            assert create_pod(core, ns, pod) is None, move
+            if move["to"] is None:
+                assert bound_to(core, ns, name, timeout=15) is None, move
+                lost.add(move["pod"])
+            else:
+                where = bound_to(core, ns, name)
+                assert where in move["fitsOn"] and where in (move["from"], move["to"]), (
+                    move,
+                    where,
+                )
+                lost.discard(move["pod"])
+        checked = run_cli(
+            "migrate", "check", "--kubeconfig", kubeconfig, "--plan", str(out), "-o", "json"
+        )
+        states = {s["node"]: s["state"] for s in json.loads(checked.stdout)["steps"]}
+        assert states[node] == "done" and not json.loads(checked.stdout)["dualPublished"]
+    # The report named every pod that no longer fits, and only those.
+    assert lost == {p for p in plan["noLongerFit"] if p.startswith(f"{ns}/")}
+    assert lost  # the T4 notebooks beyond one per GPU

@@ -73,6 +73,7 @@ def plan_quota(quota: Mapping[str, Any], classes: Sequence[ClassPlan]) -> QuotaP
     if not touched:
         return None
     out = copy.deepcopy(dict(quota))
+    out["apiVersion"], out["kind"] = "v1", "ResourceQuota"
     out["metadata"] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
     out.pop("status", None)
     out.setdefault("spec", {})["hard"] = {**hard, **added}
