@@ -138,7 +138,7 @@ def _supply_of(policy: Policy, cluster: _Cluster) -> Any:
     def supply_of(nodes: Sequence[Mapping[str, Any]], extra: Sequence[Mapping[str, Any]]) -> Supply:
         dra = {k: list(v) for k, v in cluster.dra.items()}
         for obj in extra:
-            dra.setdefault(str(obj.get("kind")), []).append(obj)
+            dra.setdefault(str(obj.get("kind")), []).append(dict(obj))
         found = _inventory(policy, nodes, dra, "plan").supply
         assert found is not None  # assemble always attaches one
         return found

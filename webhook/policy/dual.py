@@ -203,10 +203,11 @@ def _claim_holders(
 ) -> tuple[dict[str, list[str]], dict[str, list[Device]]]:
     """Per dual node: the allocated claims with devices of its slices, and those devices."""
     devices: dict[tuple[str, str, str], tuple[str, Device]] = {}
-    for found in slices:
-        if found.node_name in nodes:
-            for device in found.devices:
-                devices[(found.driver, found.pool, device.name)] = (found.node_name, device)
+    for published in slices:
+        where = published.node_name
+        if where is not None and where in nodes:
+            for device in published.devices:
+                devices[(published.driver, published.pool, device.name)] = (where, device)
     claimed: dict[str, list[str]] = {}
     given: dict[str, list[Device]] = {}
     for allocation in allocations:

@@ -265,7 +265,7 @@ class Simulation:
         """Every step, in ``order`` or the greedy order (module docstring)."""
         state = _State({p.key: p for p in pods})
         left = [n for n in self.nodes if self.slices.get(n) is not None]
-        steps = []
+        steps: list[Step] = []
         while left:
             if order is not None:
                 node = order[len(steps)]
