@@ -21,11 +21,14 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.builders import claim_template, dra_gpu, exactly, resource_slice
+from tests.kube.test_dra_claims_controlplane import claim_pod
 from tests.kube.test_dra_controlplane import (
     EXAMPLES,
     bound_to,
     create_pod,
     dra_objects,  # noqa: F401 - a fixture this module uses
+    gpu_pod,
     webhook_watching,
 )
 from tests.support.cli import run_cli
@@ -44,29 +47,10 @@ H100 = {
 }
 
 
-def _example_gpu(index: int) -> dict[str, Any]:
-    """Device ``gpu-<index>`` as NVIDIA's driver publishes an H100 (examples/clusters)."""
-    dump = cluster_from_text(
-        (EXAMPLES / "dual-published" / "nodes.yaml").read_text(), source="dual-published"
-    )
-    device = copy.deepcopy(dump.by_kind["ResourceSlice"][0]["spec"]["devices"][0])
-    device["name"] = f"gpu-{index}"
-    return dict(device)
-
-
 def driver_slice(node: str, gpus: int) -> dict[str, Any]:
     """The ResourceSlice of ``gpus`` H100s NVIDIA's DRA driver publishes on ``node``."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-gpu.nvidia.com"},
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [_example_gpu(i) for i in range(gpus)],
-        },
-    }
+    devices = [dra_gpu(i, product="NVIDIA H100 80GB HBM3", memory="81559Mi") for i in range(gpus)]
+    return resource_slice(node, *devices)
 
 
 def gpu_class() -> dict[str, Any]:
@@ -78,54 +62,11 @@ def gpu_class() -> dict[str, Any]:
 
 
 def template(namespace: str, name: str, count: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count},
-                        }
-                    ]
-                }
-            }
-        },
-    }
-
-
-def claim_pod(name: str, template_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
-        },
-    }
+    return claim_template(name, exactly(count=count), namespace=namespace)
 
 
 def plugin_pod(name: str, gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "cuda:12",
-                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
-                }
-            ]
-        },
-    }
+    return gpu_pod(name, {"nvidia.com/gpu": str(gpus)})
 
 
 def _create_namespaced(plane: ControlPlane, obj: dict[str, Any]) -> None:

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.policy.demand import pod_requests
 from webhook.policy.dra import Allocation, Device, ResourceSlice
-from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.supply import NodeGroup, Supply
 
 #: The driver NVIDIA's DRA driver publishes GPUs under (docs/dra.md, "NVIDIA's DRA driver").
@@ -143,33 +143,11 @@ class DoubleAllocation:
         )
 
 
-def _quantity(raw: object) -> int:
-    try:
-        return parse_gpu_quantity(raw)
-    except QuantityError:
-        return 0
-
-
 def _pod_gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """What a pod's containers ask of NVIDIA device-plugin names (limits, as extended
-    resources are requested: requests equal limits), added up over its regular containers,
-    the largest of its init containers kept where it is larger."""
-    spec = pod.get("spec") or {}
-    total: dict[str, int] = {}
-    for container in spec.get("containers") or ():
-        for name, raw in _limits(container).items():
-            total[name] = total.get(name, 0) + _quantity(raw)
-    for container in spec.get("initContainers") or ():
-        for name, raw in _limits(container).items():
-            total[name] = max(total.get(name, 0), _quantity(raw))
-    return {k: v for k, v in total.items() if v > 0}
-
-
-def _limits(container: Mapping[str, Any]) -> dict[str, Any]:
-    resources = container.get("resources") or {}
-    merged = dict(resources.get("requests") or {})
-    merged.update(resources.get("limits") or {})
-    return {k: v for k, v in merged.items() if isinstance(k, str) and k.startswith(PLUGIN_DOMAIN)}
+    """What a pod holds of NVIDIA device-plugin names, added up as the scheduler adds a pod's
+    requests (``webhook.policy.demand.pod_requests``)."""
+    asked = pod_requests(pod.get("spec") or {})
+    return {k: math.ceil(v) for k, v in asked.items() if k.startswith(PLUGIN_DOMAIN) and v > 0}
 
 
 def _holds_resources(pod: Mapping[str, Any]) -> bool:
