@@ -92,7 +92,7 @@ def _error(exc: Exception, command: str = "") -> int:
 
 # The commands that read a cluster when given no dump: as a kubectl plugin they read the one
 # kubectl would (the current context of $KUBECONFIG or ~/.kube/config), as kubectl users expect.
-CLUSTER_COMMANDS = ("inventory", "plan", "audit")
+CLUSTER_COMMANDS = ("inventory", "plan", "audit", "migrate")
 
 
 # Set by the kubelet in every container (the API server's Service): the process runs in a pod.
@@ -117,9 +117,10 @@ def default_kubeconfig(environ: Mapping[str, str] | None = None) -> str:
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubectl-gpu_policy``: ``kubectl gpu-policy ...`` (krew's naming).
 
-    As ``gpu-policy``, except that ``inventory``, ``plan`` and ``audit`` read the current
-    kubeconfig context when given neither ``--kubeconfig`` nor node or object dumps. In a pod
-    with no kubeconfig file, ``audit`` uses the pod's service account, as kubectl does.
+    As ``gpu-policy``, except that ``inventory``, ``plan``, ``audit`` and ``migrate`` read the
+    current kubeconfig context when given neither ``--kubeconfig`` nor node or object dumps.
+    In a pod with no kubeconfig file, ``audit`` uses the pod's service account, as kubectl
+    does.
     """
     return main(argv, kubectl=True)
 

@@ -143,6 +143,8 @@ class Step:
     node: str
     moves: tuple[Move, ...]
     slice: Mapping[str, Any] | None
+    # Where every GPU pod runs once the step is done (None: it fits no node).
+    placements: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def lost(self) -> tuple[Move, ...]:
@@ -281,6 +283,7 @@ class Simulation:
                     ),
                 )
             left.remove(node)
-            steps.append(Step(len(steps) + 1, node, moves, self.slices.get(node)))
+            where = {k: p.node for k, p in sorted(after.pods.items())}
+            steps.append(Step(len(steps) + 1, node, moves, self.slices.get(node), where))
             state = after
         return tuple(steps)

@@ -56,11 +56,9 @@ class Migration:
     @property
     def lost(self) -> tuple[str, ...]:
         """The pods that fit no node once every step is done."""
-        last: dict[str, str | None] = {}
-        for step in self.steps:
-            for move in step.moves:
-                last[move.pod] = move.to
-        return tuple(sorted(p for p, to in last.items() if to is None))
+        if not self.steps:
+            return ()
+        return tuple(sorted(p for p, to in self.steps[-1].placements.items() if to is None))
 
 
 def _is_gpu(spec: Mapping[str, Any]) -> bool:
@@ -206,6 +204,7 @@ def document(migration: Migration) -> dict[str, Any]:
                     }
                     for m in s.moves
                 ],
+                "placements": dict(s.placements),
             }
             for s in migration.steps
         ],
