@@ -130,8 +130,16 @@ def test_avoid_keeps_every_term_off_the_dual_node_and_twice_is_once() -> None:
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
-                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+                        ]
+                    },
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+                        ]
+                    },
                 ]
             }
         }

@@ -37,7 +37,7 @@ from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.decision import RULES, RuleResult, Status
 from webhook.policy.dra import dra_snapshot
 from webhook.policy.nodes import NodeView, node_views
-from webhook.policy.supply.assemble import DraObjects, assemble
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
 from webhook.policy.workloads import locate
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
@@ -578,6 +578,8 @@ def audit(
             source="nodes",
             dra=objects if objects else None,
             nodepools=nodepools,
+            # A batch job: nobody waits on it, its answers must not depend on the load.
+            fit_budget_s=OFFLINE_FIT_BUDGET_S,
         )
     elif inventory.dra is None and objects:
         # An inventory given without DRA objects: the collected ones join its naming view.

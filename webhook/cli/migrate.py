@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.main import EXIT_FAILED, EXIT_OK, UsageError
+from webhook.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 from webhook.cli.render import to_json, to_yaml
 from webhook.files import cluster_from_text, kubernetes_objects, load_policy, read_text
 from webhook.planning.migrate import check, check_text, document, files, make_migration, plan_text

@@ -16,7 +16,12 @@ from typing import Any
 from webhook.kube.source import ClusterState
 from webhook.policy import Inventory, Policy, PolicyError
 from webhook.policy.plugin_config import parse_plugin_configmap
-from webhook.policy.supply.assemble import DraObjects, assemble
+from webhook.policy.supply.assemble import (
+    FIT_BUDGET_S,
+    OFFLINE_FIT_BUDGET_S,
+    DraObjects,
+    assemble,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ def live_view(
     *,
     previous: LiveView | None = None,
     source: str = "cluster",
+    fit_budget_s: float = FIT_BUDGET_S,
 ) -> LiveView:
     """Combine the policy file with one cluster snapshot.
 
@@ -81,6 +87,7 @@ def live_view(
         # The previous view's snapshot: its devices of unchanged slices (the same objects in
         # successive states) and what was evaluated on them are not read again.
         previous=previous.inventory.dra if previous is not None else None,
+        fit_budget_s=fit_budget_s,
     )
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
 
@@ -108,4 +115,7 @@ def read_cluster(
         assert state is not None
     finally:
         cluster.stop()
-    return live_view(policy, state, source=f"cluster ({kubeconfig})"), state
+    view = live_view(
+        policy, state, source=f"cluster ({kubeconfig})", fit_budget_s=OFFLINE_FIT_BUDGET_S
+    )
+    return view, state

@@ -222,6 +222,9 @@ class Inventory:
     # What the allocator judges fit on (webhook/policy/supply/assemble.py); None for an
     # inventory not made by assemble().
     supply: Supply | None = field(default=None, compare=False)
+    # How long the allocator may search for a node a pod fits on (docs/allocator.md): a search
+    # cut short allows with a warning.
+    fit_budget_s: float = field(default=0.05, compare=False)
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False

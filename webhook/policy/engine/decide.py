@@ -10,11 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.policy.claims import ClaimAsk, claim_spec, pod_claim_refs, read_claim
+from webhook.policy.claims import ClaimAsk, claim_spec, read_claim
 from webhook.policy.decision import CLAIM_RULES, RULES, Decision, RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container, gpu_containers
 from webhook.policy.engine.claims import claim_findings, gpu_requests
 from webhook.policy.engine.dual import dual_guard
+from webhook.policy.engine.fit import (
+    AVAILABILITY_RULES,
+    claim_fit,
+    decided,
+    pod_claims,
+    pod_fit,
+    served_by_dra,
+)
 from webhook.policy.engine.intent import Intent, read_intent
 from webhook.policy.engine.isolation import ISOLATION_RULES, Isolation, judge, reach, with_void
 from webhook.policy.engine.mutation import MUTABLE, mutated_copy, mutated_spec
@@ -26,6 +34,7 @@ from webhook.policy.engine.placement import (
     choose_names,
     selection,
     several_shared,
+    too_many,
 )
 from webhook.policy.engine.results import as_warnings, rule_results, skipping
 from webhook.policy.engine.scope import operation_skip, skip_reason
@@ -62,6 +71,30 @@ _OF_PODS_ONLY = frozenset(r for r in RULES if r not in CLAIM_RULES) | {
     "gpu-claim-dual-published",
 }
 _GPU_POD = "the GPU node it asks for"
+
+
+def _claim_parts(
+    claims: Sequence[ClaimAsk],
+    missing: Sequence[RuleResult],
+    namespace: str | None,
+    policy: Policy,
+    inventory: Inventory,
+) -> tuple[list[RuleResult], list[RuleResult]]:
+    """The claim rules' findings on a pod's claims, and apart from them the "cannot be
+    allocated" ones, which the allocator decides on the whole pod (engine/fit.py)."""
+    claimed: list[RuleResult] = list(missing)
+    availability: list[RuleResult] = []
+    if claims:
+        assert inventory.dra is not None  # _pod_claims finds none without it
+        for finding in claim_findings(
+            claims, dra=inventory.dra, policy=policy.dra, namespace=namespace
+        ):
+            (availability if finding.rule in AVAILABILITY_RULES else claimed).append(finding)
+    return claimed, availability
+
+
+def _fails(findings: Sequence[RuleResult]) -> bool:
+    return any(f.status == "fail" for f in findings)
 
 
 def _str_or_none(value: object) -> str | None:
@@ -104,7 +137,12 @@ def review(
     workload = locate(obj)
     found = gpu_containers(workload.spec) if workload is not None else []
     claims, missing = (
-        _pod_claims(workload, namespace, policy, inventory) if workload is not None else ((), ())
+        pod_claims(workload, namespace, policy, inventory) if workload is not None else ((), ())
+    )
+    # Extended resources a GPU DeviceClass serves (deviceclass.resource.kubernetes.io/*, or a
+    # class's extendedResourceName), asked for under a name the device plugin does not use.
+    dra_only = bool(claims or missing) or (
+        workload is not None and not found and served_by_dra(workload, policy, inventory)
     )
     isolating = policy.isolation.on and workload is not None
     why = skip_reason(
@@ -112,11 +150,11 @@ def review(
         operation,
         namespace,
         has_pod_spec=workload is not None,
-        asks_for_gpu=bool(found or claims or missing) or isolating,
+        asks_for_gpu=bool(found or dra_only) or isolating,
         exempt=policy.exempt_namespaces,
     )
     where = _GPU_POD
-    if why is None and not found and not claims and not missing:
+    if why is None and not found and not dra_only:
         assert workload is not None  # isolating says so
         why, where = reach(workload, namespace, policy, inventory)
     if why is not None:
@@ -124,30 +162,78 @@ def review(
         return Decision(kind, namespace, name, True, out_of_scope, enforcement=mode)
     assert workload is not None  # skip_reason says so otherwise
     isolation = _isolation(workload, found, where, namespace, policy=policy, inventory=inventory)
-    if not found and not claims and not missing:
+    if not found and not dra_only:
         return _isolated(
             obj, workload, isolation, kind=kind, namespace=namespace, name=name, mode=mode
         )
     omit = frozenset() if policy.isolation.on else _ISOLATION_OFF
-    claimed: list[RuleResult] = list(missing)
-    if claims:
-        assert inventory.dra is not None  # _pod_claims finds none without it
-        claimed += claim_findings(claims, dra=inventory.dra, policy=policy.dra, namespace=namespace)
-    else:
+    claimed, availability = _claim_parts(claims, missing, namespace, policy, inventory)
+    if not claims:
         omit |= _NO_CLAIMS
     guard = dual_guard(workload, bool(claims), namespace, policy=policy, inventory=inventory)
     claimed += guard.findings
+    what = f"{kind or 'object'} {name or ''}".strip()
     if not found:
-        # Only claims: the pod's own resources ask for no GPU.
-        findings = [*claimed, *isolation.findings]
+        # Only claims or DRA-served names: no nvidia.com resource of the device plugin's.
+        if not _fails(claimed):
+            verdict = pod_fit(workload.spec, what, namespace, inventory)
+            availability = decided(verdict, availability, what, has_claims=bool(claims))
+        findings = [*claimed, *availability, *isolation.findings]
         results = rule_results(findings, _CLAIMS_ONLY, omit)
-        decided = _decision(
-            obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
+        return guard.applied(
+            _decision(
+                obj,
+                results,
+                kind=kind,
+                namespace=namespace,
+                name=name,
+                mode=mode,
+                clean=not findings,
+            ),
+            obj,
+            workload,
         )
-        return guard.applied(decided, obj, workload)
+    reviewed = _review_gpu_pod(
+        obj,
+        workload,
+        found,
+        (claimed, availability, bool(claims)),
+        isolation=isolation,
+        omit=omit,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        what=what,
+        policy=policy,
+        inventory=inventory,
+    )
+    return guard.applied(reviewed, obj, workload)
+
+
+def _review_gpu_pod(
+    obj: Mapping[str, Any],
+    workload: Workload,
+    found: Sequence[Found],
+    claim_parts: tuple[list[RuleResult], list[RuleResult], bool],
+    *,
+    isolation: Isolation,
+    omit: frozenset[str],
+    kind: str,
+    namespace: str | None,
+    name: str | None,
+    what: str,
+    policy: Policy,
+    inventory: Inventory,
+) -> Decision:
+    """A pod (or template) with device-plugin GPU requests: the container rules, the
+    placement, the allocator's verdict on the pod as it will be created, the mutation.
+    ``claim_parts``: its claims' findings, their availability findings, whether it has any."""
+    claimed, availability, has_claims = claim_parts
+    mode = policy.enforcement
     asks, intent, findings = _checked(found, workload, policy, inventory)
     findings += claimed
     if intent is None or not asks:
+        findings += availability
         # Every finding so far is a failure: nothing to place.
         findings += isolation.findings
         results = rule_results(findings, _FIX_FIRST, omit)
@@ -155,23 +241,32 @@ def review(
             obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=False
         )
     # No finding so far: _checked gives an intent only then.
-    choices, wanted, findings = _placed(asks, intent, policy, inventory)
+    choices, wanted, findings, short = _placed(asks, intent, policy, inventory)
     findings += claimed
     findings += isolation.findings
     changes: list[str] = []
     mutated = None
+    spec = dict(workload.spec)
+    if _fails(findings):
+        findings += [*short, *availability]
+    else:
+        # The pod as it will be created (renamed, its node selection and tolerations added)
+        # is what the scheduler will judge.
+        if choices and mode != "audit":
+            spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
+        verdict = pod_fit(spec, what, namespace, inventory)
+        findings += decided(verdict, [*short, *availability], what, has_claims=has_claims)
     # A pod that fails a rule gets no patch at all (the API server refuses it anyway): an
     # isolation failure comes after placement has chosen, so it must also drop the choices.
-    failed = any(f.status == "fail" for f in findings)
+    failed = _fails(findings)
+    if failed:
+        changes = []
     if mode != "audit" and not failed and (choices or isolation.to_void):
-        spec = dict(workload.spec)
-        if choices:
-            spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
         changes += with_void(spec, isolation.to_void)
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
     results = rule_results(findings, omit=omit)
-    decided = _decision(
+    return _decision(
         obj,
         results,
         kind=kind,
@@ -182,7 +277,6 @@ def review(
         changes=changes,
         mutated=mutated,
     )
-    return guard.applied(decided, obj, workload)
 
 
 def _isolation(
@@ -264,53 +358,19 @@ def _review_claim(
         skipped = (RuleResult("gpu-policy", "skip", why),)
         return Decision(kind, namespace, name, True, skipped, enforcement=mode)
     assert inventory.dra is not None
-    findings = claim_findings([claim], dra=inventory.dra, policy=policy.dra, namespace=namespace)
+    findings: list[RuleResult] = []
+    availability: list[RuleResult] = []
+    for finding in claim_findings(
+        [claim], dra=inventory.dra, policy=policy.dra, namespace=namespace
+    ):
+        (availability if finding.rule in AVAILABILITY_RULES else findings).append(finding)
+    what = f"{kind} {name or ''}".strip()
+    verdict = None if _fails(findings) else claim_fit(spec, what, inventory)
+    findings += decided(verdict, availability, what, has_claims=True)
     results = rule_results(findings, omit=_OF_PODS_ONLY)
     return _decision(
         obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
     )
-
-
-def _pod_claims(
-    workload: Workload, namespace: str | None, policy: Policy, inventory: Inventory
-) -> tuple[tuple[ClaimAsk, ...], tuple[RuleResult, ...]]:
-    """The GPU claims of a pod spec that the inventory knows (by claim or template name), and
-    a ``gpu-claim-exists`` warning for each claim or template it does not know.
-
-    A claim or template the snapshot does not hold is not judged: Kubernetes accepts a pod
-    that names one before it exists (the pod waits for it), it may be applied in the same
-    ``kubectl apply`` a moment later, and it is judged itself when it is created.
-    """
-    dra = inventory.dra
-    if dra is None or not workload.spec.get("resourceClaims"):
-        return (), ()
-    out = []
-    missing = []
-    where = f" in namespace {namespace}" if namespace else ""
-    for ref in pod_claim_refs(workload.spec):
-        if ref.claim is not None:
-            key = ("ResourceClaim", namespace or "", ref.claim)
-            label = f'claim "{ref.name}" (ResourceClaim {ref.claim})'
-        else:
-            key = ("ResourceClaimTemplate", namespace or "", ref.template or "")
-            label = f'claim "{ref.name}" (ResourceClaimTemplate {ref.template})'
-        spec = dra.claim_specs.get(key)
-        if spec is None:
-            kind_name = f"{key[0]} {key[2]}"
-            missing.append(
-                RuleResult(
-                    "gpu-claim-exists",
-                    "warn",
-                    f"{label}: no {kind_name}{where} in {inventory.source}, so what it asks "
-                    f"for is not judged; the pod waits until it exists (Kubernetes lets it be "
-                    f"created later). Create {kind_name}, or correct the name.",
-                )
-            )
-            continue
-        claim = read_claim(spec, label)
-        if gpu_requests(claim, policy.dra):
-            out.append(claim)
-    return tuple(out), tuple(missing)
 
 
 def _checked(
@@ -334,10 +394,13 @@ def _checked(
 
 def _placed(
     asks: Sequence[Ask], intent: Intent, policy: Policy, inventory: Inventory
-) -> tuple[list[Choice], Mapping[str, set[str]], list[RuleResult]]:
-    """The chosen names (none when a placement rule fails), the node labels to select, findings."""
+) -> tuple[list[Choice], Mapping[str, set[str]], list[RuleResult], list[RuleResult]]:
+    """The chosen names (none when a placement rule fails), the node labels to select,
+    findings, and the containers no node has enough for (in the inventory's terms: the
+    allocator decides whether that refuses the pod)."""
     found: list[list[Pair]] = []
     findings: list[RuleResult] = []
+    short: list[RuleResult] = []
     failed = False
     for ask in asks:
         cands = candidates(ask, intent, inventory)
@@ -346,28 +409,31 @@ def _placed(
             failed = True
             continue
         found.append(cands)
+        note = too_many(ask, cands)
+        if note is not None:
+            short.append(note)
         warning = several_shared(ask, cands)
         if warning is not None:
             findings.append(warning)
     if failed:
-        return [], {}, findings
+        return [], {}, findings, short
     choices = choose_names(asks, found, policy)
     if isinstance(choices, RuleResult):
-        return [], {}, [*findings, choices]
+        return [], {}, [*findings, choices], short
     # A pod only pools at zero can serve is what makes the autoscaler add their node: it is
     # allowed and mutated as it would be with the node there, and told that it waits.
     findings += [w for w in map(awaiting_nodes, choices) if w is not None]
     mode = policy.inject_node_selection
     if mode == "never" or policy.enforcement == "audit":
-        return choices, {}, findings
+        return choices, {}, findings, short
     # Under "intent" the pod keeps what it said it wants, and a renamed resource keeps the
     # kind of device the pod named, even when today's nodes make the selection redundant.
     renamed = any(c.name != c.ask.form.name for c in choices)
     keep = mode == "always" or (mode == "intent" and (intent.stated or renamed))
     wanted = selection(choices, inventory, keep=keep)
     if isinstance(wanted, RuleResult):
-        return choices, {}, [*findings, wanted]
-    return choices, wanted, findings
+        return choices, {}, [*findings, wanted], short
+    return choices, wanted, findings, short
 
 
 def _decision(

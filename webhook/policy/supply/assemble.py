@@ -38,6 +38,13 @@ from webhook.policy.nodes import UNSCHEDULABLE_TAINT, Taint
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.supply.model import NodeGroup, Supply
 
+#: How long the allocator searches per review in the server (the issue's default): a search
+#: cut short allows with a warning.
+FIT_BUDGET_S = 0.05
+#: In the commands (review, test, audit, plan) nobody waits on an admission call: a search
+#: long enough that the answer does not depend on how loaded the machine is.
+OFFLINE_FIT_BUDGET_S = 5.0
+
 #: The driver NVIDIA's DRA driver publishes GPUs under (docs/dra.md, [drv]).
 NVIDIA_DRIVER = "gpu.nvidia.com"
 
@@ -70,11 +77,13 @@ def assemble(
     dra: DraObjects | None = None,
     nodepools: Iterable[Mapping[str, Any]] = (),
     previous: DraSnapshot | None = None,
+    fit_budget_s: float = FIT_BUDGET_S,
 ) -> Inventory:
     """The inventory and supply of one source: ``nodes`` (None: no Node objects, the policy's
     pools stand for them), the DRA objects ``dra`` (None: DRA not seen), Karpenter's
     ``nodepools``. ``previous``: the last snapshot's DRA side, whose compiled selectors and
     unchanged slices are reused. ``source`` says where it all came from, for messages.
+    ``fit_budget_s``: how long the allocator may search per review.
     """
     snapshot = None
     if dra is not None:
@@ -96,7 +105,8 @@ def assemble(
         inventory = inventory_from_nodes(
             node_list, policy, source=source, can_appear=can_appear, notes=notes, dra=snapshot
         )
-    return replace(inventory, supply=build_supply(policy, inventory, node_list, snapshot))
+    supply = build_supply(policy, inventory, node_list, snapshot)
+    return replace(inventory, supply=supply, fit_budget_s=fit_budget_s)
 
 
 def build_supply(
@@ -118,6 +128,18 @@ def build_supply(
             shared.append(found)
     groups = [g for node in nodes if (g := _node_group(node, local, shared)) is not None]
     known = {g.node for g in groups}
+    # A slice names its node: the node exists, even where its Node object was not given (a
+    # dump of the DRA objects alone). What else it has is unknown: its name is its label.
+    for name in sorted(set(local) - known):
+        groups.append(
+            NodeGroup(
+                key=f"node {name}",
+                node_names=(name,),
+                labels={"kubernetes.io/hostname": name},
+                slices=(*local[name], *shared),
+            )
+        )
+    known |= set(local)
     templates: list[ResourceSlice] = []
     for pool in inventory.pools:
         if pool.origin.kind == "resourceslice" or (nodes and not pool.at_zero):
