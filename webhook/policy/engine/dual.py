@@ -127,19 +127,21 @@ def dual_guard(
     guarded = with_affinity(workload.spec, names)
     change = f"required node affinity: not on the dual-published nodes {', '.join(names)}"
     claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
-    demand = pod_demand(guarded, "pod", claim_specs, namespace or "")
+    demand = pod_demand(workload.spec, "pod", claim_specs, namespace or "")
     if not demand.missing:
+        # Judged as the pod is, once: the answers per node group say whether some node other
+        # than the dual ones fits (the allocator judges alike groups once; a node-name field
+        # in the affinity would set every node apart).
         verdict = fit_anywhere(demand, supply)
-        if verdict.outcome == DOES_NOT_FIT:
-            before = fit_anywhere(
-                pod_demand(workload.spec, "pod", claim_specs, namespace or ""), supply
+        keys = {f"node {d.node}" for d in dual}
+        # A group not judged in time may fit: only a proof refuses.
+        elsewhere = any(f.outcome != DOES_NOT_FIT for key, f in verdict.answers if key not in keys)
+        if verdict.fits and not elsewhere:
+            message = (
+                f"only the dual-published nodes {_nodes(dual)} could serve its claims "
+                f"({what}), and spec.dra.dualPublishedNodes is avoid: there the scheduler "
+                "may give a GPU already held by a device-plugin pod. Finish their cutover "
+                "(gpu-policy migrate plan), or free DRA-only nodes for it"
             )
-            if before.fits:
-                message = (
-                    f"only the dual-published nodes {_nodes(dual)} could serve its claims "
-                    f"({what}), and spec.dra.dualPublishedNodes is avoid: there the scheduler "
-                    "may give a GPU already held by a device-plugin pod. Finish their cutover "
-                    "(gpu-policy migrate plan), or free DRA-only nodes for it"
-                )
-                return Guard((RuleResult(RULE, "fail", message),))
+            return Guard((RuleResult(RULE, "fail", message),))
     return Guard(spec=guarded, change=change)
