@@ -161,3 +161,24 @@ def test_plan_command_writes_objects_and_the_same_json(tmp_path: Path) -> None:
     assert {c["kind"] for c in classes if c} == {"DeviceClass"}
     assert len(list((out / "workloads").glob("*.yaml"))) == 5
     assert len(list((out / "steps").glob("*.resourceslice.yaml"))) == 5
+
+
+def _classes_of(example: str) -> tuple[Any, Any]:
+    where = ROOT / "examples" / "clusters" / example
+    policy = load_policy(str(where / "policy.yaml"))
+    nodes = cluster_from_text(read_text(str(where / "nodes.yaml")), source="n").nodes
+    return plan_classes(assemble(policy, nodes=nodes, source="n"))
+
+
+def test_mps_replicas_become_the_drivers_mps_sharing() -> None:
+    (mps,), _ = _classes_of("mps-l4")
+    assert mps.name == "mps-gpu.nvidia.com" and mps.extended is None
+    sharing = mps.object()["spec"]["config"][0]["opaque"]["parameters"]["sharing"]
+    assert sharing == {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 25}}
+
+
+def test_one_name_for_whole_gpus_and_mig_devices_is_taken_over_once() -> None:
+    classes, notes = _classes_of("h100-mig-single")
+    serving = [c.name for c in classes if c.extended == "nvidia.com/gpu"]
+    assert serving == ["exclusive-gpu.nvidia.com"]
+    assert any("mig-1g.10gb.nvidia.com serves claims only" in n for n in notes)

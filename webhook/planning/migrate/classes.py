@@ -157,16 +157,27 @@ def plan_classes(inventory: Inventory) -> tuple[tuple[ClassPlan, ...], tuple[str
                 f"different nodes ({ways}): a DeviceClass selects devices, never nodes, so "
                 "their classes both select them; give those nodes one sharing first"
             )
-    for kind in sorted(kinds.values(), key=_name):
+    taken: dict[str, str] = {}
+    # Whole GPUs first: of two classes for one name, the whole GPU keeps it.
+    for kind in sorted(kinds.values(), key=lambda k: (k.profile is not None, _name(k))):
         shared = kind.sharing != "none" and kind.replicas > 1
         names = tuple(sorted(kind.names))
-        extended = None if shared else (names[0] if len(names) == 1 else None)
+        extended = None if shared else names[0]
         if not shared and len(names) > 1:
             notes.append(
                 f"{_name(kind)} serves {', '.join(names)} today; a class has one "
                 f"extendedResourceName ({names[0]} kept): rewrite the others to it"
             )
-            extended = names[0]
+        if extended is not None and extended in taken:
+            notes.append(
+                f"{extended} stands for devices of {taken[extended]} and of {_name(kind)} "
+                "(MIG single strategy, or one name on different products): one class serves "
+                f"an extended name, so {_name(kind)} serves claims only and the pods on its "
+                "nodes are rewritten to claims"
+            )
+            extended = None
+        if extended is not None:
+            taken[extended] = _name(kind)
         out.append(
             ClassPlan(
                 name=_name(kind),
@@ -181,4 +192,4 @@ def plan_classes(inventory: Inventory) -> tuple[tuple[ClassPlan, ...], tuple[str
                 products=tuple(sorted(kind.products)),
             )
         )
-    return tuple(out), tuple(notes)
+    return tuple(sorted(out, key=lambda c: c.name)), tuple(notes)
