@@ -139,13 +139,31 @@ def test_check_names_each_steps_state() -> None:
         kinds["DeviceClass"], kinds["ResourceSlice"], (), kinds["ResourceClaimTemplate"]
     )
     inventory = assemble(policy, nodes=dump.nodes, source="d", dra=dra)
-    result = check(inventory, [], [(1, "h100-dra"), (2, "h100-dual"), (3, "nowhere")])
+    steps = [{"step": 1, "node": "h100-dra"}, {"step": 2, "node": "h100-dual"}]
+    result = check(inventory, [], [*steps, {"step": 3, "node": "nowhere"}])
     assert [(s.node, s.state) for s in result.steps] == [
         ("h100-dra", "done"),
         ("h100-dual", "dual"),
         ("nowhere", "missing"),
     ]
     assert result.failed  # a step left a node dual-published
+
+
+def test_check_names_a_pod_that_runs_where_the_step_did_not_say() -> None:
+    policy = load_policy(str(DUAL / "policy.yaml"))
+    dump = cluster_from_text(read_text(str(DUAL / "nodes.yaml")), source="d")
+    kinds = dump.by_kind
+    dra = DraObjects(
+        kinds["DeviceClass"], kinds["ResourceSlice"], (), kinds["ResourceClaimTemplate"]
+    )
+    inventory = assemble(policy, nodes=dump.nodes, source="d", dra=dra)
+    moved = {"pod": "ml/infer", "from": "h100-dra", "to": None, "fitsOn": []}
+    step = {"step": 1, "node": "h100-dra", "pods": [moved]}
+    pod = {"metadata": {"namespace": "ml", "name": "infer"}, "spec": {"nodeName": "h100-dra"}}
+    (state,) = check(inventory, [pod], [step]).steps
+    assert state.state == "misplaced" and "where the plan found no room" in state.why
+    (state,) = check(inventory, [], [step]).steps
+    assert state.state == "done"  # a pod not there is not judged
 
 
 @pytest.mark.slow

@@ -177,17 +177,17 @@ def _plan(args: argparse.Namespace, policy: Policy, cluster: _Cluster) -> int:
     return EXIT_FAILED if migration.lost else EXIT_OK
 
 
-def _steps(directory: str | None) -> list[tuple[int, str]]:
+def _steps(directory: str | None) -> list[dict[str, Any]]:
     if directory is None:
         return []
     path = Path(directory) / "plan.json"
     try:
         plan = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return [dict(s) for s in plan.get("steps", ())]
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
         raise UsageError(
             f"--plan {directory}: cannot read plan.json: {exc}", command="migrate"
         ) from None
-    return [(int(s["step"]), str(s["node"])) for s in plan.get("steps", ())]
 
 
 def _check(args: argparse.Namespace, policy: Policy, cluster: _Cluster) -> int:
