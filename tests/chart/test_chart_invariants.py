@@ -207,6 +207,18 @@ def test_dra_classes_reach_policy_and_conditions(renderer: Renderer) -> None:
     assert policy["spec"]["dra"]["deviceClassSuffixes"] == ["example.com"]
 
 
+def test_dual_published_guard_reaches_the_policy(renderer: Renderer) -> None:
+    rendered = renderer.run(
+        ["template", "x", str(CHART), "--set", "dra.dualPublishedNodes=avoid"]
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    (policy_map,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and "policy" in d["metadata"]["name"]
+    ]
+    policy = yaml.safe_load(next(iter(policy_map["data"].values())))
+    assert policy["spec"]["dra"]["dualPublishedNodes"] == "avoid"
+
+
 def test_match_condition_paths(default_render) -> None:
     """Each validating entry reads the pod spec where its kinds keep it."""
     doc = default_render.one("ValidatingWebhookConfiguration")
@@ -539,8 +551,11 @@ def test_policy_configmap(default_render, chart_values) -> None:
         "configMapRef": device_plugin["configMapRef"],
     }
     # The GPU DeviceClasses come from dra.deviceClassSuffixes, which the claim entries'
-    # matchConditions read too.
-    expected["dra"] = {"deviceClassSuffixes": chart_values["dra"]["deviceClassSuffixes"]}
+    # matchConditions read too; the guard of a migration from dra.dualPublishedNodes.
+    expected["dra"] = {
+        "deviceClassSuffixes": chart_values["dra"]["deviceClassSuffixes"],
+        "dualPublishedNodes": chart_values["dra"]["dualPublishedNodes"],
+    }
     assert policy["spec"] == expected
     annotations = default_render.one("Deployment")["spec"]["template"]["metadata"]["annotations"]
     assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/policy"])

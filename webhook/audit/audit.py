@@ -28,6 +28,7 @@ from typing import Any
 from webhook.audit.claims import ClaimDiagnosis
 from webhook.audit.findings import Finding, Ref, format_age, worst
 from webhook.audit.isolation import isolation_findings
+from webhook.audit.migration import migration_findings
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
@@ -610,6 +611,7 @@ def audit(
         findings += scheduling
         placements.append(placement)
     findings += _node_findings(views, capacity, inventory, waiters)
+    findings += migration_findings(inventory, (p for g in groups for p in g.pods))
     gpu_nodes = {n.name for n in views} | {n.name for n in inventory.gpu_nodes.nodes or ()}
     findings += isolation_findings(collected.exposed, gpu_nodes, policy)
     findings.sort(key=Finding.sort_key)

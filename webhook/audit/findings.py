@@ -40,6 +40,9 @@ AUDIT_RULES: dict[str, str] = {
     "gpu-webhook-changes": "the workload already says what the webhook would write into it",
     "gpu-node-capacity": "pods waiting for a node's GPUs could get one of its slots",
     "gpu-node-labels": "a node's GPU labels agree with what it advertises",
+    "gpu-node-dual-published": "no node publishes the same GPUs through the device plugin and "
+    "DRA (docs/migrate.md)",
+    "gpu-node-double-allocation": "no GPU is given both to a device-plugin pod and to a claim",
     "gpu-policy": "the object is one the policy judges",
     "gpu-visible-without-request": "no running container on a GPU node sees GPUs without "
     "asking for one",

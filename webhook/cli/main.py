@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 
 from webhook import __version__
-from webhook.cli import audit, certs, inventory, plan, review, serve, test
+from webhook.cli import audit, certs, inventory, migrate, plan, review, serve, test
 from webhook.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -33,7 +33,7 @@ DESCRIPTION = (
 
 # The commands that read a cluster when given no dump: as a kubectl plugin they read the one
 # kubectl would (the current context of $KUBECONFIG or ~/.kube/config), as kubectl users expect.
-CLUSTER_COMMANDS = ("inventory", "plan", "audit")
+CLUSTER_COMMANDS = ("inventory", "plan", "audit", "migrate")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (review, certs, inventory, plan, audit, serve, test):
+    for command in (review, certs, inventory, plan, audit, migrate, serve, test):
         command.add_parser(sub)
     return parser
 
@@ -50,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubectl-gpu_policy``: ``kubectl gpu-policy ...`` (krew's naming).
 
-    As ``gpu-policy``, except that ``inventory``, ``plan`` and ``audit`` read the current
-    kubeconfig context when given neither ``--kubeconfig`` nor node or object dumps. In a pod
-    with no kubeconfig file, ``audit`` uses the pod's service account, as kubectl does.
+    As ``gpu-policy``, except that ``inventory``, ``plan``, ``audit`` and ``migrate`` read the
+    current kubeconfig context when given neither ``--kubeconfig`` nor node or object dumps.
+    In a pod with no kubeconfig file, ``audit`` uses the pod's service account, as kubectl
+    does.
     """
     return main(argv, kubectl=True)
 

@@ -32,6 +32,10 @@ RULES: dict[str, str] = {
         "the ResourceClaims and ResourceClaimTemplates a pod names exist (a warning: "
         "Kubernetes lets them be created later)"
     ),
+    "gpu-claim-dual-published": (
+        "a pod with GPU claims stays off nodes that publish the same GPUs through the device "
+        "plugin and DRA (spec.dra.dualPublishedNodes; docs/migrate.md)"
+    ),
     "gpu-pool-at-zero": (
         "what the pod asks for is offered only by pools with no node yet, that an "
         "autoscaler can grow (a warning: the pod waits for its node)"

@@ -13,7 +13,8 @@ spec:
            migDevices, deviceClass}]
   mutation: {rewriteResourceNames, injectNodeSelection: intent | always | when-needed | never,
              tolerations}
-  dra: {deviceClassSuffixes, failRequestsGreaterThanOne, adminAccessNamespaces}
+  dra: {deviceClassSuffixes, failRequestsGreaterThanOne, adminAccessNamespaces,
+        dualPublishedNodes: warn | avoid}
   isolation: {mode: off | warn | enforce, exemptNamespaces: [...]}
 ```
 
@@ -24,7 +25,10 @@ classes NVIDIA's DRA driver installs); ``failRequestsGreaterThanOne`` (default t
 plugin's word for the same rule, refuses a request for more than one device whose config shares
 the device (the driver's ``GpuConfig`` / ``MigDeviceConfig`` sharing TimeSlicing or MPS) and a
 consumable-capacity ``shares`` request above one; ``adminAccessNamespaces`` (default none) are
-the namespaces whose claims may set ``adminAccess: true``.
+the namespaces whose claims may set ``adminAccess: true``; ``dualPublishedNodes`` (default
+``warn``) is what a pod with GPU claims meets while some nodes publish the same GPUs through the
+device plugin and a ResourceSlice: a warning naming them, or (``avoid``) a required node
+affinity that keeps it off them, and a refusal when only they could serve it (docs/migrate.md).
 
 ``isolation`` is about the containers that ask for no GPU (docs/isolation.md): ``off`` (the
 default) leaves them alone and the webhook never looks at a pod without a GPU request; ``warn``
@@ -167,6 +171,8 @@ class DraPolicy:
     device_class_suffixes: tuple[str, ...] = ("nvidia.com",)
     fail_requests_greater_than_one: bool = True
     admin_access_namespaces: frozenset[str] = frozenset()
+    # warn: a claim pod is told which nodes are dual-published; avoid: it is kept off them.
+    dual_published_nodes: str = "warn"
 
     def is_gpu_class(self, name: str) -> bool:
         """True when a request for DeviceClass ``name`` is a GPU request the policy judges."""
@@ -412,8 +418,16 @@ def _plugin_configs(
 
 
 _DRA_FIELDS = frozenset(
-    {"deviceClassSuffixes", "failRequestsGreaterThanOne", "adminAccessNamespaces"}
+    {
+        "deviceClassSuffixes",
+        "failRequestsGreaterThanOne",
+        "adminAccessNamespaces",
+        "dualPublishedNodes",
+    }
 )
+#: ``spec.dra.dualPublishedNodes``: what the webhook does with a claim pod while some nodes
+#: publish the same GPUs through the device plugin and DRA (docs/migrate.md, "The guard").
+DUAL_PUBLISHED_MODES = ("warn", "avoid")
 
 
 def _dra(spec: Mapping[str, Any], source: str) -> DraPolicy:
@@ -446,6 +460,12 @@ def _dra(spec: Mapping[str, Any], source: str) -> DraPolicy:
             "spec.dra.failRequestsGreaterThanOne",
         ),
         admin_access_namespaces=frozenset(str(n) for n in namespaces),
+        dual_published_nodes=_choice(
+            body.get("dualPublishedNodes", "warn"),
+            DUAL_PUBLISHED_MODES,
+            source,
+            "spec.dra.dualPublishedNodes",
+        ),
     )
 
 

@@ -125,6 +125,9 @@ exactly that one, so both come from the same value.
 {{- fail "policy.spec.dra.deviceClassSuffixes is set by the chart from dra.deviceClassSuffixes (which also decides which claims the API server sends): set that value instead." }}
 {{- end }}
 {{- $_ := set $dra "deviceClassSuffixes" .Values.dra.deviceClassSuffixes }}
+{{- if not (hasKey $dra "dualPublishedNodes") }}
+{{- $_ := set $dra "dualPublishedNodes" .Values.dra.dualPublishedNodes }}
+{{- end }}
 {{- $_ := set $spec "dra" $dra }}
 {{- end }}
 {{- $policy := dict "apiVersion" "gpu-policy.io/v1alpha1" "kind" "SharingPolicy" "metadata" (dict "name" (include "gpu-policy-webhook.fullname" .)) "spec" $spec }}

@@ -14,6 +14,7 @@ from webhook.policy.claims import ClaimAsk, claim_spec, read_claim
 from webhook.policy.decision import CLAIM_RULES, RULES, Decision, RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container, gpu_containers
 from webhook.policy.engine.claims import claim_findings, gpu_requests
+from webhook.policy.engine.dual import dual_guard
 from webhook.policy.engine.fit import (
     AVAILABILITY_RULES,
     claim_fit,
@@ -65,7 +66,10 @@ _CLAIMS_ONLY = skipping(
 )
 # A claim has no containers: only the claim rules are in force, but for the one about the
 # claims a pod names.
-_OF_PODS_ONLY = frozenset(r for r in RULES if r not in CLAIM_RULES) | {"gpu-claim-exists"}
+_OF_PODS_ONLY = frozenset(r for r in RULES if r not in CLAIM_RULES) | {
+    "gpu-claim-exists",
+    "gpu-claim-dual-published",
+}
 _GPU_POD = "the GPU node it asks for"
 
 
@@ -166,6 +170,8 @@ def review(
     claimed, availability = _claim_parts(claims, missing, namespace, policy, inventory)
     if not claims:
         omit |= _NO_CLAIMS
+    guard = dual_guard(workload, bool(claims), namespace, policy=policy, inventory=inventory)
+    claimed += guard.findings
     what = f"{kind or 'object'} {name or ''}".strip()
     if not found:
         # Only claims or DRA-served names: no nvidia.com resource of the device plugin's.
@@ -174,10 +180,20 @@ def review(
             availability = decided(verdict, availability, what, has_claims=bool(claims))
         findings = [*claimed, *availability, *isolation.findings]
         results = rule_results(findings, _CLAIMS_ONLY, omit)
-        return _decision(
-            obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
+        return guard.applied(
+            _decision(
+                obj,
+                results,
+                kind=kind,
+                namespace=namespace,
+                name=name,
+                mode=mode,
+                clean=not findings,
+            ),
+            obj,
+            workload,
         )
-    return _review_gpu_pod(
+    reviewed = _review_gpu_pod(
         obj,
         workload,
         found,
@@ -191,6 +207,7 @@ def review(
         policy=policy,
         inventory=inventory,
     )
+    return guard.applied(reviewed, obj, workload)
 
 
 def _review_gpu_pod(

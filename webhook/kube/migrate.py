@@ -1,0 +1,70 @@
+"""Reading a cluster for ``gpu-policy migrate``: whole objects, since the plan rewrites them.
+
+Nodes, pods, the workload kinds, ResourceQuotas and (where served) the DRA kinds, listed page
+by page (``webhook.kube.lister``). Unlike the audit's listing nothing is trimmed but the DRA
+objects: a rewritten workload must keep every container.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+from webhook.kube.lister import _calls, failure, list_pages, read_dra
+from webhook.kube.source import DRA_KINDS
+
+# A list's items carry neither kind nor apiVersion: each gets its list's.
+_API_VERSIONS = {
+    "Node": "v1",
+    "ResourceQuota": "v1",
+    "Pod": "v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "Job": "batch/v1",
+    "CronJob": "batch/v1",
+}
+
+
+@dataclass
+class ClusterRead:
+    """What ``migrate`` reads of a cluster."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    quotas: list[dict[str, Any]] = field(default_factory=list)
+    dra: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def read_for_migrate(
+    api: client.ApiClient, *, page_size: int = 500, timeout: float = 30.0
+) -> ClusterRead:
+    """Every object ``migrate`` reads. Raises ClusterError with one line when a list fails."""
+    out = ClusterRead()
+    core = client.CoreV1Api(api)
+    calls: dict[str, Any] = {
+        "Node": core.list_node,
+        "ResourceQuota": core.list_resource_quota_for_all_namespaces,
+        **_calls(api),
+    }
+    kind = "Node"
+    try:
+        for kind, call in calls.items():
+            for page in list_pages(call, page_size=page_size, timeout=timeout):
+                for obj in page:
+                    obj["kind"] = kind
+                    obj["apiVersion"] = _API_VERSIONS.get(kind, "v1")
+                    if kind == "Node":
+                        out.nodes.append(obj)
+                    elif kind == "ResourceQuota":
+                        out.quotas.append(obj)
+                    else:
+                        out.objects.append(obj)
+    except Exception as exc:  # ApiException, and urllib3's several connection errors
+        raise failure(f"listing {kind}s", exc) from None
+    _, listed = read_dra(api, page_size=page_size, timeout=timeout)
+    out.dra = {DRA_KINDS[name]: list(objects) for name, objects in listed.items()}
+    return out
