@@ -34,6 +34,7 @@ from webhook.server.state import PolicyState, log_plugin_warnings
 
 if TYPE_CHECKING:
     from webhook.kube import ClusterSource, ClusterState
+    from webhook.kube.advertise import Advertiser
     from webhook.kube.snapshot import LiveView
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,10 @@ class ClusterFeed:
         self._served: ClusterState | None = None
         self._metrics = ClusterMetrics()
         self._stopped = threading.Event()
+        # Under spec.quota.enabled: keeps the synthetic resource on the GPU nodes
+        # (webhook.kube.advertise, docs/quota.md), started with the first snapshot that needs it.
+        self._api_client: Any = None
+        self._advertiser: Advertiser | None = None
 
     @classmethod
     def from_settings(
@@ -79,6 +84,7 @@ class ClusterFeed:
                 raise ClusterError(f"{KUBE_ENV}={settings.kube}: {exc}") from exc
         ref = state.snapshot.base.configmap_ref
         feed = cls(state, settings.kube)
+        feed._api_client = api_client
         feed.source = ClusterSource(
             api_client,
             configmap=(ref.namespace, ref.name) if ref is not None else None,
@@ -99,6 +105,8 @@ class ClusterFeed:
         """Stop watching; the last snapshot stays in force."""
         self._stopped.set()
         self.source.stop()
+        if self._advertiser is not None:
+            self._advertiser.stop()
 
     def report(self) -> None:
         """Copy the watch's figures (restarts, errors, data age, reachability) into metrics."""
@@ -119,6 +127,20 @@ class ClusterFeed:
         self._cluster = cluster
         self.state.refresh()
         self._served = cluster
+        self._advertise(cluster)
+
+    def _advertise(self, cluster: ClusterState) -> None:
+        """Hand the nodes that must advertise the quota resource to the advertiser."""
+        served = self.state.snapshot
+        if not served.policy.quota.enabled or self._api_client is None:
+            return
+        from webhook.kube.advertise import Advertiser
+        from webhook.policy.quota.nodes import nodes_to_advertise
+
+        if self._advertiser is None:
+            self._advertiser = Advertiser(self._api_client).start()
+        every = [n["metadata"]["name"] for n in cluster.nodes]
+        self._advertiser.offer(cluster.nodes, nodes_to_advertise(served.inventory, every))
 
     def view(self, base: Policy) -> tuple[Policy, Inventory] | None:
         """The policy file combined with the latest cluster snapshot; None before the first."""
