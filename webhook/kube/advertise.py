@@ -18,18 +18,25 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.contract import QUOTA_NODE_CAPACITY, QUOTA_RESOURCE
+from webhook.policy.quantity import QuantityError, quantity_value
 
 logger = logging.getLogger(__name__)
 
 
 def lacks_resource(node: Mapping[str, Any]) -> bool:
-    """True when the node's status does not advertise the synthetic resource in full."""
+    """True when the node's status does not advertise the synthetic resource in full.
+
+    The API server stores quantities in canonical form (1000000 comes back as ``1M``): they
+    are compared as numbers.
+    """
     status = node.get("status") or {}
-    want = str(QUOTA_NODE_CAPACITY)
-    return any(
-        str((status.get(key) or {}).get(QUOTA_RESOURCE)) != want
-        for key in ("capacity", "allocatable")
-    )
+    for key in ("capacity", "allocatable"):
+        try:
+            if quantity_value((status.get(key) or {}).get(QUOTA_RESOURCE)) != QUOTA_NODE_CAPACITY:
+                return True
+        except QuantityError:
+            return True
+    return False
 
 
 def status_patch() -> dict[str, Any]:
