@@ -19,6 +19,7 @@ from webhook.policy.engine.mutation import MUTABLE
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
 from webhook.policy.patch import diff
+from webhook.policy.quantity import QuantityError, quantity_value
 from webhook.policy.quota.weights import Cost, equivalents, pod_cost
 from webhook.policy.resources import parse_resource
 
@@ -60,6 +61,19 @@ def _without(container: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _amount(container: object, key: str) -> Any:
+    resources = container.get("resources") if isinstance(container, Mapping) else None
+    amounts = resources.get(key) if isinstance(resources, Mapping) else None
+    return amounts.get(QUOTA_RESOURCE) if isinstance(amounts, Mapping) else None
+
+
+def _same(amount: object, milli: int) -> bool:
+    try:
+        return quantity_value(amount) == milli
+    except QuantityError:
+        return False
+
+
 def with_request(spec: Mapping[str, Any], milli: int, inventory: Inventory) -> dict[str, Any]:
     """A copy of the pod ``spec`` whose first GPU app container requests ``milli`` of the
     synthetic resource (requests = limits, as extended resources must), and no other does."""
@@ -81,10 +95,16 @@ def with_request(spec: Mapping[str, Any], milli: int, inventory: Inventory) -> d
         ),
         0,
     )
+    before = spec.get("containers")
+    was = before[index] if isinstance(before, list) and len(before) > index else {}
     chosen = dict(containers[index])
     resources = dict(chosen.get("resources") or {})
     for key in ("requests", "limits"):
-        resources[key] = {**dict(resources.get(key) or {}), QUOTA_RESOURCE: str(milli)}
+        # The API server hands a charged pod back with 1000 written 1k: keep what is there
+        # when it is the same amount, so that a charged pod needs no second patch.
+        amount = _amount(was, key)
+        text = amount if amount is not None and _same(amount, milli) else str(milli)
+        resources[key] = {**dict(resources.get(key) or {}), QUOTA_RESOURCE: text}
     chosen["resources"] = resources
     containers[index] = chosen
     return out
@@ -97,7 +117,9 @@ def _in_scope(decision: Decision, policy: Policy, operation: str) -> bool:
         and operation == "CREATE"
         and decision.allowed
         and decision.enforcement != "audit"
-        and not any(r.rule == "gpu-policy" and r.status == "skip" for r in decision.results)
+        # Not "in scope of the rules": a pod the rules skip (a DRA extended name, a claim not
+        # known yet) may still cost something, and one that asks for no GPU costs nothing.
+        and decision.namespace not in policy.exempt_namespaces
     )
 
 
