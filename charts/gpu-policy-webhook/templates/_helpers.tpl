@@ -118,6 +118,12 @@ exactly that one, so both come from the same value.
 {{- $_ := set $dp "configMapRef" (dict "namespace" (required "devicePlugin.configMapRef.namespace is required with devicePlugin.configMapRef.name" $ref.namespace) "name" $ref.name) }}
 {{- end }}
 {{- $_ := set $spec "devicePlugin" $dp }}
+{{- if .Values.quota.enabled }}
+{{- /* GPU budgets (docs/quota.md): quota.enabled turns the policy's spec.quota on. */}}
+{{- $quota := deepCopy (get $spec "quota" | default dict) }}
+{{- $_ := set $quota "enabled" true }}
+{{- $_ := set $spec "quota" $quota }}
+{{- end }}
 {{- if .Values.dra.enabled }}
 {{- /* The classes the claim webhooks are sent are the classes the policy judges. */}}
 {{- $dra := deepCopy (get $spec "dra" | default dict) }}
@@ -222,6 +228,10 @@ node (gpu-policy-webhook.reachesGpuNode).
 {{- $guards = append $guards (printf "has(%s)" $prefix) }}
 {{- end -}}
 {{- $asks := include "gpu-policy-webhook.asksForNvidia" .spec }}
+{{- if and .quota .root.Values.quota.enabled }}
+{{- /* GPU budgets (docs/quota.md): a pod whose GPUs come from claims has a cost too. */}}
+{{- $asks = printf "%s || (has(%s.resourceClaims) && size(%s.resourceClaims) > 0)" $asks .spec .spec }}
+{{- end }}
 {{- if include "gpu-policy-webhook.isolating" .root -}}
 - name: asks-for-nvidia-resource-or-reaches-gpu-node
   expression: {{ printf "%s && ((%s) || (%s))" (join " && " $guards) $asks (include "gpu-policy-webhook.reachesGpuNode" .) | quote }}
