@@ -32,6 +32,7 @@ from webhook.policy import Inventory, Policy, review
 from webhook.policy.dra import dra_snapshot
 from webhook.policy.errors import PolicyError
 from webhook.policy.model import parse_policy
+from webhook.policy.quota.budgets import Budget, namespace_budgets
 from webhook.policy.quota.nodes import nodes_to_advertise
 from webhook.policy.quota.settings import QuotaPolicy, parse_quota
 
@@ -256,3 +257,43 @@ def test_the_nodes_that_advertise(dra_inventory: Inventory) -> None:
     slice_["spec"]["allNodes"] = True
     everywhere = replace(dra_inventory, dra=dra_snapshot(nvidia_classes(), [slice_]))
     assert nodes_to_advertise(everywhere, every) == set(every)
+
+
+def _quota(namespace: str, name: str, hard: str, used: str | None) -> dict[str, Any]:
+    status = {"used": {f"requests.{QUOTA_RESOURCE}": used}} if used is not None else {}
+    return {
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {"hard": {f"requests.{QUOTA_RESOURCE}": hard, "pods": "10"}},
+        "status": status,
+    }
+
+
+def test_budgets_per_namespace(example_policy: Policy, dra_inventory: Inventory) -> None:
+    charged = pod(
+        ctr(limits={"nvidia.com/gpu": 1}, requests={QUOTA_RESOURCE: "1k"}),
+        name="a",
+        namespace="team-a",
+    )
+    done = {
+        **pod(ctr(requests={QUOTA_RESOURCE: "500"}), name="done", namespace="team-a"),
+        "status": {"phase": "Succeeded"},
+    }
+    old = pod(gpu(1), name="old", namespace="team-a")
+    claims = _claim_pod("two-gpus")
+    claims["metadata"] = {"namespace": "kube-system", "name": "driver"}
+    found = namespace_budgets(
+        [
+            _quota("team-a", "gpu-budget", "2k", "1k"),
+            _quota("team-a", "tight", "1500", "1k"),
+            _quota("team-b", "cpu", "", None),
+        ],
+        [charged, done, old, claims, pod(ctr(), namespace="team-c")],
+        policy=example_policy,
+        inventory=dra_inventory,
+    )
+    assert found == [
+        Budget("kube-system", (), None, None, 0, 0, ("driver (exempt)",)),
+        Budget(
+            "team-a", ("gpu-budget", "tight"), 1500, 1000, 1000, 1, ("old (predates the charge)",)
+        ),
+    ]

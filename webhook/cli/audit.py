@@ -199,6 +199,16 @@ def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> int
             nodepools = read_nodepools(api, page_size=args.page_size, timeout=args.timeout)
             result = audit(collector, nodes, policy=policy, now=now, nodepools=nodepools)
             print(render(result, args), end="", flush=True)
+            if policy.quota.enabled and args.output == "text":
+                # GPU budgets per namespace (docs/quota.md).
+                from webhook.cli.budgets import budget_lines, namespace_budgets
+                from webhook.kube.quotas import read_budget_objects
+                from webhook.policy.inventory import inventory_from_nodes
+
+                quotas, pods = read_budget_objects(api, timeout=args.timeout)
+                inventory = inventory_from_nodes(nodes, policy, source="the cluster")
+                found = namespace_budgets(quotas, pods, policy=policy, inventory=inventory)
+                print("\n".join(budget_lines(found)), flush=True)
             if args.apply:
                 written = reports(result, api=args.report_api)
                 applied = apply_reports(

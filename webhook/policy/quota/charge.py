@@ -128,8 +128,8 @@ def cost_warning(cost: Cost) -> str:
     text = (
         f"[gpu-quota] this pod costs {equivalents(cost.total)} GPU-equivalents "
         f"({cost.describe()}): it requests {QUOTA_RESOURCE}: {cost.milli} "
-        f"({QUOTA_MILLI} = 1 GPU), counted against the namespace's GPU budget, a ResourceQuota "
-        f"on requests.{QUOTA_RESOURCE} (docs/quota.md)"
+        f"({QUOTA_MILLI}, which a ResourceQuota writes 1k, is 1 GPU), counted against the "
+        f"namespace's GPU budget: its ResourceQuota on requests.{QUOTA_RESOURCE} (docs/quota.md)"
     )
     if cost.largest:
         text += (
