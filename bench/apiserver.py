@@ -29,7 +29,7 @@ timed). Printed per setup and client count, from every round pooled: the pods cr
 p50 and p99 in microseconds (and each round's p50); then what each webhook adds to ``none``
 (p50 and p99) and the ratio ours/Go of the added p50 and p99.
 
-    export KUBEBUILDER_ASSETS="$(setup-envtest use 1.36.x -p path)"
+    export KUBEBUILDER_ASSETS="$(python3 scripts/control_plane.py 1.36.2 .cache/control-plane)"
     .venv/bin/python bench/apiserver.py                    # 5 rounds of 6 s per client count
     .venv/bin/python bench/apiserver.py --rounds 9 --out bench/results/apiserver.json
 
@@ -46,9 +46,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
 if __name__ == "__main__":
-    # As a script this directory would come first on sys.path and bench/http.py would shadow
-    # the standard library's http package (see bench/http.py).
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
+    # `tests.` imports.
     sys.path.insert(0, str(_REPO))
 
 import argparse  # noqa: E402

@@ -36,8 +36,6 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/ holds http.py: keep it off the path, or it hides the standard library's http package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("generate", "decode", "audit")

@@ -39,9 +39,8 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
 if __name__ == "__main__":
-    # Run as a script, this directory comes first on sys.path, and bench/http.py would shadow
-    # the standard library's http package (which the gunicorn helper imports).
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
+    # `tests.` imports.
     sys.path.insert(0, str(_REPO))
 
 import yaml  # noqa: E402

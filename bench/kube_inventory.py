@@ -40,9 +40,6 @@ from pathlib import Path
 from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/ holds http.py (the HTTP benchmark): keep it off the path, or it hides the
-# standard library's http package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("source", "source-unpaged", "models", "watch-helper")

@@ -9,7 +9,7 @@ This measures what one review costs on each of these servers, under the same con
   the source or the Go version changes; the build cache and GOPATH stay in ``.cache/bench``
   and nothing is fetched (no modules, GOPROXY=off).
 * ``wsgi``: a bare WSGI callable (``wsgi_app`` below): parse the JSON, echo the uid;
-* ``flask no-op``: the no-op Flask app of bench/http.py (``noop_app``), the same work;
+* ``flask no-op``: the no-op Flask app of bench/http_load.py (``noop_app``), the same work;
 * ``/mutate`` and ``/validate``: this webhook (the WSGI app of the server, the bundled example
   policy), one server for both rows.
 
@@ -20,9 +20,9 @@ the CPU count) with the same certificate. All of them are started once and kept 
 measured runs go round the servers in an order that rotates each round, first with one
 connection, then with eight, so a drift of the machine's load hits every server alike.
 
-The clients are those of bench/http.py: each a process with one ``http.client``
+The clients are those of bench/http_load.py: each a process with one ``http.client``
 HTTPSConnection, kept alive and verified against the CA as the API server does, sending the
-next request when the answer is in. The body is bench/http.py's ~3.9 KB pod CREATE (two
+next request when the answer is in. The body is bench/http_load.py's ~3.9 KB pod CREATE (two
 containers, one asking for ``nvidia.com/gpu: 1``). Every server's answer is checked once
 before the runs (the uid, ``allowed``, a JSONPatch from /mutate) and every answer during them
 (HTTP 200 and the uid).
@@ -50,9 +50,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
 if __name__ == "__main__":
-    # As a script this directory would come first on sys.path and bench/http.py would shadow
-    # the standard library's http package (see bench/http.py).
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
+    # `tests.` imports.
     sys.path.insert(0, str(_REPO))
 
 import argparse  # noqa: E402
@@ -69,7 +68,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from bench.figures import percentile, write_json  # noqa: E402
-from bench.http import (  # noqa: E402
+from bench.http_load import (  # noqa: E402
     MUTATE_PATH,
     NOOP_APP,
     allow_review,
@@ -85,7 +84,7 @@ if TYPE_CHECKING:
     from tests.support.gunicorn import Server
     from webhook.certs.issue import CertPaths
 
-# The bare WSGI app's workers import this module: as in bench/http.py, what only the driver
+# The bare WSGI app's workers import this module: as in bench/http_load.py, what only the driver
 # needs (the launcher, the certificates) is imported in the functions that use it.
 
 
@@ -258,7 +257,7 @@ class Pooled:
     rounds: list[dict[str, float]] = field(default_factory=list)
 
     def add(self, run: dict[str, Any]) -> None:
-        """Count one run of ``bench.http.drive`` in."""
+        """Count one run of ``bench.http_load.drive`` in."""
         self.latencies.extend(run["latencies_s"])
         self.seconds += run["seconds"]
         self.server_cpu_s += run["server_cpu_s"]

@@ -14,9 +14,9 @@ from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
 if __name__ == "__main__":
-    # Run as a script, bench/ comes first on sys.path and bench/http.py would hide the standard
-    # library's http package: put the repository there instead.
-    sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
+    # `tests.` imports.
+    sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402 - after the path fix above
 import http.client  # noqa: E402

@@ -1,10 +1,10 @@
 """Soak: the real webhook at a steady rate for minutes; errors, p99 and memory over time.
 
-Starts the webhook like bench/http.py does (``start_server``: gunicorn with
+Starts the webhook like bench/http_load.py does (``start_server``: gunicorn with
 ``webhook.server.gunicorn_conf``, 2 gthread workers x 4 threads, certificates from
 ``webhook.certs.issue``) and drives it with ``--connections`` client processes over kept-alive
 TLS at a paced total rate (``--rate`` requests/s; latency counts from the scheduled send time, so a
-stall is not hidden), posting the request of bench/http.py (``review_body``: a ~3.9 KB pod
+stall is not hidden), posting the request of bench/http_load.py (``review_body``: a ~3.9 KB pod
 CREATE asking for one GPU) to ``/mutate`` with a fresh uid each time, and checking every
 answer (HTTP 200, the uid, a JSONPatch).
 
@@ -26,9 +26,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
 if __name__ == "__main__":
-    # As a script this directory would come first on sys.path and bench/http.py would shadow
-    # the standard library's http package (see bench/http.py).
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
+    # `tests.` imports.
     sys.path.insert(0, str(_REPO))
 
 import argparse  # noqa: E402
@@ -45,7 +44,7 @@ from collections import Counter  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from bench.figures import percentile  # noqa: E402
-from bench.http import HEADERS, review_body, start_server, stop_server  # noqa: E402
+from bench.http_load import HEADERS, review_body, start_server, stop_server  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.gunicorn import Server

@@ -29,10 +29,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Run as a script, bench/ comes first on sys.path and bench/http.py would hide the standard
-# library's http package: put the repository there instead.
+# Run as a script, only bench/ is on sys.path: add the repository, for `bench.` imports.
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
 
 from bench.figures import percentile, write_json  # noqa: E402 - after the path fix above
 

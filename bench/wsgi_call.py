@@ -1,11 +1,11 @@
 """CPU of one review inside the WSGI app: no sockets, no TLS, no gunicorn, one thread.
 
-Calls each WSGI callable with the environ of a POST of bench/http.py's ~3.9 KB pod CREATE (a
+Calls each WSGI callable with the environ of a POST of bench/http_load.py's ~3.9 KB pod CREATE (a
 werkzeug test environ, a fresh input stream per call) and reads the whole answer, for:
 
 * ``wsgi``: bench/latency.py's bare WSGI callable (parse the JSON, allow with the uid): the
   baseline, measured in the same run;
-* ``flask no-op``: bench/http.py's no-op Flask app, the same work under Flask;
+* ``flask no-op``: bench/http_load.py's no-op Flask app, the same work under Flask;
 * ``/mutate``, ``/validate``: this webhook's app as served (``create_app``: the lean dispatch
   of ``webhook.server.app.LeanReviews`` in front of Flask);
 * ``/mutate via Flask``, ``/validate via Flask``: the same app's Flask path, the callable
@@ -26,9 +26,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
 if __name__ == "__main__":
-    # As a script this directory would come first on sys.path and bench/http.py would shadow
-    # the standard library's http package (see bench/http.py).
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
+    # `tests.` imports.
     sys.path.insert(0, str(_REPO))
 
 import argparse  # noqa: E402
@@ -41,7 +40,7 @@ from typing import Any  # noqa: E402
 
 from werkzeug.test import EnvironBuilder  # noqa: E402
 
-from bench.http import noop_app, review_body  # noqa: E402
+from bench.http_load import noop_app, review_body  # noqa: E402
 from bench.latency import wsgi_app  # noqa: E402
 from webhook.server import Settings, create_app  # noqa: E402
 from webhook.server.app import LeanReviews  # noqa: E402

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from webhook.cli.main import main, use_colour
+from webhook.cli.common import use_colour
+from webhook.cli.main import main
 
 from .conftest import ROOT
 

@@ -1,7 +1,8 @@
 """A real Kubernetes control plane for the tests: etcd, kube-apiserver, controller-manager, scheduler.
 
 The binaries come from the folder ``KUBEBUILDER_ASSETS`` names (the variable
-controller-runtime's envtest reads: ``setup-envtest use 1.36.x -p path`` prints such a folder).
+controller-runtime's envtest reads: ``scripts/control_plane.py 1.36.2 DIR`` fills and prints such
+a folder).
 Without it every test that asks for :func:`control_plane` is skipped with one reason.
 
 One control plane serves the whole pytest session. It starts lazily, the first time a test
@@ -65,7 +66,7 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 SKIP_REASON = (
     "needs a real control plane: set KUBEBUILDER_ASSETS to a folder holding etcd, "
     "kube-apiserver, kube-controller-manager and kube-scheduler "
-    "(setup-envtest use 1.36.x -p path; see docs/testing-control-plane.md)"
+    "(python3 scripts/control_plane.py 1.36.2 DIR prints one; docs/testing-control-plane.md)"
 )
 
 # Generous: several test runs may share two cores, and the API server alone needs about 4 s

@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.audit import APIS, AuditResult, Collector, audit, document, reports, text
 from webhook.audit.owners import parse_time
-from webhook.cli.main import UsageError, add_colour_argument, in_pod, use_colour
-from webhook.cli.render import paint, to_json, to_yaml
-from webhook.cli.review import COLOURS
+from webhook.cli.common import UsageError, add_colour_argument, in_pod, use_colour
+from webhook.cli.render import COLOURS, paint, to_json, to_yaml
 from webhook.files import cluster_from_text, kubernetes_objects, load_policy, read_text
 from webhook.policy import Policy
 

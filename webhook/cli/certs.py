@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from webhook.cli.main import EXIT_OK
+from webhook.cli.common import EXIT_OK
 from webhook.contract import DEV_CERT_DIR
 
 

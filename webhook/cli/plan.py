@@ -15,8 +15,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from webhook.cli import inventory as inventory_view
-from webhook.cli.main import EXIT_OK
+from webhook.cli.common import EXIT_OK, cluster_arguments, read_cluster
+from webhook.cli.pools import rows as pool_rows
+from webhook.cli.pools import text as pool_text
 from webhook.cli.render import cell, table, to_json
 from webhook.contract import DEVICE_PLUGIN_CONFIGMAP
 from webhook.files import load_inventory, load_policy, read_text, single_document
@@ -227,7 +228,7 @@ def add_parser(sub: Any) -> None:
         help="size time-slicing replicas from measured memory and write the rollout",
         description=DESCRIPTION,
     )
-    inventory_view.cluster_arguments(p, required=True)
+    cluster_arguments(p, required=True)
     p.add_argument(
         "--measure",
         action="append",
@@ -263,7 +264,7 @@ def _cluster(
     existing, where = existing_configs(policy)
     if not args.kubeconfig:
         return policy, load_inventory(policy, args.nodes), existing, where
-    view, state = inventory_view.read_cluster(policy, args)
+    view, state = read_cluster(policy, args)
     live = state.configmap_document()
     if view.configmap_error is None and live is not None:
         existing, where = configmap_texts(live)
@@ -297,9 +298,9 @@ def run(args: argparse.Namespace) -> int:
         written = write_files(plan, policy, existing, args.write_dir, configmap=where)
     changes = pool_changes(plan, policy.node_label)
     if args.output == "json":
-        before_rows, after_rows = inventory_view.rows(inventory), inventory_view.rows(after)
+        before_rows, after_rows = pool_rows(inventory), pool_rows(after)
         print(render_json(plan, before_rows, after_rows, written, changes))
     else:
-        before_text, after_text = inventory_view.text(inventory), inventory_view.text(after)
+        before_text, after_text = pool_text(inventory), pool_text(after)
         print(render_text(plan, before_text, after_text, written, changes), end="")
     return EXIT_OK

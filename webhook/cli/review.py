@@ -13,24 +13,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from webhook.cli.main import (
+from webhook.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     add_colour_argument,
     print_plugin_warnings,
     use_colour,
 )
-from webhook.cli.render import paint, to_json, to_yaml
+from webhook.cli.render import COLOURS, paint, to_json, to_yaml
 from webhook.files import Document, kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Decision, review
 from webhook.policy.claims import with_claim_objects
 
 DESCRIPTION = "gpu-policy review: judge manifests offline with the same engine as the server."
-# ANSI colour codes of the verdicts and rule results (built with zip: bandit takes a "pass" key
-# in a dict literal for a password).
-COLOURS = dict(
-    zip(("pass", "fail", "warn", "skip", "error"), ("32", "31", "33", "2", "35"), strict=True)
-)
 
 
 def add_parser(sub: Any) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.main import UsageError
+from webhook.cli.common import UsageError
 from webhook.contract import (
     BIND_ENV,
     CA_CERT_FILE,

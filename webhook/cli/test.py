@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.cli.main import (
+from webhook.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,

@@ -3,44 +3,35 @@
 ``resource.k8s.io/v1`` objects (docs/dra.md) come in as plain mappings and leave as immutable
 values: a ``DeviceClass`` (its CEL selectors, the extended resource it serves, its opaque
 config), every ``Device`` of every ResourceSlice (driver, pool, where it can be used, its
-attributes and capacities), and ``DraSnapshot``, which holds both with one ``Selectors`` cache
-so that each CEL expression is compiled once per snapshot and each class matched once.
+attributes and capacities), and ``DraSnapshot``, which holds both with ``Selectors`` so that
+each class is matched once.
 
-CEL is evaluated with the ``cel`` package on the variable the scheduler builds
-(k8s.io/dynamic-resource-allocation/cel, docs/dra.md "Selectors"): ``device.driver``,
-``device.attributes[domain][id]``, ``device.capacity[domain][id]`` and
-``device.allowMultipleAllocations``, where a name without a domain takes the driver's, and an
-unknown domain is an empty map. Quantities and semantic
-versions are values of their own there; here they are small tagged maps with the Kubernetes
-functions (``quantity()``, ``compareTo()``, ``semver()``, ``isGreaterThan()``...) registered on
-them. An expression that does not compile, fails at run time or yields no bool is reported as
-a problem string and matches nothing, as in the scheduler, where it aborts the allocation.
+CEL selectors are evaluated by ``webhook.policy.selectors``, the CEL environment of
+k8s.io/dynamic-resource-allocation/cel (docs/cel.md). An expression that does not compile, or
+fails at run time (which includes yielding no bool), is reported as a problem string and
+matches nothing; a runtime failure is marked as one (``Match.aborts``): the scheduler aborts the
+allocation of the claim on it.
 """
 
 from __future__ import annotations
 
-import re
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property, lru_cache
 from threading import Lock
 from typing import Any
 
-import cel
 import semver
 
 from webhook.policy.quantity import QuantityError, quantity_value
+from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
 
 API_GROUP = "resource.k8s.io"
 API_VERSION = "resource.k8s.io/v1"
 # KEP-5004: every DeviceClass serves this extended resource name, besides its own
 # spec.extendedResourceName (docs/dra.md, "Extended resources").
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
-
-_QUANTITY_TAG = "__quantity__"
-_SEMVER_TAG = "__semver__"
 
 Attribute = int | bool | str | semver.Version
 
@@ -116,43 +107,6 @@ class Device:
     binds_to_node: bool = False
 
     @cached_property
-    def cel_input(self) -> Mapping[str, Any]:
-        """The `device` variable of a CEL selector, built once, when a selector reads the
-        device whole (most read a few attributes: :meth:`cel_value`)."""
-        attributes: dict[str, dict[str, Any]] = {}
-        for key, value in self.attributes.items():
-            domain, ident = split_qualified(key, self.driver)
-            attributes.setdefault(domain, {})[ident] = _cel_value(value)
-        capacity: dict[str, dict[str, Any]] = {}
-        for key, cap in self.capacity.items():
-            domain, ident = split_qualified(key, self.driver)
-            capacity.setdefault(domain, {})[ident] = _quantity(cap.value)
-        device = {
-            "driver": self.driver,
-            "attributes": attributes,
-            "capacity": capacity,
-            "allowMultipleAllocations": self.allow_multiple_allocations,
-        }
-        return device
-
-    @cached_property
-    def _qualified(self) -> Mapping[tuple[str, str, str], Attribute | Capacity]:
-        out: dict[tuple[str, str, str], Attribute | Capacity] = {}
-        for key, value in self.attributes.items():
-            out[("attributes", *split_qualified(key, self.driver))] = value
-        for key, cap in self.capacity.items():
-            out[("capacity", *split_qualified(key, self.driver))] = cap
-        return out
-
-    def cel_value(self, kind: str, domain: str, ident: str) -> Any:
-        """``device.attributes[domain].ident`` (``kind`` ``attributes`` or ``capacity``) as
-        CEL reads it; None when the device has none."""
-        found = self._qualified.get((kind, domain, ident))
-        if found is None:
-            return None
-        return _quantity(found.value) if isinstance(found, Capacity) else _cel_value(found)
-
-    @cached_property
     def has_capacity_policy(self) -> bool:
         """True when some capacity has a ``requestPolicy`` (consumable capacity)."""
         return any(
@@ -215,10 +169,15 @@ class Allocation:
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """Whether a device passes some selectors; ``problem`` says why a selector could not say."""
+    """Whether a device passes some selectors; ``problem`` says why a selector could not say.
+
+    ``aborts``: the problem is a CEL runtime error, on which the scheduler aborts the claim's
+    allocation (it never means "this device does not match", docs/cel.md).
+    """
 
     matched: bool
     problem: str | None = None
+    aborts: bool = False
 
 
 def split_qualified(name: str, driver: str) -> tuple[str, str]:
@@ -227,312 +186,42 @@ def split_qualified(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-# --- CEL values and the Kubernetes functions on them ----------------------------------------
-
-
-def _fraction_text(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else str(value)
-
-
-def _quantity(value: Fraction) -> dict[str, str]:
-    # A canonical exact text, so that == between two quantities compares their values
-    # (quantity("1Gi") == quantity("1024Mi") holds in Kubernetes too).
-    return {_QUANTITY_TAG: _fraction_text(value)}
-
-
-def _cel_value(value: Attribute) -> Any:
-    if isinstance(value, semver.Version):
-        return {_SEMVER_TAG: str(value)}
-    return value
-
-
-class _CelError(ValueError):
-    """A Kubernetes CEL function called on what it does not take."""
-
-
-def _as_quantity(value: Any) -> Fraction:
-    if isinstance(value, Mapping) and _QUANTITY_TAG in value:
-        return Fraction(value[_QUANTITY_TAG])
-    raise _CelError(f"{value!r} is not a quantity")
-
-
-def _operand(value: Any) -> Fraction:
-    # quantity.add(int) and quantity.sub(int) take integers too.
-    if isinstance(value, int) and not isinstance(value, bool):
-        return Fraction(value)
-    return _as_quantity(value)
-
-
-def _as_semver(value: Any) -> semver.Version:
-    if isinstance(value, Mapping) and _SEMVER_TAG in value:
-        return semver.Version.parse(value[_SEMVER_TAG])
-    raise _CelError(f"{value!r} is not a semver")
-
-
-def _parse_quantity(text: Any) -> dict[str, str]:
-    try:
-        return _quantity(quantity_value(str(text)))
-    except QuantityError as err:
-        raise _CelError(f"quantity({text!r}): {err}") from None
-
-
-def _parse_semver(text: Any) -> dict[str, str]:
-    try:
-        return {_SEMVER_TAG: str(semver.Version.parse(str(text)))}
-    except ValueError:
-        raise _CelError(f"semver({text!r}): not a semantic version") from None
-
-
-def _is(parse: Callable[[Any], Any]) -> Callable[[Any], bool]:
-    def check(text: Any) -> bool:
-        try:
-            parse(text)
-        except _CelError:
-            return False
-        return True
-
-    return check
-
-
-def _compare(a: Any, b: Any) -> int:
-    if isinstance(a, Mapping) and _SEMVER_TAG in a:
-        return _as_semver(a).compare(_as_semver(b))
-    left, right = _as_quantity(a), _as_quantity(b)
-    return (left > right) - (left < right)
-
-
-def _part(index: int) -> Callable[[Any], int]:
-    def get(value: Any) -> int:
-        version = _as_semver(value)
-        return (version.major, version.minor, version.patch)[index]
-
-    return get
-
-
-def _as_integer(value: Any) -> int:
-    number = _as_quantity(value)
-    if number.denominator != 1 or abs(number) >= 2**63:
-        raise _CelError(f"{_fraction_text(number)} is not representable as an integer")
-    return int(number)
-
-
-# The quantity and semver libraries of the Kubernetes CEL environment that DRA selectors use
-# (k8s.io/apiserver/pkg/cel/library quantity.go and semverlib.go, docs/dra.md "Selectors").
-_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "quantity": _parse_quantity,
-    "isQuantity": _is(_parse_quantity),
-    "semver": _parse_semver,
-    "isSemver": _is(_parse_semver),
-    "compareTo": _compare,
-    "isGreaterThan": lambda a, b: _compare(a, b) > 0,
-    "isLessThan": lambda a, b: _compare(a, b) < 0,
-    "add": lambda a, b: _quantity(_as_quantity(a) + _operand(b)),
-    "sub": lambda a, b: _quantity(_as_quantity(a) - _operand(b)),
-    "asInteger": _as_integer,
-    "asApproximateFloat": lambda a: float(_as_quantity(a)),
-    "isInteger": lambda a: _as_quantity(a).denominator == 1 and abs(_as_quantity(a)) < 2**63,
-    "sign": lambda a: (_as_quantity(a) > 0) - (_as_quantity(a) < 0),
-    "major": _part(0),
-    "minor": _part(1),
-    "patch": _part(2),
-}
-
-
-# --- compiling selectors -------------------------------------------------------------------
-
-# The domains an expression indexes (device.attributes["gpu.nvidia.com"]): the scheduler
-# answers an absent domain with an empty map, the cel package with an error, so those domains
-# are added empty to each device before it is evaluated.
-_DOMAIN_INDEX = re.compile(r"""\b(?:attributes|capacity)\s*\[\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*\]""")
-
-
-# Every way an expression reads the device, when each is a plain field or one attribute or
-# capacity of a literal domain: ``device.driver``, ``device.attributes["d"].name``. Then the
-# expression depends on those values alone, and is evaluated once per distinct set of them.
-_DEVICE = re.compile(r"\bdevice\b")
-_READ = re.compile(
-    r"""\bdevice\s*\.\s*(?:(driver|allowMultipleAllocations)\b|(attributes|capacity)\s*\[\s*"""
-    r"""(?:"([^"\\]*)"|'([^'\\]*)')\s*\]\s*\.\s*([A-Za-z_]\w*))"""
-)
-
-Read = tuple[str, str, str]  # ("attributes" | "capacity", domain, id)
-
-
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    program: Any  # cel.Program, or None when the expression did not compile
-    problem: str | None
-    domains: tuple[str, ...]
-    # The attributes and capacities it reads, when it reads nothing else of the device.
-    reads: tuple[Read, ...] | None = None
-    # Whether it calls the Kubernetes functions (quantity(), semver(), compareTo()...).
-    functions: bool = True
-
-
-def _reads(expression: str) -> tuple[Read, ...] | None:
-    found = _READ.findall(expression)
-    if len(found) != len(_DEVICE.findall(expression)):
-        return None  # the device is read whole somewhere (a macro over its maps, a binding)
-    return tuple(sorted({(kind, a or b, ident) for _, kind, a, b, ident in found if kind}))
-
-
-def _bind_to_map(expression: str) -> str:
-    """Rewrite ``cel.bind(v, init, body)`` (cel-go's bindings extension) as ``[init].map(v,
-    body)[0]``, which binds ``v`` the same way with macros the cel package has."""
-    start = expression.find("cel.bind(")
-    if start < 0:
-        return expression
-    args, end = _call_arguments(expression, start + len("cel.bind("))
-    if len(args) != 3:
-        return expression  # left as is: compiling it reports the mistake
-    var, init, body = (a.strip() for a in args)
-    rewritten = f"[{_bind_to_map(init)}].map({var}, {_bind_to_map(body)})[0]"
-    return expression[:start] + rewritten + _bind_to_map(expression[end:])
-
-
-def _call_arguments(text: str, index: int) -> tuple[list[str], int]:
-    """The top-level arguments of a call whose ``(`` ends just before ``index``, and the index
-    after its ``)``; strings and nested brackets are skipped whole."""
-    args: list[str] = []
-    depth, quote, current = 0, "", index
-    i = index
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            if depth == 0:
-                args.append(text[current:i])
-                return args, i + 1
-            depth -= 1
-        elif ch == "," and depth == 0:
-            args.append(text[current:i])
-            current = i + 1
-        i += 1
-    return [], len(text)
-
-
-def _compile(expression: str) -> _Compiled:
-    domains = tuple(sorted({a or b for a, b in _DOMAIN_INDEX.findall(expression)}))
-    try:
-        program = cel.compile(_bind_to_map(expression))
-    except (ValueError, RuntimeError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        return _Compiled(None, f"CEL expression {expression!r} does not compile: {first}", ())
-    calls = set(program.functions()) & set(_FUNCTIONS)
-    return _Compiled(program, None, domains, _reads(expression), bool(calls))
+# --- evaluating selectors ------------------------------------------------------------------
 
 
 class Selectors:
-    """CEL selectors compiled once each, and evaluated on devices.
+    """CEL selectors evaluated on devices, in the scheduler's CEL environment (docs/cel.md).
 
-    An expression that reads a few attributes of a device (``device.driver``,
-    ``device.attributes["gpu.nvidia.com"].type``) is evaluated once per distinct set of those
-    values and remembered: thousands of GPUs of a few kinds cost a few evaluations. A
-    snapshot built from the previous one shares its Selectors. Safe to share between the
-    threads of one process: a race costs a second evaluation, never a wrong answer.
+    Compiling and the per-value memo of each expression live in
+    ``webhook.policy.selectors``; this adds what the claim rules need: a ``Match`` with
+    a problem that names the device, and the answer for a set of ANDed selectors remembered
+    on each device. Safe to share between the threads of one process.
     """
-
-    def __init__(self) -> None:
-        self._compiled: dict[str, _Compiled] = {}
-        self._known: dict[tuple[Any, ...], bool] = {}
-        self._lock = Lock()
-        self._local = threading.local()
 
     def problem(self, expression: str) -> str | None:
         """Why ``expression`` cannot be evaluated (it does not compile), or None."""
-        return self._get(expression).problem
-
-    def _get(self, expression: str) -> _Compiled:
-        found = self._compiled.get(expression)
-        if found is None:
-            found = _compile(expression)
-            with self._lock:
-                self._compiled.setdefault(expression, found)
-        return found
-
-    def _context(self, device: Mapping[str, Any]) -> Any:
-        # A Context with the functions registered costs more than most evaluations: one per
-        # thread, its `device` variable replaced for each evaluation.
-        context = getattr(self._local, "context", None)
-        if context is None:
-            context = self._local.context = cel.Context(None, _FUNCTIONS)
-        context.add_variable("device", device)
-        return context
-
-    def _input(self, device: Device, compiled: _Compiled) -> tuple[Mapping[str, Any], Any]:
-        """The `device` variable for ``compiled``, and the key of its result (None: none)."""
-        if compiled.reads is None:
-            value = device.cel_input
-            missing = [d for d in compiled.domains if d not in value["attributes"]]
-            missing_cap = [d for d in compiled.domains if d not in value["capacity"]]
-            if missing or missing_cap:
-                value = {
-                    **value,
-                    "attributes": {**{d: {} for d in missing}, **value["attributes"]},
-                    "capacity": {**{d: {} for d in missing_cap}, **value["capacity"]},
-                }
-            return value, None
-        # Only what it reads: a domain it indexes is there (empty when the device has none
-        # of it, as in the scheduler), an attribute the device lacks is absent.
-        maps: dict[str, dict[str, dict[str, Any]]] = {"attributes": {}, "capacity": {}}
-        for domain in compiled.domains:
-            maps["attributes"][domain] = {}
-            maps["capacity"][domain] = {}
-        key: list[Any] = [device.driver, device.allow_multiple_allocations]
-        for kind, domain, ident in compiled.reads:
-            found = device.cel_value(kind, domain, ident)
-            if found is not None:
-                maps[kind][domain][ident] = found
-            # The type too: True == 1 in Python, not in CEL.
-            key.append((type(found).__name__, _hashable(found)))
-        value = {
-            "driver": device.driver,
-            "allowMultipleAllocations": device.allow_multiple_allocations,
-            **maps,
-        }
-        return value, tuple(key)
+        try:
+            compile_selector(expression)
+        except CelCompileError as err:
+            return _compile_problem(expression, err)
+        return None
 
     def evaluate(self, device: Device, expression: str) -> Match:
-        """Does ``device`` pass ``expression``? A problem string when it cannot be told."""
-        compiled = self._get(expression)
-        if compiled.program is None:
-            return Match(False, compiled.problem)
-        value, key = self._input(device, compiled)
-        if key is not None:
-            known = self._known.get((expression, *key))
-            if known is not None:
-                return Match(known)
+        """Does ``device`` pass ``expression``? A problem string when it cannot be told; a
+        runtime error is marked ``aborts``: the scheduler aborts the allocation on it."""
         try:
-            if compiled.functions:
-                result = compiled.program.execute(self._context(value))
-            else:
-                result = compiled.program.execute({"device": value})
-        except Exception as err:  # the cel package raises several types for runtime errors
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            matched = compile_selector(expression).matches(device)
+        except CelCompileError as err:
+            return Match(False, _compile_problem(expression, err))
+        except CelRuntimeError as err:
             return Match(
                 False,
                 f"CEL expression {expression!r} fails on device {device.name} of "
-                f"{device.driver}/{device.pool}: {reason}",
+                f"{device.driver}/{device.pool}: the scheduler would abort the allocation: "
+                f"CEL runtime error: {err}",
+                aborts=True,
             )
-        if not isinstance(result, bool):
-            return Match(
-                False,
-                f"CEL expression {expression!r} gives {result!r} on device {device.name}, "
-                "not true or false",
-            )
-        if key is not None:
-            if len(self._known) > _KNOWN_MAX:
-                self._known.clear()  # a bound on memory, whatever the cluster publishes
-            self._known[(expression, *key)] = result
-        return Match(result)
+        return Match(matched)
 
     def matches(self, device: Device, expressions: Iterable[str]) -> Match:
         """True when ``device`` passes every expression (selectors are ANDed, as in the API).
@@ -554,13 +243,9 @@ class Selectors:
         return found
 
 
-_KNOWN_MAX = 100_000
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return tuple(sorted(value.items()))
-    return value
+def _compile_problem(expression: str, err: CelCompileError) -> str:
+    first = str(err).splitlines()[0]
+    return f"CEL expression {expression!r} does not compile: {first}"
 
 
 # --- parsing the objects -------------------------------------------------------------------

@@ -182,7 +182,8 @@ def test_whole_a30_and_its_mig_partition_share_one_counter_set() -> None:
     refused = verdict(*world, both)
     assert refused.outcome == "does-not-fit"
     assert refused.closest is not None
-    assert refused.closest.detail.endswith("need more devices than node group a30 has")
+    assert "need more devices than node group a30 has" in refused.closest.detail
+    assert "share counter sets" in refused.closest.detail
     two_parts = claim(
         "c",
         exactly(

@@ -59,3 +59,24 @@ def test_a_node_selector_tells_the_zones_apart() -> None:
     pinned = pod("p", {"nvidia.com/gpu": 1}, nodeSelector={"zone": "z1"})
     verdict = fit_anywhere(demand_of([pinned]), supply_of(world))
     assert [g for g, answer in verdict.answers if answer.fits] == ["node-1", "node-3"]
+
+
+def test_a_search_past_its_budget_is_unknown_not_refused() -> None:
+    # 11 of 24 devices for one request, then one no device matches for the other: as the
+    # scheduler's, the search tries every combination of the 11 (millions) before giving up.
+    devices = [device(f"gpu-{j}", {"index": j}) for j in range(24)]
+    world = [
+        node("big"),
+        GPU_CLASS,
+        resource_slice("big-gpus", "big", devices, nodeName="big"),
+    ]
+    hard = claim(
+        "c",
+        exactly("a", "gpu.nvidia.com", 11),
+        exactly(
+            "b", "gpu.nvidia.com", 1, selectors=['device.attributes["gpu.nvidia.com"].index > 100']
+        ),
+    )
+    verdict = fit_anywhere(demand_of([hard]), supply_of([*world, hard]), budget_s=0.001)
+    assert verdict.outcome == "unknown"
+    assert not verdict.fits

@@ -82,6 +82,45 @@ TOLERATE_NO_EXECUTE = {"key": "taint-key", "operator": "Exists", "effect": "NoEx
 
 FITS, NOT, ERROR = "fits", "does-not-fit", "error"
 
+
+def small_and_large(first: str, second: str) -> list[dict[str, Any]]:
+    """``small-and-large``: a request for 1Gi and one for 2Gi, devices of both sizes."""
+    sizes = {"1Gi": "device-1", "2Gi": "device-2"}
+    devices = [memory(sizes[first], first), memory(sizes[second], second)]
+    return [
+        claim(
+            "claim-0",
+            exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
+            exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
+        ),
+        CLASS_A,
+        resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1"),
+    ]
+
+
+def shareable(value: int, *, policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A device that allows multiple allocations, with capacity ``capacity-0``; by default
+    the request policy of ``withCapacityRequestPolicyRange``: default 2, range 2..4 step 2."""
+    policy = policy or {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
+    capacity = {"capacity-0": {"value": str(value), "requestPolicy": policy}}
+    return device("device-1", allowMultipleAllocations=True, capacity=capacity)
+
+
+def asking(amount: int, claim_name: str = "claim-0") -> dict[str, Any]:
+    """A claim for one device of class-a and ``amount`` of its capacity-0."""
+    capacity = {"requests": {"capacity-0": str(amount)}}
+    return claim(claim_name, exactly("req-0", "class-a", capacity=capacity))
+
+
+def two_tainted() -> dict[str, Any]:
+    """``tainted-two-devices``: one device tainted NoSchedule, one NoExecute."""
+    devices = [
+        device("device-1", taints=[TAINT_NO_SCHEDULE]),
+        device("device-2", taints=[TAINT_NO_EXECUTE]),
+    ]
+    return resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1")
+
+
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "simple": ([claim("claim-0", exactly("req-0", "class-a")), CLASS_A, one_device()], FITS, ""),
     "other-node": (
@@ -89,52 +128,27 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         NOT,
         "",
     ),
-    "small-and-large": (
-        [
-            claim(
-                "claim-0",
-                exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
-                exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
-            ),
-            CLASS_A,
-            resource_slice(
-                "slice-1",
-                "pool-1",
-                [memory("device-1", "1Gi"), memory("device-2", "2Gi")],
-                driver=A,
-                nodeName="node-1",
-            ),
-        ],
-        FITS,
-        "",
-    ),
-    "small-and-large-backtrack-requests": (
-        [
-            claim(
-                "claim-0",
-                exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
-                exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
-            ),
-            CLASS_A,
-            resource_slice(
-                "slice-1",
-                "pool-1",
-                [memory("device-2", "2Gi"), memory("device-1", "1Gi")],
-                driver=A,
-                nodeName="node-1",
-            ),
-        ],
-        FITS,
-        "",
-    ),
+    "small-and-large": (small_and_large("1Gi", "2Gi"), FITS, ""),
+    # The large device comes first: taken for the small request, then given back.
+    "small-and-large-backtrack-requests": (small_and_large("2Gi", "1Gi"), FITS, ""),
     "devices-split-across-different-slices": (
         [
             claim("claim-0", exactly("req-0", "class-a", 2)),
             CLASS_A,
-            *pool_of(2, one_device("slice-1"), one_device("slice-2") | {}),
+            one_device("slice-1", "pool-1"),
+            one_device("slice-2", "pool-2"),
         ],
-        ERROR,  # both slices name their device device-1: the pool is invalid
-        "invalid resource pools",
+        FITS,
+        "",
+    ),
+    "duplicate-slice": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            CLASS_A,
+            *pool_of(2, one_device("slice-1"), one_device("slice-1-2")),
+        ],
+        ERROR,  # both slices of the pool name their device device-1: the pool is invalid
+        "invalid resource pools were encountered",
     ),
     "not-enough-suitable-devices": (
         [claim("claim-0", exactly("req-0", "class-a", 2)), CLASS_A, one_device()],
@@ -289,7 +303,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             one_device(),
         ],
         ERROR,
-        "selector #0: CEL",  # a compile error upstream (undeclared reference)
+        "undeclared reference",  # as upstream: a compile error
     ),
     "too-many-devices-single-request": (
         [claim("claim-0", exactly("req-0", "class-a", 500)), CLASS_A, one_device()],
@@ -433,20 +447,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     "tainted-two-devices": (
-        [
-            claim("claim-0", exactly("req-0", "class-a")),
-            CLASS_A,
-            resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    device("device-1", taints=[TAINT_NO_SCHEDULE]),
-                    device("device-2", taints=[TAINT_NO_EXECUTE]),
-                ],
-                driver=A,
-                nodeName="node-1",
-            ),
-        ],
+        [claim("claim-0", exactly("req-0", "class-a")), CLASS_A, two_tainted()],
         NOT,
         "",
     ),
@@ -454,16 +455,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             claim("claim-0", exactly("req-0", "class-a", tolerations=[TOLERATE_NO_EXECUTE])),
             CLASS_A,
-            resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    device("device-1", taints=[TAINT_NO_SCHEDULE]),
-                    device("device-2", taints=[TAINT_NO_EXECUTE]),
-                ],
-                driver=A,
-                nodeName="node-1",
-            ),
+            two_tainted(),
         ],
         FITS,
         "",
@@ -500,6 +492,100 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             ),
         ],
         NOT,
+        "",
+    ),
+    "with-constraint": (
+        [
+            claim(
+                "claim-0",
+                exactly("req-0", "class-a"),
+                exactly("req-1", "class-a"),
+                constraints=[
+                    {"matchAttribute": f"{A}/numa"},
+                    {"matchAttribute": f"{A}/driverVersion"},
+                    {"matchAttribute": f"{A}/stringAttribute"},
+                    {"matchAttribute": f"{A}/boolAttribute"},
+                ],
+            ),
+            CLASS_A,
+            resource_slice(
+                "slice-1",
+                "pool-1",
+                [
+                    device(
+                        name,
+                        {
+                            "driverVersion": "v:1.0.0",
+                            "numa": 1,
+                            "stringAttribute": "value",
+                            "boolAttribute": True,
+                        },
+                    )
+                    for name in ("device-1", "device-2")
+                ],
+                driver=A,
+                nodeName="node-1",
+            ),
+        ],
+        FITS,
+        "",
+    ),
+    "separate-claims-share-device (without admin access)": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            claim("claim-1", exactly("req-0", "class-a")),
+            CLASS_A,
+            one_device(),
+        ],
+        NOT,
+        "",
+    ),
+    "admin-access-enabled (two claims, one device)": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", adminAccess=True)),
+            claim("claim-1", exactly("req-0", "class-a", adminAccess=True)),
+            CLASS_A,
+            one_device(),
+        ],
+        FITS,
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-range-policy-with-capacity-request": (
+        [
+            asking(1),
+            asking(1, "claim-1"),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+        ],
+        FITS,  # both rounded up to 2: the device's 4 hold them
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-range-policy-step": (
+        [
+            asking(3),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+        ],
+        FITS,  # 3 rounded up to 4
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-exceeded-consumable-capacity-request": (
+        [
+            asking(1),
+            asking(2, "claim-1"),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(2)], driver=A, nodeName="node-1"),
+        ],
+        NOT,
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-request-over-max-sharing-policy": (
+        [
+            asking(6),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(10)], driver=A, nodeName="node-1"),
+        ],
+        NOT,  # the policy's max is 4, whatever the device has
         "",
     ),
 }

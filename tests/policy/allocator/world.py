@@ -71,8 +71,8 @@ def supply_of(objs: Iterable[Mapping[str, Any]]) -> Supply:
 
 
 def demand_of(objs: Iterable[Mapping[str, Any]]) -> Demand:
-    """The demand of the Pod among ``objs`` (with the claims and templates there), or of the
-    lone ResourceClaim when there is no Pod."""
+    """The demand of the Pod among ``objs`` (with the claims and templates there); without a
+    Pod, of the ResourceClaims there, allocated together."""
     objs = list(objs)
     specs = {}
     for obj in objs:
@@ -84,8 +84,15 @@ def demand_of(objs: Iterable[Mapping[str, Any]]) -> Demand:
     for obj in objs:
         if obj.get("kind") == "Pod":
             return pod_demand(obj["spec"], f"pod {obj['metadata']['name']}", specs, "default")
-    claim = next(o for o in objs if o.get("kind") == "ResourceClaim")
-    return claim_demand(claim["spec"], f"claim {claim['metadata']['name']}")
+    claims = [o for o in objs if o.get("kind") == "ResourceClaim"]
+    if len(claims) > 1:
+        # Several claims allocated together, as upstream's claimsToAllocate: a pod names them.
+        refs = [
+            {"name": c["metadata"]["name"], "resourceClaimName": c["metadata"]["name"]}
+            for c in claims
+        ]
+        return pod_demand({"resourceClaims": refs}, "pod", specs, "default")
+    return claim_demand(claims[0]["spec"], f"claim {claims[0]['metadata']['name']}")
 
 
 def node(
@@ -133,7 +140,8 @@ def resource_slice(
         "spec": {
             "driver": driver,
             "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
+            # Since 1.35 a slice holds devices or shared counters, not both.
+            **({"devices": devices} if devices or "sharedCounters" not in spec else {}),
             **spec,
         },
     }

@@ -132,14 +132,24 @@ def explain_claims(claims: Sequence[Claim], group: NodeGroup, supply: Supply, no
     )
     if found is not None:
         return found
+    # Partitionable devices: a whole GPU and its partitions consume one counter set.
+    shared = any(d.consumes_counters for s in group.slices for d in s.devices)
+    counters = (
+        " (its devices share counter sets: partitions and the whole device they are cut "
+        "from cannot all be taken together)"
+        if shared
+        else ""
+    )
     for claim in claims:
         if not _allocates((claim,), group, supply, node):
             return (
                 f"{claim.label}: its requests together need more devices than node group "
-                f"{group.key} has"
+                f"{group.key} has{counters}"
             )
     labels = ", ".join(c.label for c in claims)
-    return f"the claims {labels} together need more devices than node group {group.key} has"
+    return (
+        f"the claims {labels} together need more devices than node group {group.key} has{counters}"
+    )
 
 
 __all__ = ["explain_claims"]

@@ -159,21 +159,24 @@ def fit_anywhere(demand: Demand, supply: Supply, *, budget_s: float = 0.05) -> V
 
     Groups the demand cannot tell apart (:func:`~webhook.policy.allocator.shapes.projection`)
     are judged once. Every group is judged while time remains, since an allocation error on
-    any of them fails the pod in the scheduler; past ``budget_s``, the groups left are
-    ``unknown``.
+    any of them fails the pod in the scheduler; once the judging has taken ``budget_s``
+    seconds, the groups left are ``unknown``.
     """
-    deadline = time.monotonic() + budget_s
+    # The budget is for judging: telling the groups apart, done once per supply, is not
+    # counted.
+    remaining = budget_s
     judged: dict[int, Fit] = {}
     answers: list[tuple[str, Fit]] = []
-    for group, key in zip(
-        supply.groups, projections(reads_of(demand, supply), supply), strict=True
-    ):
+    keys = projections(reads_of(demand, supply), supply)
+    for group, key in zip(supply.groups, keys, strict=True):
         found = judged.get(key)
         if found is None:
-            if time.monotonic() > deadline:
+            if remaining <= 0:
                 found = Fit(UNKNOWN, group.key, "not judged: out of time", "", "claims")
             else:
-                found = judged[key] = _fit(demand, group, supply, deadline)
+                start = time.monotonic()
+                found = judged[key] = _fit(demand, group, supply, start + remaining)
+                remaining -= time.monotonic() - start
         answers.append((group.key, found))
     fits = list(judged.values())
     errors = [f for f in fits if f.error]

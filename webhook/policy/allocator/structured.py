@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from webhook.policy.allocator import devices as dev
-from webhook.policy.allocator.cel import CelCompileError, CelRuntimeError, compile_selector
 from webhook.policy.allocator.constraints import (
     Constraint,
     DistinctAttributeConstraint,
@@ -32,6 +31,7 @@ from webhook.policy.allocator.pools import Node, NodeSelectionError, Pool, gathe
 from webhook.policy.allocator.pools import node_matches as pool_node_matches
 from webhook.policy.demand.model import ALL, EXACT_COUNT, Claim, DeviceRequest, Request
 from webhook.policy.dra import Device, DeviceClass, ResourceSlice
+from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
 
 #: resourceapi.AllocationResultsMaxSize: at most this many devices in one claim.
 ALLOCATION_RESULTS_MAX_SIZE = 32

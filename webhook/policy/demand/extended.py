@@ -61,8 +61,8 @@ def _resource_request(
 ) -> DeviceRequest | None:
     """``createResourceRequestAndMappings``: the container's request for ``resource``, less
     what the long-lived requests after it already hold; None when none is needed."""
-    requests = container[3]
-    quantity = requests.get(resource)
+    asked = container[3]
+    quantity = asked.get(resource)
     if quantity is None or quantity.denominator != 1 or quantity == 0:
         return None
     wanted = int(quantity)
@@ -74,7 +74,7 @@ def _resource_request(
                 return None
     # Requests are named by the container's index and the resource's index among the
     # container's sorted request names.
-    ridx = sorted(requests).index(resource)
+    ridx = sorted(asked).index(resource)
     name = f"container-{index}-request-{ridx}"
     return DeviceRequest(name, exactly=Request(name, class_name, count=wanted - total))
 

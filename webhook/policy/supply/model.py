@@ -5,9 +5,11 @@ nodes a pool or autoscaler can create (``bounds``). Each has what the scheduler'
 of a node: labels, taints, allocatable extended resources (device plugins), and the
 ResourceSlices a node of the group reaches: its own node-local slices (``nodeName`` = the
 group's representative node, :attr:`NodeGroup.node`) and the slices shared between nodes
-(``nodeSelector``, ``allNodes``, per-device node selection, ``sharedCounters``). Which of the
-shared ones really reach the node is the allocator's to decide (upstream ``GatherPools``), as
-in the scheduler.
+(``nodeSelector``, ``allNodes``, per-device node selection). Which of the shared ones really
+reach the node is the allocator's to decide (upstream ``GatherPools``), as in the scheduler.
+The scheduler also hands every node the slices with ``sharedCounters`` of other nodes; they
+hold no device for this node and change no answer, so a group leaves them out
+(docs/allocator.md, "The supply").
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ the workers (each connection stays on the worker that accepted it; the worker is
 CPU per request (master and workers, utime+stime from /proc/<pid>/stat), the client's own CPU
 per request, and the ratios real/no-op.
 
-    .venv/bin/python bench/http.py                  # 3 rounds of 10 s per server
-    .venv/bin/python bench/http.py --rounds 5 --seconds 20 --out bench/results/http.json
+    .venv/bin/python bench/http_load.py             # 3 rounds of 10 s per server
+    .venv/bin/python bench/http_load.py --rounds 5 --seconds 20 --out bench/results/http.json
 
 The load generator is Python and shares the machine with the servers: absolute rates are
 lower than with wrk; the CPU per request and the ratio real/no-op are the figures to watch.
@@ -37,9 +37,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
 if __name__ == "__main__":
-    # Run as a script, this directory comes first on sys.path, and this file would shadow the
-    # standard library's http package for every import below.
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
+    # `tests.` imports.
     sys.path.insert(0, str(_REPO))
 
 import argparse  # noqa: E402
@@ -67,14 +66,14 @@ if TYPE_CHECKING:
 # functions that use it, so the baseline loads no more than Flask.
 
 FIXTURE = _REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"
-NOOP_APP = "bench.http:noop_app"
+NOOP_APP = "bench.http_load:noop_app"
 HEADERS = {"Content-Type": "application/json"}
 # The API server appends the webhook's timeoutSeconds to the path it was configured with.
 MUTATE_PATH = "/mutate?timeout=10s"
 TARGET_RATE = 1500  # reviews/s the issue asks for on this 2-core machine
 
 # --------------------------------------------------------------------------------------------
-# The no-op app (imported by its gunicorn workers as bench.http:noop_app)
+# The no-op app (imported by its gunicorn workers as bench.http_load:noop_app)
 # --------------------------------------------------------------------------------------------
 
 noop_app = Flask("noop")
