@@ -21,8 +21,7 @@ import yaml
 
 from webhook.contract import EXAMPLE_POLICY
 from webhook.policy import Inventory, Policy, PolicyError, parse_policy
-from webhook.policy.dra import DraSnapshot, dra_snapshot
-from webhook.policy.inventory import inventory_from_nodes, inventory_from_policy
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
 
 # (device, inode, size, mtime) of a file, or None when it cannot be read: a Secret or
 # ConfigMap volume swaps a symlinked directory, so the inode changes even when the size does not.
@@ -441,18 +440,16 @@ class ClusterDump:
     nodes: list[dict[str, Any]]
     by_kind: dict[str, list[dict[str, Any]]]
 
-    def dra(self) -> DraSnapshot | None:
-        """The DRA snapshot of the dump's DeviceClasses, ResourceSlices, ResourceClaims and
-        ResourceClaimTemplates; None when it has none of them (a device-plugin cluster, or
-        one dumped before DRA)."""
-        if not any(self.by_kind.values()):
-            return None
-        return dra_snapshot(
+    def dra(self) -> DraObjects | None:
+        """The dump's DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates;
+        None when it has none of them (a device-plugin cluster, or one dumped before DRA)."""
+        found = DraObjects(
             self.by_kind["DeviceClass"],
             self.by_kind["ResourceSlice"],
             self.by_kind["ResourceClaim"],
             self.by_kind["ResourceClaimTemplate"],
         )
+        return found if found else None
 
 
 def cluster_from_text(text: str, *, source: str) -> ClusterDump:
@@ -479,17 +476,28 @@ def nodes_from_text(text: str, *, source: str) -> list[dict[str, Any]]:
 
 
 def load_inventory(
-    policy: Policy, nodes_path: str | Path | None, *, read: Read = read_file
+    policy: Policy,
+    nodes_path: str | Path | None,
+    *,
+    read: Read = read_file,
+    fit_budget_s: float = OFFLINE_FIT_BUDGET_S,
 ) -> Inventory:
     """The inventory from a node dump (read through ``read``) when given, else the one the
-    policy implies. Whatever goes wrong is a PolicyError naming the file."""
+    policy implies. Whatever goes wrong is a PolicyError naming the file. ``fit_budget_s``:
+    the allocator's search time per review (the commands': long; the server passes its own)."""
     if nodes_path is None:
-        return inventory_from_policy(policy)
+        return assemble(
+            policy, nodes=None, source=f"policy {policy.source}", fit_budget_s=fit_budget_s
+        )
     try:
         text = read_text(nodes_path, read)
         dump = cluster_from_text(text, source=str(nodes_path))
-        return inventory_from_nodes(
-            dump.nodes, policy, source=f"nodes in {nodes_path}", dra=dump.dra()
+        return assemble(
+            policy,
+            nodes=dump.nodes,
+            source=f"nodes in {nodes_path}",
+            dra=dump.dra(),
+            fit_budget_s=fit_budget_s,
         )
     except PolicyError:
         raise

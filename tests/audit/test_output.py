@@ -53,7 +53,10 @@ def test_the_json_document_is_json(run: Runner) -> None:
     result = run([apod("w", gpu=GPU1)], [node("gpu-1", taints=[
         {"key": "nvidia.com/gpu", "effect": "NoSchedule"}])])  # fmt: skip
     doc = json.loads(json.dumps(document(result)))
-    assert [f["rule"] for f in doc["findings"]] == ["gpu-pod-scheduled"]
-    assert doc["findings"][0]["reasons"] == ["taints"]
+    # The engine says the pod could never run (the allocator: a taint it does not tolerate),
+    # the audit why it waits.
+    assert [f["rule"] for f in doc["findings"]] == ["gpu-node-selection", "gpu-pod-scheduled"]
+    assert "nvidia.com/gpu:NoSchedule" in doc["findings"][0]["message"]
+    assert doc["findings"][1]["reasons"] == ["taints"]
     everything = document(result, include_pass=True)["findings"]
     assert len(everything) == len(result.findings) > len(doc["findings"])

@@ -146,6 +146,52 @@ SAMPLES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("plain PodTemplate", "podtemplates", podtemplate(pod_spec(PLAIN)), False),
 ]
 
+CLAIMS = {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}]}
+DEVICE_CLASS_NAME = container(limits={"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "2"})
+# A name a DeviceClass may serve (spec.extendedResourceName): any extended name can be one.
+EXTENDED = container(requests={"example.com/gpu": "1"}, limits={"example.com/gpu": "1"})
+# Pod templates that may get GPUs through DRA: judged (validating entries only) while the
+# chart judges DRA (dra.enabled and server.watchCluster, the default), as their pods would be.
+DRA_TEMPLATES: list[tuple[str, str, dict[str, Any], bool]] = [
+    (
+        "Deployment whose template takes a claim",
+        "deployments",
+        workload("Deployment", "apps/v1", {**pod_spec(CPU), **CLAIMS}),
+        True,
+    ),
+    (
+        "StatefulSet asking for a DeviceClass by name",
+        "statefulsets",
+        workload("StatefulSet", "apps/v1", pod_spec(DEVICE_CLASS_NAME)),
+        True,
+    ),
+    (
+        "DaemonSet asking for an extended name",
+        "daemonsets",
+        workload("DaemonSet", "apps/v1", pod_spec(CPU, init=(EXTENDED,))),
+        True,
+    ),
+    ("Job with a claim", "jobs", workload("Job", "batch/v1", {**pod_spec(PLAIN), **CLAIMS}), True),
+    ("CronJob with a claim", "cronjobs", cronjob({**pod_spec(PLAIN), **CLAIMS}), True),
+    (
+        "ReplicaSet, claims empty",
+        "replicasets",
+        workload("ReplicaSet", "apps/v1", {**pod_spec(CPU), "resourceClaims": []}),
+        False,
+    ),
+    ("PodTemplate with a claim", "podtemplates", podtemplate({**pod_spec(PLAIN), **CLAIMS}), True),
+    (
+        "Deployment, cpu and hugepages",
+        "deployments",
+        workload(
+            "Deployment",
+            "apps/v1",
+            pod_spec(container(limits={"cpu": "1", "hugepages-2Mi": "1Gi"})),
+        ),
+        False,
+    ),
+]
+
 
 def _conditions_for(
     rendered, resource: str, mutating: bool, *, pod_claims: bool = False
@@ -187,6 +233,24 @@ def test_validating_match_conditions(
 )
 def test_mutating_match_conditions(default_render, obj: dict[str, Any], expected: bool) -> None:
     assert _matches(_conditions_for(default_render, "pods", mutating=True), obj) is expected
+
+
+@pytest.mark.parametrize(
+    ("resource", "obj", "expected"),
+    [s[1:] for s in DRA_TEMPLATES],
+    ids=[s[0] for s in DRA_TEMPLATES],
+)
+def test_templates_that_may_use_dra_are_validated(
+    default_render, renderer, resource: str, obj: dict[str, Any], expected: bool
+) -> None:
+    assert _matches(_conditions_for(default_render, resource, mutating=False), obj) is expected
+    # Templates are never patched: the mutating entries do not take what only DRA serves.
+    assert _matches(_conditions_for(default_render, resource, mutating=True), obj) is False
+    # Without the DRA objects to judge them by (no watch, or DRA off), they are not sent.
+    from chart_helpers import CASES
+
+    no_dra = renderer.render_case(CASES["ci/no-dra-values.yaml"])
+    assert _matches(_conditions_for(no_dra, resource, mutating=False), obj) is False
 
 
 def test_every_expression_compiles(default_render) -> None:
@@ -270,10 +334,27 @@ def test_claims_reach_the_webhook_only_for_gpu_classes(
         ),
         (pod(pod_spec(CPU)), False),
         (pod({**pod_spec(CPU), "resourceClaims": []}), False),
+        (pod(pod_spec(CPU, DEVICE_CLASS_NAME)), True),
+        (pod(pod_spec(PLAIN, init=(EXTENDED,))), True),
+        # Any extended name may be served by a DeviceClass: other vendors' too (the webhook
+        # allows them at once when no GPU class serves the name).
+        (pod(pod_spec(OTHER_VENDOR)), True),
+        (pod(pod_spec(GPU, DEVICE_CLASS_NAME)), False),
+        ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, False),
     ],
-    ids=["claims only", "claims and a GPU resource: the pods entry has it", "no claims", "empty"],
+    ids=[
+        "claims only",
+        "claims and a GPU resource: the pods entry has it",
+        "no claims",
+        "empty",
+        "a DeviceClass by name",
+        "an extended name in an init container",
+        "another vendor's extended name",
+        "a DeviceClass name and a GPU resource: the pods entry has it",
+        "no spec",
+    ],
 )
-def test_pods_with_claims_reach_the_webhook_once(
+def test_pods_that_may_use_dra_reach_the_webhook_once(
     default_render, obj: dict[str, Any], expected: bool
 ) -> None:
     conditions = _conditions_for(default_render, "pods", mutating=False, pod_claims=True)

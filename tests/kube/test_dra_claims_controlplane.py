@@ -10,7 +10,9 @@ ResourceClaimTemplate asks for three such GPUs:
 * with the webhook (watching the cluster, registered with the chart's own configuration), the
   template is refused at apply time, naming the two GPUs that exist;
 
-and a template for two GPUs, which the webhook allows, gets its pod scheduled.
+and a template for two GPUs, which the webhook allows, gets its pod scheduled. A Deployment
+whose pod template uses the template for three is refused too; a pod naming a template that
+does not exist yet is created, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -83,6 +85,21 @@ def claim_pod(name: str, template: str) -> dict[str, Any]:
                 {"name": "main", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
             ],
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+        },
+    }
+
+
+def claim_deployment(name: str, template: str) -> dict[str, Any]:
+    """A Deployment whose pods use the claim made from ``template``."""
+    pod = claim_pod(name, template)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
         },
     }
 
@@ -226,6 +243,30 @@ def test_the_webhook_refuses_the_template_with_what_exists_and_allows_what_fits(
             'admission webhook "pod-claims.validate.gpu-policy.io" denied the request'
         )
         assert 'claim "gpu" (ResourceClaimTemplate three)' in pod_message
+
+        # So is a Deployment whose pod template uses it: refused at apply time, instead of a
+        # ReplicaSet creating pods that wait forever.
+        apps = client.AppsV1Api(control_plane.client)
+        with pytest.raises(ApiException) as caught:
+            apps.create_namespaced_deployment(kube_namespace, claim_deployment("train", "three"))
+        deployment_message = json.loads(caught.value.body)["message"]
+        assert caught.value.status == 403
+        assert deployment_message.startswith(
+            'admission webhook "workloads.validate.gpu-policy.io" denied the request'
+        )
+        assert "[gpu-claim-devices-available]" in deployment_message
+        assert 'claim "gpu" (ResourceClaimTemplate three)' in deployment_message
+        (tmp_path / "deployment-refused.txt").write_text(deployment_message + "\n")
+
+        # A template that does not exist yet: Kubernetes lets it come later, so the pod is
+        # created, with a warning naming it.
+        created = client.CoreV1Api(control_plane.client).create_namespaced_pod(
+            kube_namespace, claim_pod("waits", "not-yet"), _preload_content=False
+        )
+        assert created.status == 201
+        warning = created.headers.get("Warning", "")
+        assert "[gpu-claim-exists]" in warning, warning
+        assert "ResourceClaimTemplate not-yet" in warning
 
         assert create_template(control_plane, kube_namespace, two) is None
         control_plane.create(claim_pod("fits", "two"), namespace=kube_namespace)

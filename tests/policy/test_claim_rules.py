@@ -253,13 +253,6 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         ("together",),
     ),
     (
-        "pod-with-an-unknown-template",
-        pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "not-yet"}]),
-        True,
-        (),
-        (),
-    ),
-    (
         "pod-with-a-template-and-a-bad-gpu-resource",
         pod(gpu(2), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
         False,
@@ -358,3 +351,87 @@ def test_claims_report_the_claim_rules_only(
         "gpu-claim-devices-available",
     ]
     assert {r.status for r in decision.results} == {"pass"}
+
+
+def _deployment(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "t"}}, "template": {"spec": spec}},
+    }
+
+
+def test_a_workload_is_judged_by_the_claims_of_its_template(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    """A Deployment whose pods could never be scheduled is refused at apply time, not left to
+    a ReplicaSet that creates pods which wait forever."""
+    spec = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}])
+    decision = review(_deployment(spec["spec"]), policy=example_policy, inventory=dra_inventory)
+    assert not decision.allowed
+    assert decision.failed == ("gpu-claim-devices-available",)
+    assert 'claim "g" (ResourceClaimTemplate gpu-big)' in decision.denial
+    fits = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-2"}])
+    assert review(_deployment(fits["spec"]), policy=example_policy, inventory=dra_inventory).allowed
+
+
+@pytest.mark.parametrize(
+    ("ref", "named"),
+    [
+        ({"resourceClaimTemplateName": "not-yet"}, "ResourceClaimTemplate not-yet"),
+        ({"resourceClaimName": "shared-run"}, "ResourceClaim shared-run"),
+    ],
+    ids=["template", "claim"],
+)
+@pytest.mark.parametrize("kind", ["Pod", "Deployment"])
+def test_a_claim_the_cluster_lacks_is_a_warning_naming_it(
+    example_policy: Policy,
+    dra_inventory: Inventory,
+    ref: dict[str, str],
+    named: str,
+    kind: str,
+) -> None:
+    obj = pod(ctr(), resourceClaims=[{"name": "g", **ref}])
+    if kind == "Deployment":
+        obj = _deployment(obj["spec"])
+    decision = review(obj, policy=example_policy, inventory=dra_inventory, namespace="ml")
+    assert decision.allowed
+    (warning,) = decision.warnings
+    assert warning.startswith("[gpu-claim-exists]")
+    assert f"no {named} in namespace ml" in warning
+    assert "created later" in warning
+    # Under audit nothing is said to the user; the result still records it.
+    audit = review(
+        obj,
+        policy=replace(example_policy, enforcement="audit"),
+        inventory=dra_inventory,
+        namespace="ml",
+    )
+    assert audit.allowed and not audit.warnings
+    assert [r.rule for r in audit.results if r.status == "warn"] == ["gpu-claim-exists"]
+
+
+def test_a_known_claim_beside_a_missing_one_is_still_judged(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    obj = pod(
+        ctr(),
+        resourceClaims=[
+            {"name": "g", "resourceClaimTemplateName": "gpu-big"},
+            {"name": "later", "resourceClaimTemplateName": "not-yet"},
+        ],
+    )
+    decision = review(obj, policy=example_policy, inventory=dra_inventory)
+    assert not decision.allowed
+    assert decision.failed == ("gpu-claim-devices-available",)
+    assert any("ResourceClaimTemplate not-yet" in w for w in decision.warnings)
+
+
+def test_without_dra_objects_a_missing_claim_is_not_reported(
+    example_policy: Policy, example_inventory: Inventory
+) -> None:
+    """Without DRA objects the webhook cannot know which claims exist: it says nothing."""
+    obj = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "not-yet"}])
+    decision = review(obj, policy=example_policy, inventory=example_inventory)
+    assert decision.allowed and not decision.warnings

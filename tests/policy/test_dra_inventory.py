@@ -12,6 +12,7 @@ from tests.policy.test_dra import gpu as dra_gpu
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy import inventory_from_nodes, review
 from webhook.policy.dra import dra_snapshot
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, assemble
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DRA_A100 = ROOT / "examples" / "clusters" / "dra-a100"
@@ -102,7 +103,9 @@ def test_a_selector_that_does_not_compile_is_a_disagreement_and_selects_nothing(
 
 def test_a_dra_only_cluster_serves_a_gpu_pod_and_refuses_more_than_a_node_has():
     dump = cluster_from_text((DRA_A100 / "nodes.yaml").read_text(), source="nodes.yaml")
-    found = inventory_from_nodes(dump.nodes, POLICY, source="dump", dra=dump.dra())
+    found = assemble(
+        POLICY, nodes=dump.nodes, source="dump", dra=dump.dra(), fit_budget_s=OFFLINE_FIT_BUDGET_S
+    )
     assert review(pod(gpu(1)), policy=POLICY, inventory=found).allowed
     assert review(pod(gpu(8)), policy=POLICY, inventory=found).allowed
     refused = review(pod(gpu(9)), policy=POLICY, inventory=found)

@@ -13,6 +13,9 @@ from webhook.policy import Inventory, review
 ROOT = Path(__file__).resolve().parent.parent.parent
 CLUSTERS = ROOT / "examples" / "clusters"
 NODES = ROOT / "tests" / "fixtures" / "nodes"
+# The A100 fixtures' nodes are tainted nvidia.com/gpu=present:NoSchedule and the seed003 policy
+# injects no toleration: a pod must tolerate the taint itself, or it fits no node.
+TOLERATES_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
 
 
 def cluster(name: str) -> tuple[object, Inventory]:
@@ -105,8 +108,17 @@ def test_me_profile_spelling() -> None:
 def test_product_annotation_tolerates_old_driver_names() -> None:
     policy = load_policy(CLUSTERS / "seed003-l20-t4" / "policy.yaml")
     inv = load_inventory(policy, NODES / "old-driver-mig-single-shared.yaml")
-    obj = pod(gpu(1), annotations={"gpu-policy.io/product": "NVIDIA-A100-SXM4-40GB"})
+    obj = pod(
+        gpu(1),
+        annotations={"gpu-policy.io/product": "NVIDIA-A100-SXM4-40GB"},
+        tolerations=TOLERATES_GPU,
+    )
     assert review(obj, policy=policy, inventory=inv).allowed
+    # Without the toleration the scheduler would never place it: refused, naming the taint.
+    del obj["spec"]["tolerations"]
+    refused = review(obj, policy=policy, inventory=inv)
+    assert refused.failed == ("gpu-node-selection",)
+    assert "nvidia.com/gpu=present:NoSchedule" in refused.denial
 
 
 def test_pending_forever_names_what_is_offered() -> None:
@@ -143,5 +155,6 @@ def test_mig_single_me_product_is_recognised(annotations: dict[str, str], allowe
         16,
     )
     assert offer.model == "NVIDIA-A100-SXM4-40GB"
-    decision = review(pod(gpu(1), annotations=annotations), policy=policy, inventory=inv)
+    obj = pod(gpu(1), annotations=annotations, tolerations=TOLERATES_GPU)
+    decision = review(obj, policy=policy, inventory=inv)
     assert decision.allowed is allowed, decision.denial

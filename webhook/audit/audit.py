@@ -32,11 +32,11 @@ from webhook.audit.owners import Collector, Group, as_utc, parse_time
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
 from webhook.contract import MUTATIONS_ANNOTATION
-from webhook.policy import Decision, Inventory, Policy, inventory_from_nodes, review
-from webhook.policy.autoscaling import karpenter_pools
+from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.decision import RULES, RuleResult, Status
 from webhook.policy.dra import dra_snapshot
 from webhook.policy.nodes import NodeView, node_views
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
 from webhook.policy.workloads import locate
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
@@ -564,26 +564,33 @@ def audit(
     now = as_utc(now)
     node_list = list(nodes)
     found = collected.dra
-    snapshot = None
-    if any(found.values()):
-        snapshot = dra_snapshot(
-            found["DeviceClass"],
-            found["ResourceSlice"],
-            found["ResourceClaim"],
-            found["ResourceClaimTemplate"],
-        )
+    objects = DraObjects(
+        found["DeviceClass"],
+        found["ResourceSlice"],
+        found["ResourceClaim"],
+        found["ResourceClaimTemplate"],
+    )
     if inventory is None:
-        can_appear, notes = karpenter_pools(nodepools, policy)
-        inventory = inventory_from_nodes(
-            node_list,
+        inventory = assemble(
             policy,
+            nodes=node_list,
             source="nodes",
-            can_appear=can_appear,
-            notes=notes,
-            dra=snapshot,
+            dra=objects if objects else None,
+            nodepools=nodepools,
+            # A batch job: nobody waits on it, its answers must not depend on the load.
+            fit_budget_s=OFFLINE_FIT_BUDGET_S,
         )
-    elif inventory.dra is None and snapshot is not None:
-        inventory = replace(inventory, dra=snapshot)
+    elif inventory.dra is None and objects:
+        # An inventory given without DRA objects: the collected ones join its naming view.
+        inventory = replace(
+            inventory,
+            dra=dra_snapshot(
+                objects.device_classes,
+                objects.resource_slices,
+                objects.resource_claims,
+                objects.resource_claim_templates,
+            ),
+        )
     views = node_views(node_list)
     capacity = Capacity(views, inventory)
     claims = ClaimDiagnosis(inventory.dra, policy.dra) if inventory.dra is not None else None

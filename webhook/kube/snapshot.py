@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.kube.source import ClusterState
-from webhook.policy import Inventory, Policy, PolicyError, inventory_from_nodes
-from webhook.policy.autoscaling import karpenter_pools
-from webhook.policy.dra import dra_snapshot
+from webhook.policy import Inventory, Policy, PolicyError
 from webhook.policy.plugin_config import parse_plugin_configmap
+from webhook.policy.supply.assemble import (
+    FIT_BUDGET_S,
+    OFFLINE_FIT_BUDGET_S,
+    DraObjects,
+    assemble,
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ def live_view(
     *,
     previous: LiveView | None = None,
     source: str = "cluster",
+    fit_budget_s: float = FIT_BUDGET_S,
 ) -> LiveView:
     """Combine the policy file with one cluster snapshot.
 
@@ -65,21 +70,24 @@ def live_view(
         policy = base.with_configs(previous.policy.configs)
     dra = None
     if state.dra_available:
-        # The previous view's snapshot: its devices of unchanged slices (the same objects in
-        # successive states) and what was evaluated on them are not read again.
-        before = previous.inventory.dra if previous is not None else None
-        dra = dra_snapshot(
+        dra = DraObjects(
             state.device_classes,
             state.resource_slices,
             state.resource_claims,
             state.resource_claim_templates,
-            previous=before,
         )
     else:
         source = f"{source}; {state.dra}"
-    can_appear, notes = karpenter_pools(state.nodepools, policy)
-    inventory = inventory_from_nodes(
-        state.nodes, policy, source=source, can_appear=can_appear, notes=notes, dra=dra
+    inventory = assemble(
+        policy,
+        nodes=state.nodes,
+        source=source,
+        dra=dra,
+        nodepools=state.nodepools,
+        # The previous view's snapshot: its devices of unchanged slices (the same objects in
+        # successive states) and what was evaluated on them are not read again.
+        previous=previous.inventory.dra if previous is not None else None,
+        fit_budget_s=fit_budget_s,
     )
     return LiveView(policy=policy, inventory=inventory, configmap_error=error)
 
@@ -107,4 +115,7 @@ def read_cluster(
         assert state is not None
     finally:
         cluster.stop()
-    return live_view(policy, state, source=f"cluster ({kubeconfig})"), state
+    view = live_view(
+        policy, state, source=f"cluster ({kubeconfig})", fit_budget_s=OFFLINE_FIT_BUDGET_S
+    )
+    return view, state

@@ -28,6 +28,10 @@ RULES: dict[str, str] = {
     "gpu-claim-shared-request-above-one": "a request that shares its device asks for one",
     "gpu-claim-mig-profile": "a MIG profile a claim asks for is one a ResourceSlice offers",
     "gpu-claim-devices-available": "some node has the devices every claim request asks for",
+    "gpu-claim-exists": (
+        "the ResourceClaims and ResourceClaimTemplates a pod names exist (a warning: "
+        "Kubernetes lets them be created later)"
+    ),
     "gpu-pool-at-zero": (
         "what the pod asks for is offered only by pools with no node yet, that an "
         "autoscaler can grow (a warning: the pod waits for its node)"
@@ -47,7 +51,7 @@ POD_RULES: tuple[str, ...] = tuple(r for r in RULES if r not in CLAIM_RULES)
 # serve is exactly the pod that must be admitted for the autoscaler to add the node; the
 # isolation warnings of docs/isolation.md).
 WARNING_RULES: frozenset[str] = frozenset(
-    {"gpu-pool-at-zero", "gpu-isolation", "gpu-privileged-without-gpu"}
+    {"gpu-pool-at-zero", "gpu-claim-exists", "gpu-isolation", "gpu-privileged-without-gpu"}
 )
 
 # The rules whose breach the API server's own validation also refuses, after the mutating

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from webhook.policy.dra import Device, DeviceClass, DraSnapshot
 from webhook.policy.model import DeclaredPool, Policy
@@ -39,6 +39,9 @@ from webhook.policy.products import (
 )
 from webhook.policy.products import model_key as product_model_key
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
+
+if TYPE_CHECKING:  # supply.assemble builds on this module: no import cycle at run time
+    from webhook.policy.supply.model import Supply
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,8 @@ class Pool:
     ``scaling`` is set for a pool an autoscaler sizes, and ``at_zero`` says it has no node
     now but can get one: its offers (0 devices, 0 slots) say what each new node will offer.
     ``device_class`` is the DRA DeviceClass its nodes publish devices of, when known.
+    ``per_node`` is what one node of a declared pool advertises (resource name -> slots), known
+    even at zero; empty for pools of nodes that exist (each node says for itself).
     """
 
     name: str
@@ -169,6 +174,7 @@ class Pool:
     origin: PoolOrigin = NODES
     scaling: Scaling | None = None
     device_class: str | None = None
+    per_node: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def at_zero(self) -> bool:
@@ -213,6 +219,12 @@ class Inventory:
     # and taints, or, without Node objects, the taints the policy's tolerations are for.
     gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES
     dra: DraSnapshot | None = field(default=None, compare=False)
+    # What the allocator judges fit on (webhook/policy/supply/assemble.py); None for an
+    # inventory not made by assemble().
+    supply: Supply | None = field(default=None, compare=False)
+    # How long the allocator may search for a node a pod fits on (docs/allocator.md): a search
+    # cut short allows with a warning.
+    fit_budget_s: float = field(default=0.05, compare=False)
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False
@@ -377,6 +389,9 @@ def declared_pool(
             )
         )
     name = pool.name or (f"{pool.config}/{pool.product}" if pool.product else pool.config)
+    # What one node advertises: the supply's node group for the pool (even at zero).
+    one = offers if nodes == 1 else declared_pool(policy, pool, nodes=1).offers
+    per_node = {o.form.name: o.slots or 0 for o in one}
     return Pool(
         name=name,
         config_key=pool.config,
@@ -387,6 +402,7 @@ def declared_pool(
         origin=origin or PoolOrigin("policy", policy.source),
         scaling=Scaling(pool.min_nodes, pool.max_nodes) if pool.autoscaled else None,
         device_class=pool.device_class,
+        per_node=per_node,
     )
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from webhook.files import FileWatch, ReadFiles, load_inventory, load_policy, one_line
 from webhook.policy import Inventory, Policy, PolicyError
+from webhook.policy.supply.assemble import FIT_BUDGET_S
 from webhook.server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,9 @@ KeptFiles = Mapping[Path, str]
 def snapshot_from(settings: Settings, read: ReadFiles, generation: int = 1) -> Snapshot:
     """The snapshot the files make, read through ``read``; PolicyError when they are bad."""
     policy = load_policy(settings.policy_file, read=read.read)
-    inventory = load_inventory(policy, settings.nodes_file, read=read.read)
+    inventory = load_inventory(
+        policy, settings.nodes_file, read=read.read, fit_budget_s=FIT_BUDGET_S
+    )
     return Snapshot(policy, inventory, generation, policy)
 
 

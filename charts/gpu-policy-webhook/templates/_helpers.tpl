@@ -138,16 +138,44 @@ exactly that one, so both come from the same value.
 {{- end }}
 
 {{/*
-CEL for matchConditions: true when the pod spec at the given path (a CEL expression such as
-"object.spec.template.spec") has a container or init container that asks for an
-nvidia.com/* resource in requests or limits. Every step is guarded with has(), because the
-objects are untyped here and a missing field is an error (which the API server would answer
+CEL for matchConditions: true when the pod spec at .spec (a CEL expression such as
+"object.spec.template.spec") has a container or init container with a resource name in requests
+or limits for which the CEL test .name (over r) holds. Every step is guarded with has(), because
+the objects are untyped here and a missing field is an error (which the API server would answer
 with the failurePolicy) rather than false.
 */}}
-{{- define "gpu-policy-webhook.asksForNvidia" -}}
-{{- $spec := . }}
-{{- $asks := "has(c.resources) && ((has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('nvidia.com/'))) || (has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('nvidia.com/'))))" }}
+{{- define "gpu-policy-webhook.asksFor" -}}
+{{- $spec := .spec }}
+{{- $asks := printf "has(c.resources) && ((has(c.resources.requests) && c.resources.requests.exists(r, %s)) || (has(c.resources.limits) && c.resources.limits.exists(r, %s)))" .name .name }}
 {{- printf "(has(%s.containers) && %s.containers.exists(c, %s)) || (has(%s.initContainers) && %s.initContainers.exists(c, %s))" $spec $spec $asks $spec $spec $asks }}
+{{- end }}
+
+{{/* CEL: the pod spec at the given path asks for an nvidia.com/* resource. */}}
+{{- define "gpu-policy-webhook.asksForNvidia" -}}
+{{- include "gpu-policy-webhook.asksFor" (dict "spec" . "name" "r.startsWith('nvidia.com/')") }}
+{{- end }}
+
+{{/*
+CEL: the pod spec at the given path may ask for a GPU through DRA: it refers to claims
+(spec.resourceClaims), or asks for a resource whose name has a "/". Kubernetes accepts in a
+container's resources only the standard names, which have none (cpu, memory,
+ephemeral-storage, hugepages-*), extended resource names (a domain outside kubernetes.io) and
+deviceclass.resource.kubernetes.io/<class>: so this is every extended name, which is every name
+a DeviceClass can serve through extendedResourceName, and every implicit class name. Which
+extended names the classes serve is known only at run time (classes come and go), so no
+narrower condition can be written at install time without missing some (docs/chart.md,
+"DRA claims").
+*/}}
+{{- define "gpu-policy-webhook.mayUseDra" -}}
+{{- printf "(has(%s.resourceClaims) && size(%s.resourceClaims) > 0) || %s" . . (include "gpu-policy-webhook.asksFor" (dict "spec" . "name" "r.contains('/')")) }}
+{{- end }}
+
+{{/*
+"true" when the validating configuration judges what DRA serves: dra.enabled, and the server
+watches the DRA objects that serve it (server.watchCluster).
+*/}}
+{{- define "gpu-policy-webhook.judgesDra" -}}
+{{- if and .Values.dra.enabled .Values.server.watchCluster }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -217,7 +245,9 @@ namespaces the rendered policy exempts from isolation are left out, and so are p
 A matchConditions list for the pod spec found at .spec ("object.spec.template.spec"),
 guarded by has() on every step of that path below the object. Without GPU isolation only pods
 that ask for an nvidia.com/* resource are sent; with it, also those that can be placed on a GPU
-node (gpu-policy-webhook.reachesGpuNode).
+node (gpu-policy-webhook.reachesGpuNode). With .dra ("true": the validating entries of pod
+templates while DRA is judged), also templates that may use DRA (gpu-policy-webhook.mayUseDra):
+a template is judged as the pods it creates, and those pods would reach pod-claims.validate.
 */}}
 {{- define "gpu-policy-webhook.matchConditions" -}}
 {{- $steps := splitList "." .spec }}
@@ -228,15 +258,19 @@ node (gpu-policy-webhook.reachesGpuNode).
 {{- $guards = append $guards (printf "has(%s)" $prefix) }}
 {{- end -}}
 {{- $asks := include "gpu-policy-webhook.asksForNvidia" .spec }}
-{{- if and .quota .root.Values.quota.enabled }}
-{{- /* GPU budgets (docs/quota.md): a pod whose GPUs come from claims has a cost too. */}}
-{{- $asks = printf "%s || (has(%s.resourceClaims) && size(%s.resourceClaims) > 0)" $asks .spec .spec }}
+{{- $what := "asks-for-nvidia-resource" }}
+{{- /* GPU budgets (docs/quota.md): with quota.enabled the mutating webhook also charges pods
+whose GPUs come from claims or from names a DeviceClass serves. */}}
+{{- if or .dra (and .quota .root.Values.quota.enabled) }}
+{{- /* Every nvidia.com/* name has a "/": mayUseDra covers asksForNvidia. */}}
+{{- $asks = include "gpu-policy-webhook.mayUseDra" .spec }}
+{{- $what = "asks-for-extended-resource-or-claims" }}
 {{- end }}
 {{- if include "gpu-policy-webhook.isolating" .root -}}
-- name: asks-for-nvidia-resource-or-reaches-gpu-node
+- name: {{ $what }}-or-reaches-gpu-node
   expression: {{ printf "%s && ((%s) || (%s))" (join " && " $guards) $asks (include "gpu-policy-webhook.reachesGpuNode" .) | quote }}
 {{- else -}}
-- name: asks-for-nvidia-resource
+- name: {{ $what }}
   expression: {{ printf "%s && (%s)" (join " && " $guards) $asks | quote }}
 {{- end }}
 {{- end }}
@@ -276,10 +310,11 @@ its firstAvailable subrequests, names a GPU DeviceClass. Every step is guarded w
 
 {{/*
 The validating webhook entries for DRA (dra.enabled): ResourceClaims and ResourceClaimTemplates
-that ask for a GPU DeviceClass, and pods that refer to claims without asking for an
-nvidia.com/* resource themselves (those already reach pods.validate.gpu-policy.io). A pod's
-claims name no DeviceClass: the webhook finds them in its snapshot, and leaves other drivers'
-claims alone.
+that ask for a GPU DeviceClass, and pods that may use DRA (gpu-policy-webhook.mayUseDra: claims,
+deviceclass.resource.kubernetes.io/* names, extended names a DeviceClass may serve) without
+asking for an nvidia.com/* resource themselves (those already reach
+pods.validate.gpu-policy.io). A pod's claims and extended names name no DeviceClass: the
+webhook finds the classes in its snapshot, and leaves other drivers' alone.
 */}}
 {{- define "gpu-policy-webhook.claimWebhooks" -}}
 {{- $client := include "gpu-policy-webhook.clientConfig" . }}
@@ -317,8 +352,8 @@ claims alone.
       operations: ["CREATE"]
       scope: Namespaced
   matchConditions:
-    - name: refers-to-claims
-      expression: {{ printf "has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0 && !(%s)" (include "gpu-policy-webhook.asksForNvidia" "object.spec") | quote }}
+    - name: may-use-dra
+      expression: {{ printf "has(object.spec) && (%s) && !(%s)" (include "gpu-policy-webhook.mayUseDra" "object.spec") (include "gpu-policy-webhook.asksForNvidia" "object.spec") | quote }}
   {{- $common | nindent 2 }}
 {{- end }}
 
@@ -329,7 +364,9 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
 {{- define "gpu-policy-webhook.workloadWebhooks" -}}
 {{- $client := include "gpu-policy-webhook.clientConfig" . }}
 {{- $common := include "gpu-policy-webhook.commonWebhookFields" .root }}
-{{- $verb := trimPrefix "/" .path -}}
+{{- $verb := trimPrefix "/" .path }}
+{{- /* Templates are patched nowhere: only validation needs what DRA serves. */}}
+{{- $dra := and (eq .path "/validate") (include "gpu-policy-webhook.judgesDra" .root) -}}
 - name: workloads.{{ $verb }}.gpu-policy.io
   {{- $client | nindent 2 }}
   rules:
@@ -349,7 +386,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.template.spec") | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.template.spec" "dra" $dra) | nindent 4 }}
   {{- $common | nindent 2 }}
 - name: cronjobs.{{ $verb }}.gpu-policy.io
   {{- $client | nindent 2 }}
@@ -360,7 +397,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.jobTemplate.spec.template.spec") | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.spec.jobTemplate.spec.template.spec" "dra" $dra) | nindent 4 }}
   {{- $common | nindent 2 }}
 - name: podtemplates.{{ $verb }}.gpu-policy.io
   {{- $client | nindent 2 }}
@@ -371,7 +408,7 @@ for .path "/mutate" or "/validate"; .caBundle as for clientConfig.
       operations: ["CREATE", "UPDATE"]
       scope: Namespaced
   matchConditions:
-    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.template.spec") | nindent 4 }}
+    {{- include "gpu-policy-webhook.matchConditions" (dict "root" .root "spec" "object.template.spec" "dra" $dra) | nindent 4 }}
   {{- $common | nindent 2 }}
 {{- end }}
 

@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.policy.claims import ClaimAsk, claim_spec, pod_claim_refs, read_claim
+from webhook.policy.claims import ClaimAsk, claim_spec, read_claim
 from webhook.policy.decision import CLAIM_RULES, RULES, Decision, RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container, gpu_containers
 from webhook.policy.engine.claims import claim_findings, gpu_requests
+from webhook.policy.engine.fit import (
+    AVAILABILITY_RULES,
+    claim_fit,
+    decided,
+    pod_claims,
+    pod_fit,
+    served_by_dra,
+)
 from webhook.policy.engine.intent import Intent, read_intent
 from webhook.policy.engine.isolation import ISOLATION_RULES, Isolation, judge, reach, with_void
 from webhook.policy.engine.mutation import MUTABLE, mutated_copy, mutated_spec
@@ -25,6 +33,7 @@ from webhook.policy.engine.placement import (
     choose_names,
     selection,
     several_shared,
+    too_many,
 )
 from webhook.policy.engine.results import as_warnings, rule_results, skipping
 from webhook.policy.engine.scope import operation_skip, skip_reason
@@ -55,9 +64,34 @@ _CLAIMS_ONLY = skipping(
     (r for r in RULES if r not in ISOLATION_RULES and r not in CLAIM_RULES),
     "asks for no nvidia.com resource: its GPU claims are judged",
 )
-# A claim has no containers: only the claim rules are in force.
-_NOT_CLAIM_RULES = frozenset(r for r in RULES if r not in CLAIM_RULES)
+# A claim has no containers: only the claim rules are in force, but for the one about the
+# claims a pod names.
+_OF_PODS_ONLY = frozenset(r for r in RULES if r not in CLAIM_RULES) | {"gpu-claim-exists"}
 _GPU_POD = "the GPU node it asks for"
+
+
+def _claim_parts(
+    claims: Sequence[ClaimAsk],
+    missing: Sequence[RuleResult],
+    namespace: str | None,
+    policy: Policy,
+    inventory: Inventory,
+) -> tuple[list[RuleResult], list[RuleResult]]:
+    """The claim rules' findings on a pod's claims, and apart from them the "cannot be
+    allocated" ones, which the allocator decides on the whole pod (engine/fit.py)."""
+    claimed: list[RuleResult] = list(missing)
+    availability: list[RuleResult] = []
+    if claims:
+        assert inventory.dra is not None  # _pod_claims finds none without it
+        for finding in claim_findings(
+            claims, dra=inventory.dra, policy=policy.dra, namespace=namespace
+        ):
+            (availability if finding.rule in AVAILABILITY_RULES else claimed).append(finding)
+    return claimed, availability
+
+
+def _fails(findings: Sequence[RuleResult]) -> bool:
+    return any(f.status == "fail" for f in findings)
 
 
 def _str_or_none(value: object) -> str | None:
@@ -114,18 +148,25 @@ def _review(
         )
     workload = locate(obj)
     found = gpu_containers(workload.spec) if workload is not None else []
-    claims = _pod_claims(workload, namespace, policy, inventory) if workload is not None else ()
+    claims, missing = (
+        pod_claims(workload, namespace, policy, inventory) if workload is not None else ((), ())
+    )
+    # Extended resources a GPU DeviceClass serves (deviceclass.resource.kubernetes.io/*, or a
+    # class's extendedResourceName), asked for under a name the device plugin does not use.
+    dra_only = bool(claims or missing) or (
+        workload is not None and not found and served_by_dra(workload, policy, inventory)
+    )
     isolating = policy.isolation.on and workload is not None
     why = skip_reason(
         kind,
         operation,
         namespace,
         has_pod_spec=workload is not None,
-        asks_for_gpu=bool(found or claims) or isolating,
+        asks_for_gpu=bool(found or dra_only) or isolating,
         exempt=policy.exempt_namespaces,
     )
     where = _GPU_POD
-    if why is None and not found and not claims:
+    if why is None and not found and not dra_only:
         assert workload is not None  # isolating says so
         why, where = reach(workload, namespace, policy, inventory)
     if why is not None:
@@ -133,27 +174,65 @@ def _review(
         return Decision(kind, namespace, name, True, out_of_scope, enforcement=mode)
     assert workload is not None  # skip_reason says so otherwise
     isolation = _isolation(workload, found, where, namespace, policy=policy, inventory=inventory)
-    if not found and not claims:
+    if not found and not dra_only:
         return _isolated(
             obj, workload, isolation, kind=kind, namespace=namespace, name=name, mode=mode
         )
     omit = frozenset() if policy.isolation.on else _ISOLATION_OFF
-    claimed: list[RuleResult] = []
-    if claims:
-        assert inventory.dra is not None  # _pod_claims finds none without it
-        claimed = claim_findings(claims, dra=inventory.dra, policy=policy.dra, namespace=namespace)
-    else:
+    claimed, availability = _claim_parts(claims, missing, namespace, policy, inventory)
+    if not claims:
         omit |= _NO_CLAIMS
+    what = f"{kind or 'object'} {name or ''}".strip()
     if not found:
-        # Only claims: the pod's own resources ask for no GPU.
-        findings = [*claimed, *isolation.findings]
+        # Only claims or DRA-served names: no nvidia.com resource of the device plugin's.
+        if not _fails(claimed):
+            verdict = pod_fit(workload.spec, what, namespace, inventory)
+            availability = decided(verdict, availability, what, has_claims=bool(claims))
+        findings = [*claimed, *availability, *isolation.findings]
         results = rule_results(findings, _CLAIMS_ONLY, omit)
         return _decision(
             obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
         )
+    return _review_gpu_pod(
+        obj,
+        workload,
+        found,
+        (claimed, availability, bool(claims)),
+        isolation=isolation,
+        omit=omit,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        what=what,
+        policy=policy,
+        inventory=inventory,
+    )
+
+
+def _review_gpu_pod(
+    obj: Mapping[str, Any],
+    workload: Workload,
+    found: Sequence[Found],
+    claim_parts: tuple[list[RuleResult], list[RuleResult], bool],
+    *,
+    isolation: Isolation,
+    omit: frozenset[str],
+    kind: str,
+    namespace: str | None,
+    name: str | None,
+    what: str,
+    policy: Policy,
+    inventory: Inventory,
+) -> Decision:
+    """A pod (or template) with device-plugin GPU requests: the container rules, the
+    placement, the allocator's verdict on the pod as it will be created, the mutation.
+    ``claim_parts``: its claims' findings, their availability findings, whether it has any."""
+    claimed, availability, has_claims = claim_parts
+    mode = policy.enforcement
     asks, intent, findings = _checked(found, workload, policy, inventory)
     findings += claimed
     if intent is None or not asks:
+        findings += availability
         # Every finding so far is a failure: nothing to place.
         findings += isolation.findings
         results = rule_results(findings, _FIX_FIRST, omit)
@@ -161,18 +240,27 @@ def _review(
             obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=False
         )
     # No finding so far: _checked gives an intent only then.
-    choices, wanted, findings = _placed(asks, intent, policy, inventory)
+    choices, wanted, findings, short = _placed(asks, intent, policy, inventory)
     findings += claimed
     findings += isolation.findings
     changes: list[str] = []
     mutated = None
+    spec = dict(workload.spec)
+    if _fails(findings):
+        findings += [*short, *availability]
+    else:
+        # The pod as it will be created (renamed, its node selection and tolerations added)
+        # is what the scheduler will judge.
+        if choices and mode != "audit":
+            spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
+        verdict = pod_fit(spec, what, namespace, inventory)
+        findings += decided(verdict, [*short, *availability], what, has_claims=has_claims)
     # A pod that fails a rule gets no patch at all (the API server refuses it anyway): an
     # isolation failure comes after placement has chosen, so it must also drop the choices.
-    failed = any(f.status == "fail" for f in findings)
+    failed = _fails(findings)
+    if failed:
+        changes = []
     if mode != "audit" and not failed and (choices or isolation.to_void):
-        spec = dict(workload.spec)
-        if choices:
-            spec, changes = mutated_spec(workload.spec, choices, wanted, policy)
         changes += with_void(spec, isolation.to_void)
         if changes and kind == "Pod":
             mutated = mutated_copy(obj, workload, spec, "; ".join(changes))
@@ -269,39 +357,19 @@ def _review_claim(
         skipped = (RuleResult("gpu-policy", "skip", why),)
         return Decision(kind, namespace, name, True, skipped, enforcement=mode)
     assert inventory.dra is not None
-    findings = claim_findings([claim], dra=inventory.dra, policy=policy.dra, namespace=namespace)
-    results = rule_results(findings, omit=_NOT_CLAIM_RULES)
+    findings: list[RuleResult] = []
+    availability: list[RuleResult] = []
+    for finding in claim_findings(
+        [claim], dra=inventory.dra, policy=policy.dra, namespace=namespace
+    ):
+        (availability if finding.rule in AVAILABILITY_RULES else findings).append(finding)
+    what = f"{kind} {name or ''}".strip()
+    verdict = None if _fails(findings) else claim_fit(spec, what, inventory)
+    findings += decided(verdict, availability, what, has_claims=True)
+    results = rule_results(findings, omit=_OF_PODS_ONLY)
     return _decision(
         obj, results, kind=kind, namespace=namespace, name=name, mode=mode, clean=not findings
     )
-
-
-def _pod_claims(
-    workload: Workload, namespace: str | None, policy: Policy, inventory: Inventory
-) -> tuple[ClaimAsk, ...]:
-    """The GPU claims of a pod spec that the inventory knows (by claim or template name).
-
-    A claim or template the snapshot does not hold yet (applied in the same ``kubectl apply``)
-    is not judged here: it was judged itself when it was created.
-    """
-    dra = inventory.dra
-    if dra is None or not workload.spec.get("resourceClaims"):
-        return ()
-    out = []
-    for ref in pod_claim_refs(workload.spec):
-        if ref.claim is not None:
-            key = ("ResourceClaim", namespace or "", ref.claim)
-            label = f'claim "{ref.name}" (ResourceClaim {ref.claim})'
-        else:
-            key = ("ResourceClaimTemplate", namespace or "", ref.template or "")
-            label = f'claim "{ref.name}" (ResourceClaimTemplate {ref.template})'
-        spec = dra.claim_specs.get(key)
-        if spec is None:
-            continue
-        claim = read_claim(spec, label)
-        if gpu_requests(claim, policy.dra):
-            out.append(claim)
-    return tuple(out)
 
 
 def _checked(
@@ -325,10 +393,13 @@ def _checked(
 
 def _placed(
     asks: Sequence[Ask], intent: Intent, policy: Policy, inventory: Inventory
-) -> tuple[list[Choice], Mapping[str, set[str]], list[RuleResult]]:
-    """The chosen names (none when a placement rule fails), the node labels to select, findings."""
+) -> tuple[list[Choice], Mapping[str, set[str]], list[RuleResult], list[RuleResult]]:
+    """The chosen names (none when a placement rule fails), the node labels to select,
+    findings, and the containers no node has enough for (in the inventory's terms: the
+    allocator decides whether that refuses the pod)."""
     found: list[list[Pair]] = []
     findings: list[RuleResult] = []
+    short: list[RuleResult] = []
     failed = False
     for ask in asks:
         cands = candidates(ask, intent, inventory)
@@ -337,28 +408,31 @@ def _placed(
             failed = True
             continue
         found.append(cands)
+        note = too_many(ask, cands)
+        if note is not None:
+            short.append(note)
         warning = several_shared(ask, cands)
         if warning is not None:
             findings.append(warning)
     if failed:
-        return [], {}, findings
+        return [], {}, findings, short
     choices = choose_names(asks, found, policy)
     if isinstance(choices, RuleResult):
-        return [], {}, [*findings, choices]
+        return [], {}, [*findings, choices], short
     # A pod only pools at zero can serve is what makes the autoscaler add their node: it is
     # allowed and mutated as it would be with the node there, and told that it waits.
     findings += [w for w in map(awaiting_nodes, choices) if w is not None]
     mode = policy.inject_node_selection
     if mode == "never" or policy.enforcement == "audit":
-        return choices, {}, findings
+        return choices, {}, findings, short
     # Under "intent" the pod keeps what it said it wants, and a renamed resource keeps the
     # kind of device the pod named, even when today's nodes make the selection redundant.
     renamed = any(c.name != c.ask.form.name for c in choices)
     keep = mode == "always" or (mode == "intent" and (intent.stated or renamed))
     wanted = selection(choices, inventory, keep=keep)
     if isinstance(wanted, RuleResult):
-        return choices, {}, [*findings, wanted]
-    return choices, wanted, findings
+        return choices, {}, [*findings, wanted], short
+    return choices, wanted, findings, short
 
 
 def _decision(

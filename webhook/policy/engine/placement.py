@@ -188,20 +188,25 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
             f"{_selection_fix(intent, cands)}",
             ask.label,
         )
-    enough = _enough_on_a_node(ask, selected)
-    if isinstance(enough, RuleResult):
-        return enough
+    # Offers with enough on one node are preferred (the names and products chosen); whether
+    # the pod fits at all is the allocator's to say, on the whole pod (engine/fit.py).
+    enough = _enough_on_a_node(ask, selected) or selected
     return enough if ask.count == 1 else _for_several(ask, enough)
 
 
-def _enough_on_a_node(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
-    """The offers with ``ask.count`` devices (or slots) on some node, where that is known: the
-    scheduler fits a container's request on one node, or why none has as many."""
-    enough = [
+def _enough_on_a_node(ask: Ask, selected: list[Pair]) -> list[Pair]:
+    """The offers with ``ask.count`` devices (or slots) on some node, where that is known."""
+    return [
         (p, o) for p, o in selected if o.most_on_a_node is None or o.most_on_a_node >= ask.count
     ]
-    if enough:
-        return enough
+
+
+def too_many(ask: Ask, selected: Sequence[Pair]) -> RuleResult | None:
+    """Why no node has ``ask.count`` of what one container asks for, in the inventory's
+    terms (the most one node offers), or None when some node may: the words of a refusal the
+    allocator decides (engine/fit.py, :func:`~webhook.policy.engine.fit.decided`)."""
+    if not selected or _enough_on_a_node(ask, list(selected)):
+        return None
     most = max(o.most_on_a_node or 0 for _, o in selected)
     return RuleResult(
         "gpu-resource-offered",

@@ -1,0 +1,136 @@
+"""review() asks the allocator whether the pod as a whole fits some node group (engine/fit.py).
+
+The cases of the one-allocator issue that the per-container and per-claim checks got wrong,
+each with what kube-scheduler does (docs/rules.md, "Whether it fits"): a pod is refused only
+when no node group could run it, in the scheduler's terms, and a search cut short allows it
+with a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import (
+    GPU_CLASS_CEL,
+    claim_template,
+    ctr,
+    device_class,
+    dra_gpu,
+    exactly,
+    pod,
+    resource_slice,
+)
+from webhook.files import load_inventory, load_policy
+from webhook.policy import Inventory, Policy, review
+from webhook.policy.supply.assemble import DraObjects, assemble
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTERS = ROOT / "examples" / "clusters"
+
+
+def node(name: str) -> dict[str, Any]:
+    """A node with no device plugin: its GPUs come from its ResourceSlice."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": "8", "memory": "64Gi"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def dra_policy() -> Policy:
+    return load_policy(CLUSTERS / "dra-a100" / "policy.yaml")
+
+
+def dra_cluster(policy: Policy, *devices: dict[str, Any], templates: Any = ()) -> Inventory:
+    """One DRA node with ``devices``; gpu.nvidia.com serves nvidia.com/gpu too."""
+    klass = device_class("gpu.nvidia.com", GPU_CLASS_CEL)
+    klass["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    return assemble(
+        policy,
+        nodes=[node("dra-1")],
+        source="test",
+        dra=DraObjects(
+            [klass], [resource_slice("dra-1", *devices)], resource_claim_templates=list(templates)
+        ),
+        fit_budget_s=5.0,
+    )
+
+
+def test_containers_are_added_up_as_the_scheduler_does() -> None:
+    """Seed 003 again: every node has one GPU, two containers ask for one each."""
+    policy = load_policy(CLUSTERS / "seed003-before" / "policy.yaml")
+    inventory = load_inventory(policy, CLUSTERS / "seed003-before" / "nodes.yaml")
+    two = pod(ctr("a", limits={"nvidia.com/gpu": 1}), ctr("b", limits={"nvidia.com/gpu": 1}))
+    refused = review(two, policy=policy, inventory=inventory)
+    assert refused.failed == ("gpu-resource-offered",)
+    assert "nvidia.com/gpu: 2 in all" in refused.denial
+    assert "Insufficient nvidia.com/gpu" in refused.denial
+    assert "has 1" in refused.denial
+    # An init container's GPU is released before the containers start: one GPU is enough.
+    init = pod(ctr("b", limits={"nvidia.com/gpu": 1}))
+    init["spec"]["initContainers"] = [ctr("a", limits={"nvidia.com/gpu": 1})]
+    assert review(init, policy=policy, inventory=inventory).allowed
+
+
+def test_an_extended_resource_and_a_claim_share_one_node(dra_policy: Policy) -> None:
+    """nvidia.com/gpu: 2 served by DRA and a claim for one more, where the node has two."""
+    template = claim_template("one", exactly(), namespace="ml")
+    inventory = dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1), templates=[template])
+    both = pod(
+        ctr(limits={"nvidia.com/gpu": 2}),
+        namespace="ml",
+        resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one"}],
+    )
+    refused = review(both, policy=dra_policy, inventory=inventory)
+    assert not refused.allowed
+    assert "cannot allocate all claims" in refused.denial
+    alone = pod(ctr(limits={"nvidia.com/gpu": 2}), namespace="ml")
+    assert review(alone, policy=dra_policy, inventory=inventory).allowed
+
+
+def test_a_device_class_name_is_judged(dra_policy: Policy) -> None:
+    """deviceclass.resource.kubernetes.io/<class>: 3 where the node has two."""
+    inventory = dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1))
+    name = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+    refused = review(pod(ctr(limits={name: 3})), policy=dra_policy, inventory=inventory)
+    assert refused.failed == ("gpu-resource-offered",)
+    assert "asks for 3 device(s) of class gpu.nvidia.com" in refused.denial
+    assert review(pod(ctr(limits={name: 2})), policy=dra_policy, inventory=inventory).allowed
+    # Another vendor's extended resource is not the webhook's to judge.
+    other = review(pod(ctr(limits={"example.com/fpga": 9})), policy=dra_policy, inventory=inventory)
+    assert other.allowed and other.results[0].status == "skip"
+
+
+def test_the_search_backtracks_where_the_greedy_check_refused(dra_policy: Policy) -> None:
+    """One H100 and one A100; "any GPU" and "an 80 GB GPU": taking the H100 for the first
+    request leaves nothing for the second, the scheduler tries the other way round."""
+    inventory = dra_cluster(
+        dra_policy,
+        dra_gpu(0, product="NVIDIA H100 80GB HBM3", memory="80Gi"),
+        dra_gpu(1),
+    )
+    big = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"
+    template = claim_template(
+        "two", exactly(name="any"), exactly(name="big", selectors=[big]), namespace="ml"
+    )
+    decision = review(template, policy=dra_policy, inventory=inventory)
+    assert decision.allowed, decision.denial
+    three = claim_template(
+        "three", exactly(name="any", count=2), exactly(name="big", selectors=[big]), namespace="ml"
+    )
+    assert not review(three, policy=dra_policy, inventory=inventory).allowed
+
+
+def test_a_search_out_of_time_allows_with_a_warning(dra_policy: Policy) -> None:
+    inventory = replace(dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1)), fit_budget_s=0.0)
+    template = claim_template("t", exactly(count=3), namespace="ml")
+    decision = review(template, policy=dra_policy, inventory=inventory)
+    assert decision.allowed
+    (warning,) = decision.warnings
+    assert "could not be proven" in warning

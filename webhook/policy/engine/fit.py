@@ -1,0 +1,244 @@
+"""Whether a pod, a pod template or a claim could run on some node: the allocator's verdict.
+
+Every way the object asks for a device (its containers' requests added up as the scheduler
+adds them, ``deviceclass.resource.kubernetes.io/*`` and other names DeviceClasses serve, its
+claims and templates) is read into one :class:`~webhook.policy.demand.Demand` and judged
+by :func:`~webhook.policy.allocator.fit_anywhere` against the supply the inventory was
+assembled with (``inventory.supply``, webhook/policy/supply/assemble.py): on an empty cluster,
+over every node group, existing or able to appear. The object is refused only when no group
+could run it; a search out of time allows it with a warning (docs/rules.md, "Whether it
+fits").
+
+The verdict reuses the rule ids users already match on: ``gpu-resource-offered`` when no
+node has enough of an extended resource, ``gpu-claim-devices-available`` when the devices of
+the claims (or of extended resources DeviceClasses serve) cannot be allocated,
+``gpu-node-selection`` when no node passes the node filters (selectors, affinity, taints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from webhook.policy.allocator import DOES_NOT_FIT, UNKNOWN, Fit, Verdict, fit_anywhere
+from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
+from webhook.policy.decision import RuleResult
+from webhook.policy.demand import Demand, claim_demand, pod_demand
+from webhook.policy.demand.extended import EXTENDED_CLAIM
+from webhook.policy.engine.claims import gpu_requests
+from webhook.policy.inventory import Inventory
+from webhook.policy.model import Policy
+from webhook.policy.workloads import Workload, containers
+
+# The rule that reports each filter's failure (Fit.stage).
+_RULE_OF_STAGE: Mapping[str, str] = {
+    "node": "gpu-node-selection",
+    "resources": "gpu-resource-offered",
+    "claims": "gpu-claim-devices-available",
+}
+# What to change, per filter that fails.
+_FIX: Mapping[str, str] = {
+    "node": (
+        "Select nodes that have what the pod asks for, or tolerate their taints "
+        "(spec.nodeSelector, spec.affinity, spec.tolerations)"
+    ),
+    "resources": (
+        "Ask for no more than one node of some group has, or spread the work over several pods"
+    ),
+    "claims": (
+        "Ask for no more devices than one node of some group has, or loosen the selectors "
+        "and constraints"
+    ),
+}
+
+
+def pod_fit(
+    spec: Mapping[str, Any], what: str, namespace: str | None, inventory: Inventory
+) -> Verdict | None:
+    """The allocator's verdict on the pod spec ``spec`` (of a pod, or a template, as it will be
+    created: after the mutation), None when the inventory carries no supply."""
+    supply = inventory.supply
+    if supply is None:
+        return None
+    claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
+    return _judged(pod_demand(spec, what, claim_specs, namespace or ""), inventory)
+
+
+def claim_fit(spec: Mapping[str, Any], what: str, inventory: Inventory) -> Verdict | None:
+    """The allocator's verdict on a lone ResourceClaimSpec (a claim's, a template's): can
+    some node allocate it? None when the inventory carries no supply."""
+    if inventory.supply is None:
+        return None
+    return _judged(claim_demand(spec, what), inventory)
+
+
+def _judged(demand: Demand, inventory: Inventory) -> Verdict:
+    supply = inventory.supply
+    assert supply is not None
+    verdict = fit_anywhere(demand, supply, budget_s=inventory.fit_budget_s)
+    closest = verdict.closest
+    if closest is None or closest.stage != "resources":
+        return verdict
+    # Of the groups that come as near, name the one with the most of what the pod asks for:
+    # "has 1" of a GPU node tells more than "has 0" of a node without GPUs.
+    groups = {g.key: g for g in supply.groups}
+
+    def has(answer: tuple[str, Fit]) -> int:
+        group = groups.get(answer[0])
+        if group is None:
+            return -1
+        return sum(group.allocatable.get(n, 0) for n in demand.resources)
+
+    peers = [
+        (key, f)
+        for key, f in verdict.answers
+        if f.outcome == DOES_NOT_FIT and (f.stage, f.closeness) == ("resources", closest.closeness)
+    ]
+    if not peers:
+        return verdict
+    key, found = max(peers, key=has)
+    # An answer shared by groups of one shape names the first of them: name this one.
+    named = replace(found, group=key, detail=found.detail.replace(found.group, key))
+    return replace(verdict, closest=named)
+
+
+def verdict_findings(verdict: Verdict | None, what: str, *, has_claims: bool) -> list[RuleResult]:
+    """The rule result of a verdict: a failure that says why no node group can run ``what``
+    (the scheduler's reason, what in the demand fails and what the closest group has, the
+    fix), a warning when fit could not be proven in time, nothing when it fits."""
+    if verdict is None or verdict.fits:
+        return []
+    closest = verdict.closest
+    if verdict.outcome == UNKNOWN:
+        rule = "gpu-claim-devices-available" if has_claims else "gpu-resource-offered"
+        return [
+            RuleResult(
+                rule,
+                "warn",
+                f"{what}: whether some node can run it could not be proven in the time allowed "
+                f"(the device search was cut short{_near(closest)}); it is allowed "
+                '(docs/rules.md, "Whether it fits")',
+            )
+        ]
+    assert verdict.outcome == DOES_NOT_FIT and closest is not None
+    return [
+        RuleResult(
+            _rule(closest, has_claims),
+            "fail",
+            f"{what} fits no node, existing or able to appear: {_why(closest)}: it would stay "
+            f"Pending (the scheduler: {closest.reason}). {_FIX.get(closest.stage, '')}".rstrip(),
+        )
+    ]
+
+
+def _rule(closest: Fit, has_claims: bool) -> str:
+    rule = _RULE_OF_STAGE.get(closest.stage, "gpu-resource-offered")
+    if rule == "gpu-claim-devices-available" and not has_claims:
+        # Only extended resources a DeviceClass serves: the pod's own resources are at fault.
+        return "gpu-resource-offered"
+    return rule
+
+
+def _why(closest: Fit) -> str:
+    # The claim the scheduler builds in memory for extended resources DeviceClasses serve.
+    detail = (closest.detail or closest.reason).replace(
+        EXTENDED_CLAIM, "the claim for its extended resources served by DRA"
+    )
+    return f"{detail} (closest: {closest.group})" if closest.group not in detail else detail
+
+
+def _near(closest: Fit | None) -> str:
+    if closest is None:
+        return ""
+    return f"; the closest node group that does not fit, {closest.group}: {_why(closest)}"
+
+
+#: The claim rules whose failures say "these devices cannot be allocated": the allocator
+#: decides them (their words stay where it agrees).
+AVAILABILITY_RULES = frozenset({"gpu-claim-devices-available", "gpu-claim-mig-profile"})
+
+
+def decided(
+    verdict: Verdict | None,
+    explained: Sequence[RuleResult],
+    what: str,
+    *,
+    has_claims: bool,
+) -> list[RuleResult]:
+    """The failures about fit, as the allocator decides them.
+
+    ``explained`` are the refusals the per-request checks found, in the inventory's terms (no
+    node has that many; no device matches; too few matching devices): kept when the
+    allocator agrees that nothing fits, dropped when it finds a node group that fits (their
+    greedy, per-request view was wrong), and given by the allocator's own reason when they
+    saw nothing wrong. Without a supply (an inventory not made by ``assemble()``) they stand.
+    """
+    if verdict is None:
+        return list(explained)
+    if verdict.fits:
+        return []
+    if verdict.outcome == DOES_NOT_FIT and explained:
+        return list(explained)
+    return verdict_findings(verdict, what, has_claims=has_claims)
+
+
+def pod_claims(
+    workload: Workload, namespace: str | None, policy: Policy, inventory: Inventory
+) -> tuple[tuple[ClaimAsk, ...], tuple[RuleResult, ...]]:
+    """The GPU claims of a pod spec that the inventory knows (by claim or template name), and
+    a ``gpu-claim-exists`` warning for each claim or template it does not know.
+
+    A claim or template the snapshot does not hold is not judged: Kubernetes accepts a pod
+    that names one before it exists (the pod waits for it), it may be applied in the same
+    ``kubectl apply`` a moment later, and it is judged itself when it is created.
+    """
+    dra = inventory.dra
+    if dra is None or not workload.spec.get("resourceClaims"):
+        return (), ()
+    out = []
+    missing = []
+    where = f" in namespace {namespace}" if namespace else ""
+    for ref in pod_claim_refs(workload.spec):
+        if ref.claim is not None:
+            key = ("ResourceClaim", namespace or "", ref.claim)
+            label = f'claim "{ref.name}" (ResourceClaim {ref.claim})'
+        else:
+            key = ("ResourceClaimTemplate", namespace or "", ref.template or "")
+            label = f'claim "{ref.name}" (ResourceClaimTemplate {ref.template})'
+        spec = dra.claim_specs.get(key)
+        if spec is None:
+            kind_name = f"{key[0]} {key[2]}"
+            missing.append(
+                RuleResult(
+                    "gpu-claim-exists",
+                    "warn",
+                    f"{label}: no {kind_name}{where} in {inventory.source}, so what it asks "
+                    f"for is not judged; the pod waits until it exists (Kubernetes lets it be "
+                    f"created later). Create {kind_name}, or correct the name.",
+                )
+            )
+            continue
+        claim = read_claim(spec, label)
+        if gpu_requests(claim, policy.dra):
+            out.append(claim)
+    return tuple(out), tuple(missing)
+
+
+def served_by_dra(workload: Workload, policy: Policy, inventory: Inventory) -> bool:
+    """True when a container asks for an extended resource a GPU DeviceClass serves."""
+    dra = inventory.dra
+    if dra is None:
+        return False
+    for _list_name, _i, container in containers(workload.spec):
+        resources = container.get("resources")
+        if not isinstance(resources, dict):
+            continue
+        for key in ("requests", "limits"):
+            names = resources.get(key)
+            for resource in names if isinstance(names, dict) else ():
+                if isinstance(resource, str) and "/" in resource:
+                    served = dra.class_for_resource(resource)
+                    if served is not None and policy.dra.is_gpu_class(served.name):
+                        return True
+    return False
