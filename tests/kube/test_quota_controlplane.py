@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import re
 import subprocess
@@ -24,6 +25,8 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +35,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.builders import GPU_CLASS_CEL, claim_template, device_class, dra_gpu, exactly
-from tests.support import gunicorn
+from tests.support import doc_examples, gunicorn
 from tests.support.cli import run_cli
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane, delete_namespace
 from tests.support.objects import gpu_node, time_slicing_config
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs
@@ -167,6 +170,37 @@ def quota_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Itera
                 api.delete_device_class(klass["metadata"]["name"])
 
 
+@dataclass
+class Serving:
+    """The webhook's server, with quota on, once it advertised the synthetic resource."""
+
+    gunicorn: gunicorn.Server
+    url: str
+    ca: bytes
+
+
+@contextmanager
+def _serving(plane: ControlPlane, cluster: dict[str, Any], tmp_path: Path) -> Iterator[Serving]:
+    """The server (two workers, watching the cluster) with the quota policy in
+    ``tmp_path/policy.yaml``; it has advertised the synthetic resource on the four nodes."""
+    core = client.CoreV1Api(plane.client)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(_policy(cluster["tag"]))
+    certs = write_certs(tmp_path / "certs")
+    with gunicorn.running(
+        tmp_path,
+        certs,
+        workers=2,
+        GPU_POLICY_KUBE=str(plane.kubeconfig),
+        GPU_POLICY_FILE=str(policy),
+    ) as server:
+        # The server's loop advertises the synthetic resource on the four GPU nodes.
+        assert wait_until(lambda: all(_advertised(core, n) for n in cluster["nodes"]), 60, 0.3), (
+            server.log()
+        )
+        yield Serving(server, f"https://127.0.0.1:{server.port}", certs.ca_cert.read_bytes())
+
+
 def _advertised(core: client.CoreV1Api, name: str) -> bool:
     """The node's status advertises the synthetic resource (the API server writes 1M)."""
     status = core.read_node_status(name).status
@@ -207,24 +241,10 @@ def test_sixteen_clients_never_exceed_the_budget_and_every_admitted_pod_is_bound
     # status: wait for it.
     assert wait_until(lambda: _used(core, ns) == 0, 60, 0.2)
     policy = tmp_path / "policy.yaml"
-    policy.write_text(_policy(quota_cluster["tag"]))
-    certs = write_certs(tmp_path / "certs")
-    with gunicorn.running(
-        tmp_path,
-        certs,
-        workers=2,
-        GPU_POLICY_KUBE=str(control_plane.kubeconfig),
-        GPU_POLICY_FILE=str(policy),
-    ) as server:
-        # The server's loop advertises the synthetic resource on the four GPU nodes.
-        assert wait_until(
-            lambda: all(_advertised(core, n) for n in quota_cluster["nodes"]), 60, 0.3
-        ), server.log()
+    with _serving(control_plane, quota_cluster, tmp_path) as server:
         # A GPU pod made before the webhook charged anything: it runs uncounted.
         core.create_namespaced_pod(ns, _pod("old-train", "exclusive", ""))
-        register_webhooks(
-            f"https://127.0.0.1:{server.port}", certs.ca_cert.read_bytes(), namespace=ns
-        )
+        register_webhooks(server.url, server.ca, namespace=ns)
         # Until the API server calls the webhook and every worker knows the claim template, a
         # dry run of a DRA pod comes back without its cost: wait for eight in a row with it.
         probe = _pod("probe", "dra", "one-gpu")
@@ -235,7 +255,7 @@ def test_sixteen_clients_never_exceed_the_budget_and_every_admitted_pod_is_bound
             streak[0] = streak[0] + 1 if _charge(made) == COST["dra"] else 0
             return streak[0] >= 8
 
-        assert wait_until(charged_in_a_row, 60, 0.1), server.log()
+        assert wait_until(charged_in_a_row, 60, 0.1), server.gunicorn.log()
 
         outcomes, peak = _storm(core, ns)
 
@@ -248,7 +268,7 @@ def test_sixteen_clients_never_exceed_the_budget_and_every_admitted_pod_is_bound
         wrong = [
             (o["name"], o["kind"], o["charge"]) for o in admitted if o["charge"] != COST[o["kind"]]
         ]
-        assert wrong == [], server.log()
+        assert wrong == [], server.gunicorn.log()
         # The ledger held under 16 concurrent writers: the pods that exist never cost more.
         assert peak["pods"] <= BUDGET, peak
         assert peak["used"] <= BUDGET, peak
@@ -394,7 +414,71 @@ def _kubectl_refusal(plane: ControlPlane, ns: str, tmp_path: Path, left: int) ->
     )
     assert done.returncode == 1, done
     text = done.stderr
-    assert "Warning: [gpu-quota] this pod costs 1 GPU-equivalents" in text, text
+    assert "Warning: [gpu-quota] this pod costs 1 GPU-equivalent (" in text, text
     assert f"{QUOTA_RESOURCE}: 1000" in text
     assert _quota_refusal(text)["limited"] == BUDGET
     return text
+
+
+EXAMPLE = "tests/kube/test_quota_controlplane.py::test_the_worked_example_of_docs_quota_prints_what_it_shows"
+
+
+@pytest.mark.slow
+def test_the_worked_example_of_docs_quota_prints_what_it_shows(
+    control_plane: ControlPlane,
+    quota_cluster: dict[str, Any],
+    register_webhooks: Callable[..., list[dict[str, Any]]],
+    tmp_path: Path,
+) -> None:
+    """docs/quota.md's kubectl session, command by command, on this cluster."""
+    if not KUBECTL.is_file():
+        pytest.skip("kubectl is not in .cache/tools (run `make tools`)")
+    core = client.CoreV1Api(control_plane.client)
+    examples = doc_examples.checked_by(EXAMPLE)
+    assert len(examples) == 11
+    env = dict(os.environ, KUBECONFIG=str(control_plane.kubeconfig))
+    env["PATH"] = os.pathsep.join([str(KUBECTL.parent), env["PATH"]])
+
+    def kubectl(command: str) -> str:
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return done.stdout
+
+    probe = _pod("probe", "exclusive", "")
+    # Every command runs (the later ones need the earlier ones' effects); what differs from the
+    # page is reported at the end, all of it.
+    wrong: list[str] = []
+    try:
+        with _serving(control_plane, quota_cluster, tmp_path) as server:
+            register_webhooks(server.url, server.ca, namespace="team-a")
+            for example in examples:
+                printed = kubectl(example.command)
+                (tmp_path / "printed.txt").open("a").write(f"$ {example.command}\n{printed}")
+                if not doc_examples.prints(example.output, printed):
+                    wrong.append(f"{example.source}: `{example.command}` printed:\n{printed}")
+                if example.command.endswith("budget.yaml"):
+                    # Pods are refused until the quota controller wrote the quota's status, and
+                    # charged only once the API server calls the webhook: a dry run says when.
+                    assert wait_until(lambda: _used(core, "team-a") == 0, 60, 0.2)
+                    assert wait_until(
+                        lambda: (
+                            _charge(core.create_namespaced_pod("team-a", probe, dry_run="All"))
+                            == COST["exclusive"]
+                        ),
+                        60,
+                        0.2,
+                    )
+                if example.command.startswith("kubectl delete pod train "):
+                    # The quota controller gives the charge back when it sees the pod gone.
+                    assert wait_until(lambda: (_used(core, "team-a") or 0) < 1000, 60, 0.2)
+    finally:
+        delete_namespace(control_plane, "team-a")
+    assert not wrong, "\n".join(wrong)

@@ -126,7 +126,8 @@ def _in_scope(decision: Decision, policy: Policy, operation: str) -> bool:
 def cost_warning(cost: Cost) -> str:
     """What the user reads when the webhook charges a pod: its cost, and what it counts against."""
     text = (
-        f"[gpu-quota] this pod costs {equivalents(cost.total)} GPU-equivalents "
+        f"[gpu-quota] this pod costs {equivalents(cost.total)} "
+        f"GPU-equivalent{'' if cost.total == 1 else 's'} "
         f"({cost.describe()}): it requests {QUOTA_RESOURCE}: {cost.milli} "
         f"({QUOTA_MILLI}, which a ResourceQuota writes 1k, is 1 GPU), counted against the "
         f"namespace's GPU budget: its ResourceQuota on requests.{QUOTA_RESOURCE} (docs/quota.md)"
