@@ -297,3 +297,15 @@ def test_budgets_per_namespace(example_policy: Policy, dra_inventory: Inventory)
             "team-a", ("gpu-budget", "tight"), 1500, 1000, 1000, 1, ("old (predates the charge)",)
         ),
     ]
+
+
+def test_a_pod_that_fails_a_rule_is_charged_too(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    """The mutating endpoint lets it through (the validating one refuses it): should the
+    verdicts of the two differ, the pod must not run uncounted."""
+    obj = pod(gpu(2), nodeSelector=L20)
+    decision = review(obj, policy=replace(example_policy, quota=ON), inventory=dra_inventory)
+    assert decision.failed == ("gpu-shared-request-above-one",)
+    mutated = jsonpatch.apply_patch(obj, list(decision.patch))
+    assert mutated["spec"]["containers"][0]["resources"]["requests"][QUOTA_RESOURCE] == "250"

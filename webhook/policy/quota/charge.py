@@ -115,7 +115,9 @@ def _in_scope(decision: Decision, policy: Policy, operation: str) -> bool:
         policy.quota.enabled
         and decision.kind == "Pod"
         and operation == "CREATE"
-        and decision.allowed
+        # Not only allowed pods: the mutating endpoint lets a pod that fails a rule through
+        # (the validating one refuses it), and a pod judged failing at mutation and passing at
+        # validation, when the inventory changed in between, must not run uncounted.
         and decision.enforcement != "audit"
         # Not "in scope of the rules": a pod the rules skip (a DRA extended name, a claim not
         # known yet) may still cost something, and one that asks for no GPU costs nothing.
