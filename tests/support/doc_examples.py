@@ -49,6 +49,7 @@ CLUSTER_EXAMPLES |= {
         "kubectl create --dry-run=server -f examples/quota/pod-train-2.yaml",
         "kubectl create -f examples/quota/pod-train-2.yaml",
         "kubectl delete pod train -n team-a --grace-period=0 --force",
+        "kubectl apply -f examples/quota/pod-train-2.yaml",
         "kubectl get pod train-2 -n team-a -o jsonpath='{.spec.containers[0].resources}{\"\\n\"}'",
     )
 }
