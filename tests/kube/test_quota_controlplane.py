@@ -34,7 +34,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import GPU_CLASS_CEL, claim_template, device_class, dra_gpu, exactly
+from tests.builders import (
+    GPU_CLASS_CEL,
+    claim_template,
+    device_class,
+    dra_gpu,
+    exactly,
+    resource_slice,
+)
 from tests.support import doc_examples, gunicorn
 from tests.support.cli import run_cli
 from tests.support.controlplane import ControlPlane, delete_namespace
@@ -145,17 +152,8 @@ def quota_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Itera
         make_gpu_node(node=node)
     dra_node = make_gpu_node(f"q-{tag}-dra", gpus=None)["metadata"]["name"]
     klass = device_class(f"gpu-{tag}.nvidia.com", GPU_CLASS_CEL)
-    slice_ = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{dra_node}-{tag}"},
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": dra_node,
-            "pool": {"name": dra_node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [dra_gpu(i) for i in range(4)],
-        },
-    }
+    # The node name carries the tag: the slice (named after it) is this test's own.
+    slice_ = resource_slice(dra_node, *(dra_gpu(i) for i in range(4)))
     control_plane.create(klass)
     control_plane.create(slice_)
     api = client.ResourceV1Api(control_plane.client)
