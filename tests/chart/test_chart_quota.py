@@ -37,6 +37,9 @@ def test_the_server_may_patch_node_status_and_nothing_more(
     assert writes(quota_render) == [
         {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}
     ]
+    # And it reads the budgets, so that its warning names them.
+    role = quota_render.one("ClusterRole", FULLNAME)
+    assert {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]} in role["rules"]
 
 
 def test_pods_with_claims_reach_the_mutating_webhook(

@@ -417,11 +417,13 @@ def _kubectl_refusal(plane: ControlPlane, ns: str, tmp_path: Path, left: int) ->
     assert done.returncode == 1, done
     text = done.stderr
     assert "Warning: [gpu-quota] this pod costs 1 GPU-equivalent (" in text, text
+    assert "budget of 2 GPU-equivalents (ResourceQuota gpu-budget:" in text, text
     assert f"{QUOTA_RESOURCE}: 1000" in text
     assert _quota_refusal(text)["limited"] == BUDGET
     return text
 
 
+DRY_TRAIN = "kubectl create --dry-run=server -f examples/quota/pod-train.yaml"
 EXAMPLE = "tests/kube/test_quota_controlplane.py::test_the_worked_example_of_docs_quota_prints_what_it_shows"
 
 
@@ -477,6 +479,14 @@ def test_the_worked_example_of_docs_quota_prints_what_it_shows(
                         ),
                         60,
                         0.2,
+                    )
+                    # And once both workers have read the budget (polled every 5 s).
+                    assert wait_until(
+                        lambda: all(
+                            "ResourceQuota gpu-budget" in kubectl(DRY_TRAIN) for _ in range(4)
+                        ),
+                        60,
+                        0.5,
                     )
                 if example.command.startswith("kubectl delete pod train "):
                     # The quota controller gives the charge back when it sees the pod gone.

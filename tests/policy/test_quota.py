@@ -32,7 +32,7 @@ from webhook.policy import Inventory, Policy, review
 from webhook.policy.dra import dra_snapshot
 from webhook.policy.errors import PolicyError
 from webhook.policy.model import parse_policy
-from webhook.policy.quota.budgets import Budget, namespace_budgets
+from webhook.policy.quota.budgets import Budget, budget_limits, namespace_budgets
 from webhook.policy.quota.nodes import nodes_to_advertise
 from webhook.policy.quota.settings import QuotaPolicy, parse_quota
 
@@ -309,3 +309,29 @@ def test_a_pod_that_fails_a_rule_is_charged_too(
     assert decision.failed == ("gpu-shared-request-above-one",)
     mutated = jsonpatch.apply_patch(obj, list(decision.patch))
     assert mutated["spec"]["containers"][0]["resources"]["requests"][QUOTA_RESOURCE] == "250"
+
+
+def test_the_warning_names_the_budget_the_server_read(
+    example_policy: Policy, dra_inventory: Inventory
+) -> None:
+    quota = replace(
+        ON,
+        budgets=budget_limits(
+            [_quota("default", "gpu-budget", "2k", "0"), _quota("default", "tight", "1500", None)]
+        ),
+    )
+    decision = review(
+        pod(gpu(1)), policy=replace(example_policy, quota=quota), inventory=dra_inventory
+    )
+    (warning,) = [w for w in decision.warnings if w.startswith("[gpu-quota]")]
+    assert (
+        "counted against the namespace's GPU budget of 1.5 GPU-equivalents (ResourceQuota tight:"
+        in warning
+    )
+    elsewhere = review(
+        pod(gpu(1), namespace="team-b"),
+        policy=replace(example_policy, quota=quota),
+        inventory=dra_inventory,
+    )
+    (warning,) = [w for w in elsewhere.warnings if w.startswith("[gpu-quota]")]
+    assert "if it has one" in warning

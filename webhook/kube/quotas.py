@@ -1,5 +1,8 @@
 """Reading what GPU budgets need: the ResourceQuotas and the pods (docs/quota.md).
 
+The server polls the budgets (``read_budget_limits``) so that its warning names them; the
+budget tables of ``inventory`` and ``audit`` also list the pods (``read_budget_objects``).
+
 Pods are listed page by page (``lister.list_pages``) and kept only as far as a budget reads
 them: namespace, name, phase, the containers' resources and the claims.
 """
@@ -13,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.lister import PAGE_SIZE, failure, list_pages
+from webhook.policy.quota.budgets import budget_limits
 
 
 def _trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -29,6 +33,23 @@ def _trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
             "resourceClaims": spec.get("resourceClaims") or [],
         },
     }
+
+
+def read_budget_limits(
+    api: client.ApiClient, *, timeout: float = 10.0
+) -> dict[str, tuple[str, int]]:
+    """Per namespace, its GPU budget (ResourceQuota name, thousandths); ClusterError when
+    ResourceQuotas cannot be listed."""
+    core = client.CoreV1Api(api)
+    try:
+        quotas = [
+            q
+            for page in list_pages(core.list_resource_quota_for_all_namespaces, timeout=timeout)
+            for q in page
+        ]
+    except ApiException as exc:
+        raise failure("listing ResourceQuotas for GPU budgets", exc) from None
+    return budget_limits(quotas)
 
 
 def read_budget_objects(

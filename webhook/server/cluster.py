@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from webhook.contract import KUBE_ENV
@@ -66,6 +67,9 @@ class ClusterFeed:
         # (webhook.kube.advertise, docs/quota.md), started with the first snapshot that needs it.
         self._api_client: Any = None
         self._advertiser: Advertiser | None = None
+        # The namespaces' GPU budgets (namespace -> ResourceQuota name, thousandths), polled
+        # so that the webhook's warning names them.
+        self._budgets: dict[str, tuple[str, int]] = {}
 
     @classmethod
     def from_settings(
@@ -139,8 +143,35 @@ class ClusterFeed:
 
         if self._advertiser is None:
             self._advertiser = Advertiser(self._api_client).start()
+            threading.Thread(target=self._budget_loop, name="quota-budgets", daemon=True).start()
         every = [n["metadata"]["name"] for n in cluster.nodes]
         self._advertiser.offer(cluster.nodes, nodes_to_advertise(served.inventory, every))
+
+    def _budget_loop(self, interval: float = 5.0) -> None:
+        """Poll the ResourceQuotas; rebuild the served snapshot when a budget changes.
+
+        A poll, not a watch: a quota's ``status.used`` changes with every pod, its ``hard``
+        rarely, and only the latter is served.
+        """
+        from webhook.kube.lister import ClusterError
+        from webhook.kube.quotas import read_budget_limits
+
+        said = False
+        while True:
+            try:
+                found = read_budget_limits(self._api_client)
+                said = False
+                if found != self._budgets:
+                    self._budgets = found
+                    self.state.refresh()
+            except ClusterError as exc:
+                if not said:  # once per outage, not every poll
+                    logger.warning("GPU budgets not read (the warning cannot name them): %s", exc)
+                said = True
+            except Exception:  # the loop must outlive any surprise
+                logger.exception("GPU budgets not read")
+            if self._stopped.wait(interval):
+                return
 
     def view(self, base: Policy) -> tuple[Policy, Inventory] | None:
         """The policy file combined with the latest cluster snapshot; None before the first."""
@@ -163,7 +194,10 @@ class ClusterFeed:
                 log_plugin_warnings(live.policy)
             self._last_warnings = warnings
             self._previous = live
-        return live.policy, live.inventory
+        policy = live.policy
+        if policy.quota.enabled and self._budgets:
+            policy = replace(policy, quota=replace(policy.quota, budgets=dict(self._budgets)))
+        return policy, live.inventory
 
     def ready(self) -> tuple[bool, str]:
         """(ready, reason) for ``/readyz``: ready once the cluster has been listed."""

@@ -52,6 +52,18 @@ def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
+def budget_limits(quotas: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, int]]:
+    """Per namespace, the ResourceQuota on the synthetic resource with the smallest ``hard``
+    (each must hold, so the smallest is the budget) and that amount in thousandths."""
+    out: dict[str, tuple[str, int]] = {}
+    for quota in quotas:
+        namespace, name = _meta(quota)
+        limit = _milli((quota.get("spec") or {}).get("hard"))
+        if limit is not None and (namespace not in out or limit < out[namespace][1]):
+            out[namespace] = (name, limit)
+    return out
+
+
 def asks_for_gpu(spec: Mapping[str, Any], inventory: Inventory) -> bool:
     """True when the pod spec asks for a GPU: an ``nvidia.com`` GPU name, a name a DeviceClass
     serves, or a claim."""

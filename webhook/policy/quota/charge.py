@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
 from webhook.contract import QUOTA_ANNOTATION, QUOTA_MILLI, QUOTA_RESOURCE
@@ -125,14 +126,26 @@ def _in_scope(decision: Decision, policy: Policy, operation: str) -> bool:
     )
 
 
-def cost_warning(cost: Cost) -> str:
-    """What the user reads when the webhook charges a pod: its cost, and what it counts against."""
+def cost_warning(cost: Cost, budget: tuple[str, int] | None = None) -> str:
+    """What the user reads when the webhook charges a pod: its cost, and the namespace's budget
+    (ResourceQuota name and amount) when the server knows it."""
+    if budget is None:
+        against = (
+            f"counted against the namespace's GPU budget: its ResourceQuota on "
+            f"requests.{QUOTA_RESOURCE}, if it has one (docs/quota.md)"
+        )
+    else:
+        limit = Fraction(budget[1], QUOTA_MILLI)
+        against = (
+            f"counted against the namespace's GPU budget of {equivalents(limit)} "
+            f"GPU-equivalent{'' if limit == 1 else 's'} (ResourceQuota {budget[0]}: "
+            f"requests.{QUOTA_RESOURCE} {budget[1]}) (docs/quota.md)"
+        )
     text = (
         f"[gpu-quota] this pod costs {equivalents(cost.total)} "
         f"GPU-equivalent{'' if cost.total == 1 else 's'} "
         f"({cost.describe()}): it requests {QUOTA_RESOURCE}: {cost.milli} "
-        f"({QUOTA_MILLI}, which a ResourceQuota writes 1k, is 1 GPU), counted against the "
-        f"namespace's GPU budget: its ResourceQuota on requests.{QUOTA_RESOURCE} (docs/quota.md)"
+        f"({QUOTA_MILLI}, which a ResourceQuota writes 1k, is 1 GPU), {against}"
     )
     if cost.largest:
         text += (
@@ -161,10 +174,11 @@ def charge(
     if not isinstance(spec, Mapping):
         return decision
     cost = pod_cost(spec, namespace=decision.namespace or "", policy=policy, inventory=inventory)
+    warning = cost_warning(cost, policy.quota.budgets.get(decision.namespace or ""))
     if cost.milli == 0:
         if not cost.unknown_claims:
             return decision
-        return replace(decision, warnings=(*decision.warnings, cost_warning(cost)))
+        return replace(decision, warnings=(*decision.warnings, warning))
     mutated = dict(base)
     mutated["spec"] = with_request(spec, cost.milli, inventory)
     metadata = dict(base.get("metadata") or {})
@@ -176,6 +190,6 @@ def charge(
         decision,
         mutated=mutated,
         patch=tuple(diff(obj, mutated, within=MUTABLE)),
-        warnings=(*decision.warnings, cost_warning(cost)),
+        warnings=(*decision.warnings, warning),
         changes=(*decision.changes, f"requests {QUOTA_RESOURCE}: {cost.milli}"),
     )

@@ -41,6 +41,10 @@ class QuotaPolicy:
     enabled: bool = False
     mig_share: MigShare = "compute"
     weights: Mapping[str, Fraction] = field(default_factory=dict)
+    # Not in the policy file: the namespaces' budgets as the cluster holds them (namespace ->
+    # (ResourceQuota name, thousandths)), filled in by the server from the ResourceQuotas it
+    # reads, so that the warning names the budget (docs/quota.md).
+    budgets: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def _weight(value: object, source: str, where: str) -> Fraction:
