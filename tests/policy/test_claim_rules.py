@@ -29,8 +29,8 @@ from tests.builders import (
     sharing_config,
 )
 from webhook.policy import Inventory, Policy, review
-from webhook.policy.dra import dra_snapshot
 from webhook.policy.model import DraPolicy
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
 
 PROFILE_1G = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
 PROFILE_7G = "device.attributes['gpu.nvidia.com'].profile == '7g.80gb'"
@@ -62,10 +62,22 @@ TEMPLATES = [
 ]
 
 
+def _assembled(policy: Policy, classes: Any, slices: Any) -> Inventory:
+    """The example policy's inventory with these DRA objects, by the one recipe (the supply the
+    allocator judges fit on); the commands' search budget, so that load does not matter."""
+    return assemble(
+        policy,
+        nodes=None,
+        source="test",
+        dra=DraObjects(classes, slices, resource_claim_templates=TEMPLATES),
+        fit_budget_s=OFFLINE_FIT_BUDGET_S,
+    )
+
+
 @pytest.fixture(scope="module")
-def dra_inventory(example_inventory: Inventory) -> Inventory:
+def dra_inventory(example_policy: Policy) -> Inventory:
     classes, slices = _objects()
-    return replace(example_inventory, dra=dra_snapshot(classes, slices, (), TEMPLATES))
+    return _assembled(example_policy, classes, slices)
 
 
 CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] = [
@@ -176,7 +188,7 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         claim_template("t", exactly(name="a", count=2), exactly(name="b", count=1)),
         False,
         ("gpu-claim-devices-available",),
-        ("no node has the devices of all the GPU requests together",),
+        ("its requests together need more devices than node group node a100-1 has",),
     ),
     (
         "shared-for-two",
@@ -309,7 +321,7 @@ def test_class_config_shares_too(example_policy: Policy, dra_inventory: Inventor
             config=[sharing_config("TimeSlicing")],
         )
     )
-    inventory = replace(dra_inventory, dra=dra_snapshot(classes, slices))
+    inventory = _assembled(example_policy, classes, slices)
     obj = claim_template("t", exactly("ts.gpu.nvidia.com", count=2))
     decision = review(obj, policy=example_policy, inventory=inventory)
     assert decision.failed == ("gpu-claim-shared-request-above-one",)

@@ -129,8 +129,53 @@ def test_the_search_backtracks_where_the_greedy_check_refused(dra_policy: Policy
 
 def test_a_search_out_of_time_allows_with_a_warning(dra_policy: Policy) -> None:
     inventory = replace(dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1)), fit_budget_s=0.0)
-    template = claim_template("t", exactly(count=3), namespace="ml")
-    decision = review(template, policy=dra_policy, inventory=inventory)
+    # Two requests that fit each alone, not together: only the search could tell.
+    apart = claim_template(
+        "t", exactly(name="a", count=2), exactly(name="b", count=1), namespace="ml"
+    )
+    decision = review(apart, policy=dra_policy, inventory=inventory)
     assert decision.allowed
     (warning,) = decision.warnings
+    assert warning.startswith("[gpu-claim-devices-available]")
     assert "could not be proven" in warning
+    # More devices than a node has of the class is refused without any search.
+    three = claim_template("three", exactly(count=3), namespace="ml")
+    refused = review(three, policy=dra_policy, inventory=inventory)
+    assert refused.failed == ("gpu-claim-devices-available",)
+    assert "no node has more than 2 matching devices" in refused.denial
+
+
+def test_nodes_alike_but_for_their_names_are_judged_once() -> None:
+    """Three one-GPU nodes differing only in their hostname label: one group for a pod that
+    does not read it (the message says how many are alike), each node for one that does."""
+    policy = load_policy(CLUSTERS / "seed003-before" / "policy.yaml")
+
+    def gpu_node(name: str) -> dict[str, Any]:
+        found = node(name)
+        found["status"]["allocatable"]["nvidia.com/gpu"] = "1"
+        return found
+
+    inventory = assemble(
+        policy, nodes=[gpu_node(n) for n in ("n1", "n2", "n3")], source="test", fit_budget_s=5
+    )
+    two = pod(ctr("a", limits={"nvidia.com/gpu": 1}), ctr("b", limits={"nvidia.com/gpu": 1}))
+    refused = review(two, policy=policy, inventory=inventory)
+    assert "node group node n1 (and 2 more like it) has 1" in refused.denial
+    pinned = pod(ctr(limits={"nvidia.com/gpu": 1}), nodeSelector={"kubernetes.io/hostname": "n3"})
+    assert review(pinned, policy=policy, inventory=inventory).allowed
+    nowhere = pod(ctr(limits={"nvidia.com/gpu": 1}), nodeSelector={"kubernetes.io/hostname": "n9"})
+    assert not review(nowhere, policy=policy, inventory=inventory).allowed
+
+
+def test_reviews_on_one_snapshot_do_not_leak_into_each_other() -> None:
+    """Pods that read different node labels share one inventory (the server's snapshot): each
+    is judged on its own groups, whatever was judged before."""
+    where = CLUSTERS / "autoscaled"
+    policy = load_policy(where / "policy.yaml")
+    inventory = load_inventory(policy, where / "nodes.yaml")
+    three = pod(ctr(limits={"nvidia.com/gpu": 3}))
+    shared = pod(ctr(limits={"nvidia.com/gpu": 1}), annotations={"gpu-policy.io/sharing": "shared"})
+    for obj in (pod(ctr(limits={"nvidia.com/gpu": 1})), shared):
+        assert review(obj, policy=policy, inventory=inventory).allowed
+    # Only the L4 pool can give three GPUs (the T4 shares fail requests above one).
+    assert review(three, policy=policy, inventory=inventory).allowed

@@ -225,6 +225,9 @@ class Inventory:
     # How long the allocator may search for a node a pod fits on (docs/allocator.md): a search
     # cut short allows with a warning.
     fit_budget_s: float = field(default=0.05, compare=False)
+    # The supply's node groups merged for the node label keys a demand reads (engine/fit.py),
+    # by those keys: derived from this snapshot once, as the DRA side's memo is.
+    fit_groups: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(
         init=False, repr=False, compare=False

@@ -303,9 +303,11 @@ def _availability(
 def _judge_availability(
     claim_requests: Sequence[tuple[ClaimAsk, RequestAsk]], dra: DraSnapshot, policy: DraPolicy
 ) -> list[RuleResult]:
+    """Each GPU request that no node could serve even alone: none of its alternatives matches a
+    device, or none has as many matching devices on one node as it asks for. Each is a proof
+    (what matches bounds what can be allocated), in the inventory's words; whether the
+    requests fit together is the allocator's to say (engine/fit.py)."""
     out: list[RuleResult] = []
-    planned: list[Alternatives] = []
-    used: dict[tuple[str, str, str], Device] = {}
     for claim, request in claim_requests:
         if not all(policy.is_gpu_class(a.device_class) for a in request.alternatives):
             continue  # another driver's alternative may serve it: not ours to judge
@@ -322,23 +324,6 @@ def _judge_availability(
             out.append(_none_match(claim, request, found, dra))
         elif not any(_fits_on(g, [alternatives]) for g in _groups(mine.values())):
             out.append(_too_few(claim, request, found))
-        else:
-            planned.append(alternatives)
-            used.update(mine)
-    if out or len(planned) < 2:
-        return out
-    if not any(_fits_on(g, planned) for g in _groups(used.values())):
-        label = " and ".join(dict.fromkeys(c.label for c, _ in claim_requests))
-        what = "; ".join(alts[0][0].describe() for alts in planned)
-        out.append(
-            RuleResult(
-                "gpu-claim-devices-available",
-                "fail",
-                f"{label}: no node has the devices of all the GPU requests together ({what}); "
-                "a pod's claims are allocated on its one node: the pod would stay Pending (the "
-                "scheduler: cannot allocate all claims).",
-            )
-        )
     return out
 
 

@@ -29,6 +29,7 @@ from webhook.policy.demand.extended import EXTENDED_CLAIM
 from webhook.policy.engine.claims import gpu_requests
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
+from webhook.policy.supply import NodeGroup, Supply
 from webhook.policy.workloads import Workload, containers
 
 # The rule that reports each filter's failure (Fit.stage).
@@ -73,9 +74,68 @@ def claim_fit(spec: Mapping[str, Any], what: str, inventory: Inventory) -> Verdi
     return _judged(claim_demand(spec, what), inventory)
 
 
-def _judged(demand: Demand, inventory: Inventory) -> Verdict:
+def _read_keys(demand: Demand) -> frozenset[str] | None:
+    """The node label keys the demand's node selection reads; None when it reads node names
+    (``spec.nodeName``, ``matchFields``), which only the nodes one by one can answer."""
+    if demand.node_name is not None:
+        return None
+    keys = set(demand.node_selector)
+    for term in demand.required_terms or ():
+        if not isinstance(term, Mapping):
+            continue
+        if term.get("matchFields"):
+            return None
+        for expression in term.get("matchExpressions") or ():
+            if isinstance(expression, Mapping):
+                keys.add(str(expression.get("key")))
+    return frozenset(keys)
+
+
+def _merged(supply: Supply, keys: frozenset[str]) -> Supply:
+    """``supply`` with the node groups that differ only in labels the demand does not read
+    (``kubernetes.io/hostname``, GFD's timestamp) made one, which keeps the labels it reads:
+    what the scheduler's filters answer for one node they answer for each (the allocator
+    judges the first node's own slices, of the same content as the others')."""
+    merged: dict[Any, list[NodeGroup]] = {}
+    for group in supply.groups:
+        labels = tuple(sorted((k, v) for k, v in group.labels.items() if k in keys))
+        merged.setdefault((labels, group.shape[1:], group.bounds), []).append(group)
+    groups = []
+    for members in merged.values():
+        first = members[0]
+        if len(members) == 1:
+            # A copy: the allocator remembers what it worked out on the group objects of
+            # one supply, numbered in that supply (allocator/shapes.py): no group is shared.
+            groups.append(replace(first))
+            continue
+        names = tuple(n for g in members for n in g.node_names)
+        groups.append(
+            replace(
+                first,
+                key=f"{first.key} (and {len(members) - 1} more like it)",
+                node_names=names,
+                labels={k: v for k, v in first.labels.items() if k in keys},
+            )
+        )
+    return replace(supply, groups=tuple(groups))
+
+
+def _supply_for(demand: Demand, inventory: Inventory) -> Supply:
     supply = inventory.supply
     assert supply is not None
+    keys = _read_keys(demand)
+    if keys is None:
+        return supply
+    found = inventory.fit_groups.get(keys)
+    if found is None:
+        found = _merged(supply, keys)
+        inventory.fit_groups[keys] = found
+    assert isinstance(found, Supply)
+    return found
+
+
+def _judged(demand: Demand, inventory: Inventory) -> Verdict:
+    supply = _supply_for(demand, inventory)
     verdict = fit_anywhere(demand, supply, budget_s=inventory.fit_budget_s)
     closest = verdict.closest
     if closest is None or closest.stage != "resources":
@@ -169,16 +229,21 @@ def decided(
     """The failures about fit, as the allocator decides them.
 
     ``explained`` are the refusals the per-request checks found, in the inventory's terms (no
-    node has that many; no device matches; too few matching devices): kept when the
-    allocator agrees that nothing fits, dropped when it finds a node group that fits (their
-    greedy, per-request view was wrong), and given by the allocator's own reason when they
-    saw nothing wrong. Without a supply (an inventory not made by ``assemble()``) they stand.
+    node has that many; no device matches; too few matching devices on one node), each a
+    proof for one container or request alone: kept when the allocator agrees that nothing
+    fits or could not finish, dropped when it finds a node group that fits (the inventory's
+    view was wrong: a pool it counted that the allocator does not), and given by the
+    allocator's own reason when they saw nothing wrong (what only fails together, or for a
+    reason they do not read). Without a supply (an inventory not made by ``assemble()``)
+    they stand.
     """
     if verdict is None:
         return list(explained)
     if verdict.fits:
         return []
-    if verdict.outcome == DOES_NOT_FIT and explained:
+    if explained:
+        # Each is a proof on its own (no node has that many; no device matches): it stands
+        # when the allocator agrees, and when its search ran out of time.
         return list(explained)
     return verdict_findings(verdict, what, has_claims=has_claims)
 

@@ -128,6 +128,18 @@ def build_supply(
             shared.append(found)
     groups = [g for node in nodes if (g := _node_group(node, local, shared)) is not None]
     known = {g.node for g in groups}
+    # A slice names its node: the node exists, even where its Node object was not given (a
+    # dump of the DRA objects alone). What else it has is unknown: its name is its label.
+    for name in sorted(set(local) - known):
+        groups.append(
+            NodeGroup(
+                key=f"node {name}",
+                node_names=(name,),
+                labels={"kubernetes.io/hostname": name},
+                slices=(*local[name], *shared),
+            )
+        )
+    known |= set(local)
     templates: list[ResourceSlice] = []
     for pool in inventory.pools:
         if pool.origin.kind == "resourceslice" or (nodes and not pool.at_zero):
