@@ -128,3 +128,16 @@ NEXT_CA_TRUSTED_ANNOTATION: Final = "gpu-policy.io/ca-next-trusted-since"
 PREVIOUS_CA_UNTIL_ANNOTATION: Final = "gpu-policy.io/ca-previous-until"
 # A namespace with this label set to "disabled" opts out (the chart's namespaceSelector).
 OPT_OUT_LABEL: Final = "gpu-policy.io/webhook"
+
+# -- GPU budgets (docs/quota.md) ------------------------------------------------------------------
+# The synthetic extended resource the webhook requests on a GPU pod under spec.quota.enabled:
+# its cost in thousandths of a GPU-equivalent, which a ResourceQuota on
+# requests.gpu-policy.io/gpu-milli turns into a namespace's budget.
+QUOTA_RESOURCE: Final = "gpu-policy.io/gpu-milli"
+# Thousandths per GPU-equivalent: a budget of 2 GPUs is a ResourceQuota of 2000.
+QUOTA_MILLI: Final = 1000
+# What every GPU node advertises of QUOTA_RESOURCE: never the scarce thing on a node (a thousand
+# GPU-equivalents), so the scheduler never leaves a pod Pending for it.
+QUOTA_NODE_CAPACITY: Final = 1_000_000
+# On a pod the webhook charged: its cost as the webhook computed it, in words.
+QUOTA_ANNOTATION: Final = "gpu-policy.io/quota"

@@ -93,10 +93,12 @@ def test_every_webhook_entry(renderer: Renderer, case_id: str) -> None:
         (condition,) = hook["matchConditions"]
         # Only what asks for an nvidia.com/* resource or a GPU DeviceClass, or (validating)
         # what may use DRA: claims or extended names, whose classes only the webhook's snapshot
-        # knows (test_chart_match_conditions.py evaluates them).
+        # knows (test_chart_match_conditions.py evaluates them); with quota.enabled the
+        # mutating webhook too, to charge those pods (docs/quota.md).
         expression = condition["expression"]
+        charges = case_id == "ci/quota-values.yaml"
         assert "nvidia.com" in expression or (
-            kind.startswith("Validating") and "resourceClaims" in expression
+            (kind.startswith("Validating") or charges) and "resourceClaims" in expression
         )
         for rule in hook["rules"]:
             assert rule["scope"] == "Namespaced"

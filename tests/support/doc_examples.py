@@ -35,6 +35,24 @@ CLUSTER_EXAMPLES: dict[str, str] = {
     "kubectl apply --server-side --dry-run=server -f "
     "examples/manifests/deployment-gpu-2-denied.yaml": _INSTALL,
 }
+# docs/quota.md's worked example, on the control plane of its test.
+_QUOTA = "tests/kube/test_quota_controlplane.py::test_the_worked_example_of_docs_quota_prints_what_it_shows"
+CLUSTER_EXAMPLES |= {
+    command: _QUOTA
+    for command in (
+        "kubectl create namespace team-a",
+        "kubectl create -f examples/quota/budget.yaml",
+        "kubectl create -f examples/quota/pod-train.yaml",
+        "kubectl create -f examples/quota/pod-infer.yaml",
+        "kubectl create -f examples/quota/pod-notebook.yaml",
+        "kubectl get resourcequota gpu-budget -n team-a -o jsonpath='{.status.used}{\"\\n\"}'",
+        "kubectl create --dry-run=server -f examples/quota/pod-train-2.yaml",
+        "kubectl create -f examples/quota/pod-train-2.yaml",
+        "kubectl delete pod train -n team-a --grace-period=0 --force",
+        "kubectl apply -f examples/quota/pod-train-2.yaml",
+        "kubectl get pod train-2 -n team-a -o jsonpath='{.spec.containers[0].resources}{\"\\n\"}'",
+    )
+}
 
 
 @dataclass(frozen=True)

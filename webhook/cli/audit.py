@@ -198,6 +198,17 @@ def from_cluster(policy: Policy, args: argparse.Namespace, now: datetime) -> int
             nodepools = read_nodepools(api, page_size=args.page_size, timeout=args.timeout)
             result = audit(collector, nodes, policy=policy, now=now, nodepools=nodepools)
             print(render(result, args), end="", flush=True)
+            if policy.quota.enabled and args.output == "text":
+                # GPU budgets per namespace (docs/quota.md).
+                from webhook.cli.budgets import budget_lines
+                from webhook.kube.quotas import read_budget_objects
+                from webhook.policy.inventory import inventory_from_nodes
+                from webhook.policy.quota.budgets import namespace_budgets
+
+                quotas, pods = read_budget_objects(api, timeout=args.timeout)
+                gpu_nodes = inventory_from_nodes(nodes, policy, source="the cluster")
+                budgets = namespace_budgets(quotas, pods, policy=policy, inventory=gpu_nodes)
+                print("\n".join(budget_lines(budgets)), flush=True)
             if args.apply:
                 written = reports(result, api=args.report_api)
                 applied = apply_reports(

@@ -11,11 +11,12 @@ NodePool, with an autoscaled pool's bounds; a pool with no node yet shows 0 node
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from webhook.cli.common import EXIT_OK, cluster_arguments, print_plugin_warnings, read_cluster
 from webhook.cli.pools import as_json, text
-from webhook.cli.render import to_yaml
+from webhook.cli.render import to_json, to_yaml
 from webhook.files import kubernetes_objects, load_inventory, load_policy, read_text
 from webhook.policy import Inventory
 
@@ -58,12 +59,27 @@ def run(args: argparse.Namespace) -> int:
         inventory = load_inventory(policy, args.nodes)
         if args.pods:
             pods = [d.value for d in kubernetes_objects(read_text(args.pods), source=args.pods)]
+    budgets: list[Any] | None = None
+    if args.kubeconfig and view.policy.quota.enabled and not args.gpu_node_taints:
+        # GPU budgets per namespace (docs/quota.md): the quotas and every pod, listed once.
+        from webhook.cli.budgets import live_budgets
+
+        budgets = live_budgets(args.kubeconfig, None, view.policy, inventory, timeout=args.timeout)
     if args.gpu_node_taints:
         print(gpu_node_taints(inventory), end="")
     elif args.output == "json":
-        print(as_json(inventory, pods))
+        from webhook.cli.budgets import budget_json
+
+        found = json.loads(as_json(inventory, pods))
+        if budgets is not None:
+            found["budgets"] = budget_json(budgets)
+        print(to_json(found))
     else:
         print(text(inventory, pods), end="")
+        if budgets is not None:
+            from webhook.cli.budgets import budget_lines
+
+            print("\n".join(budget_lines(budgets)))
     return EXIT_OK
 
 

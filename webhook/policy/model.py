@@ -16,7 +16,10 @@ spec:
   dra: {deviceClassSuffixes, failRequestsGreaterThanOne, adminAccessNamespaces,
         dualPublishedNodes: warn | avoid}
   isolation: {mode: off | warn | enforce, exemptNamespaces: [...]}
+  quota: {enabled, migShare: compute | memory, weights: {name | class | profile: weight}}
 ```
+
+``quota`` is about GPU budgets per namespace (docs/quota.md, ``webhook.policy.quota``).
 
 ``dra`` is about claims (ResourceClaims, ResourceClaimTemplates, pods' ``resourceClaims``;
 docs/dra-claims.md): ``deviceClassSuffixes`` says which claims are GPU claims (a request whose
@@ -58,6 +61,7 @@ as given (for ``gpu-policy plan``, which writes the keys it keeps back verbatim)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -72,6 +76,7 @@ from webhook.policy.plugin_config import (
     parse_plugin_configmap,
     parse_plugin_text,
 )
+from webhook.policy.quota.settings import QuotaPolicy, parse_quota
 from webhook.policy.resources import is_mig_profile
 
 Enforcement = Literal["enforce", "warn", "audit"]
@@ -199,6 +204,7 @@ class Policy:
     plugin_source: PluginSource | None = None
     dra: DraPolicy = DraPolicy()
     isolation: Isolation = Isolation()
+    quota: QuotaPolicy = dataclasses.field(default_factory=QuotaPolicy)
 
     def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
         """What the device plugin would silently ignore in the configs, each warning once."""
@@ -479,6 +485,7 @@ _SPEC_FIELDS = frozenset(
         "mutation",
         "isolation",
         "dra",
+        "quota",
     }
 )
 _ISOLATION_FIELDS = frozenset({"mode", "exemptNamespaces"})
@@ -595,6 +602,7 @@ def _sharing_policy(
     )
     dra = _dra(spec, source)
     isolation = _isolation(spec, source)
+    quota = parse_quota(spec, source)
     metadata = _get(doc, "metadata", Mapping, {}, source, "metadata")
     return Policy(
         configs=configs,
@@ -632,6 +640,7 @@ def _sharing_policy(
         plugin_source=plugin_source,
         dra=dra,
         isolation=isolation,
+        quota=quota,
     )
 
 

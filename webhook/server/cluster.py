@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from webhook.contract import KUBE_ENV
@@ -34,6 +35,7 @@ from webhook.server.state import PolicyState, log_plugin_warnings
 
 if TYPE_CHECKING:
     from webhook.kube import ClusterSource, ClusterState
+    from webhook.kube.advertise import Advertiser
     from webhook.kube.snapshot import LiveView
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,13 @@ class ClusterFeed:
         self._served: ClusterState | None = None
         self._metrics = ClusterMetrics()
         self._stopped = threading.Event()
+        # Under spec.quota.enabled: keeps the synthetic resource on the GPU nodes
+        # (webhook.kube.advertise, docs/quota.md), started with the first snapshot that needs it.
+        self._api_client: Any = None
+        self._advertiser: Advertiser | None = None
+        # The namespaces' GPU budgets (namespace -> ResourceQuota name, thousandths), polled
+        # so that the webhook's warning names them.
+        self._budgets: dict[str, tuple[str, int]] = {}
 
     @classmethod
     def from_settings(
@@ -79,6 +88,7 @@ class ClusterFeed:
                 raise ClusterError(f"{KUBE_ENV}={settings.kube}: {exc}") from exc
         ref = state.snapshot.base.configmap_ref
         feed = cls(state, settings.kube)
+        feed._api_client = api_client
         feed.source = ClusterSource(
             api_client,
             configmap=(ref.namespace, ref.name) if ref is not None else None,
@@ -99,6 +109,8 @@ class ClusterFeed:
         """Stop watching; the last snapshot stays in force."""
         self._stopped.set()
         self.source.stop()
+        if self._advertiser is not None:
+            self._advertiser.stop()
 
     def report(self) -> None:
         """Copy the watch's figures (restarts, errors, data age, reachability) into metrics."""
@@ -119,6 +131,47 @@ class ClusterFeed:
         self._cluster = cluster
         self.state.refresh()
         self._served = cluster
+        self._advertise(cluster)
+
+    def _advertise(self, cluster: ClusterState) -> None:
+        """Hand the nodes that must advertise the quota resource to the advertiser."""
+        served = self.state.snapshot
+        if not served.policy.quota.enabled or self._api_client is None:
+            return
+        from webhook.kube.advertise import Advertiser
+        from webhook.policy.quota.nodes import nodes_to_advertise
+
+        if self._advertiser is None:
+            self._advertiser = Advertiser(self._api_client).start()
+            threading.Thread(target=self._budget_loop, name="quota-budgets", daemon=True).start()
+        every = [n["metadata"]["name"] for n in cluster.nodes]
+        self._advertiser.offer(cluster.nodes, nodes_to_advertise(served.inventory, every))
+
+    def _budget_loop(self, interval: float = 5.0) -> None:
+        """Poll the ResourceQuotas; rebuild the served snapshot when a budget changes.
+
+        A poll, not a watch: a quota's ``status.used`` changes with every pod, its ``hard``
+        rarely, and only the latter is served.
+        """
+        from webhook.kube.lister import ClusterError
+        from webhook.kube.quotas import read_budget_limits
+
+        said = False
+        while True:
+            try:
+                found = read_budget_limits(self._api_client)
+                said = False
+                if found != self._budgets:
+                    self._budgets = found
+                    self.state.refresh()
+            except ClusterError as exc:
+                if not said:  # once per outage, not every poll
+                    logger.warning("GPU budgets not read (the warning cannot name them): %s", exc)
+                said = True
+            except Exception:  # the loop must outlive any surprise
+                logger.exception("GPU budgets not read")
+            if self._stopped.wait(interval):
+                return
 
     def view(self, base: Policy) -> tuple[Policy, Inventory] | None:
         """The policy file combined with the latest cluster snapshot; None before the first."""
@@ -141,7 +194,10 @@ class ClusterFeed:
                 log_plugin_warnings(live.policy)
             self._last_warnings = warnings
             self._previous = live
-        return live.policy, live.inventory
+        policy = live.policy
+        if policy.quota.enabled and self._budgets:
+            policy = replace(policy, quota=replace(policy.quota, budgets=dict(self._budgets)))
+        return policy, live.inventory
 
     def ready(self) -> tuple[bool, str]:
         """(ready, reason) for ``/readyz``: ready once the cluster has been listed."""

@@ -118,6 +118,12 @@ exactly that one, so both come from the same value.
 {{- $_ := set $dp "configMapRef" (dict "namespace" (required "devicePlugin.configMapRef.namespace is required with devicePlugin.configMapRef.name" $ref.namespace) "name" $ref.name) }}
 {{- end }}
 {{- $_ := set $spec "devicePlugin" $dp }}
+{{- if .Values.quota.enabled }}
+{{- /* GPU budgets (docs/quota.md): quota.enabled turns the policy's spec.quota on. */}}
+{{- $quota := deepCopy (get $spec "quota" | default dict) }}
+{{- $_ := set $quota "enabled" true }}
+{{- $_ := set $spec "quota" $quota }}
+{{- end }}
 {{- if .Values.dra.enabled }}
 {{- /* The classes the claim webhooks are sent are the classes the policy judges. */}}
 {{- $dra := deepCopy (get $spec "dra" | default dict) }}
@@ -256,7 +262,9 @@ a template is judged as the pods it creates, and those pods would reach pod-clai
 {{- end -}}
 {{- $asks := include "gpu-policy-webhook.asksForNvidia" .spec }}
 {{- $what := "asks-for-nvidia-resource" }}
-{{- if .dra }}
+{{- /* GPU budgets (docs/quota.md): with quota.enabled the mutating webhook also charges pods
+whose GPUs come from claims or from names a DeviceClass serves. */}}
+{{- if or .dra (and .quota .root.Values.quota.enabled) }}
 {{- /* Every nvidia.com/* name has a "/": mayUseDra covers asksForNvidia. */}}
 {{- $asks = include "gpu-policy-webhook.mayUseDra" .spec }}
 {{- $what = "asks-for-extended-resource-or-claims" }}

@@ -41,6 +41,7 @@ from webhook.policy.engine.scope import operation_skip, skip_reason
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
 from webhook.policy.patch import diff
+from webhook.policy.quota.charge import charge
 from webhook.policy.workloads import Workload, locate
 
 # Judged only once the containers and the annotations pass.
@@ -113,8 +114,23 @@ def review(
 
     ``operation`` is the admission operation (CREATE, UPDATE, ...). Pods are mutated on CREATE
     only (their resources are immutable afterwards); pod templates are validated on CREATE and
-    UPDATE as the pods they will create, after the mutation those pods will get.
+    UPDATE as the pods they will create, after the mutation those pods will get. Under
+    ``spec.quota.enabled`` an admitted GPU pod also requests its cost (docs/quota.md).
     """
+    decision = _review(
+        obj, policy=policy, inventory=inventory, operation=operation, namespace=namespace
+    )
+    return charge(decision, obj, policy=policy, inventory=inventory, operation=operation)
+
+
+def _review(
+    obj: Mapping[str, Any],
+    *,
+    policy: Policy,
+    inventory: Inventory,
+    operation: str,
+    namespace: str | None,
+) -> Decision:
     raw_kind = obj.get("kind")
     kind = raw_kind if isinstance(raw_kind, str) else ""
     metadata = obj.get("metadata")
