@@ -26,7 +26,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from tests.oracle.scenarios import WORLD_LABEL, Scenario, copy_scenario
+from tests.oracle.scenarios import WORKLOAD_KINDS, WORLD_LABEL, Scenario, copy_scenario
 from tests.oracle.world import (
     EngineVerdict,
     engine_verdict,
@@ -95,7 +95,7 @@ class Outcome:
         ]
         if self.mutated is not None:
             lines.append(f"scheduler (pod as the engine changed it): {self.mutated}")
-        lines.append(f"engine: {engine}")
+        lines.append(f"engine: {engine} ({', '.join(self.engine.objects)})")
         lines += [f"  {r}" for r in self.engine.reasons]
         if self.engine.error:
             lines.append(f"  error: {self.engine.error}")
@@ -199,7 +199,7 @@ class Runner:
                 self._clear(list(first.values()))
                 second = {s.world_id: f"o-{s.world_id}-{tag}-m" for s in again}
                 for s in again:
-                    changed = [m for m in s.manifests if m["kind"] != "Pod"]
+                    changed = [m for m in s.manifests if m is not s.pod]
                     changed.append(verdicts[s.world_id].mutated_pod or s.pod)
                     self._create_manifests(s, second[s.world_id], changed)
                 namespaces += second.values()
@@ -243,6 +243,9 @@ class Runner:
             obj["metadata"]["namespace"] = namespace
             if obj["kind"] == "Pod":
                 obj["metadata"].setdefault("labels", {})[WORLD_LABEL] = s.world_id
+            elif obj["kind"] in WORKLOAD_KINDS:
+                template = obj["spec"]["template"].setdefault("metadata", {})
+                template.setdefault("labels", {})[WORLD_LABEL] = s.world_id
             self.plane.create(obj, namespace=namespace)
 
     def _read(self, namespaces: dict[str, str]) -> dict[str, Truth]:
@@ -259,8 +262,13 @@ class Runner:
                 continue
             for c in pod.status.conditions or []:
                 if c.type == "PodScheduled" and c.status == "False":
-                    bound = False if c.reason == "Unschedulable" else None
-                    found[world] = Truth(bound, message=c.message or c.reason or "")
+                    # Unschedulable, or SchedulerError (a filter failed, e.g. a CEL runtime
+                    # error in a selector): either way the scheduler does not place the pod,
+                    # and retries it with the same result.
+                    message = c.message or ""
+                    if c.reason != "Unschedulable":
+                        message = f"{c.reason}: {message}"
+                    found[world] = Truth(False, message=message)
         return found
 
     def _resolve(self, batch: list[Scenario], namespaces: dict[str, str]) -> dict[str, Truth]:

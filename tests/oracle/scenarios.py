@@ -28,6 +28,8 @@ from tests.support.controlplane import node_object
 WORLD_LABEL = "oracle.gpu-policy.io/world"
 RACK_LABEL = "oracle.gpu-policy.io/rack"
 DRIVER = "gpu.nvidia.com"
+#: What a scenario may create for the scheduler to place: a Pod, or a Deployment's pods.
+WORKLOAD_KINDS = ("Pod", "Deployment")
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 DEVICE_TAINT = {"key": "oracle.gpu-policy.io/unhealthy", "value": "xid-79", "effect": "NoSchedule"}
 
@@ -89,8 +91,9 @@ class Scenario:
 
     @property
     def pod(self) -> dict[str, Any]:
-        """The scenario's Pod (the last manifest that is one)."""
-        return next(m for m in reversed(self.manifests) if m["kind"] == "Pod")
+        """The scenario's Pod, or the workload whose pod template the scheduler will see
+        (the last manifest that is one of :data:`WORKLOAD_KINDS`)."""
+        return next(m for m in reversed(self.manifests) if m["kind"] in WORKLOAD_KINDS)
 
     @property
     def category(self) -> str:
@@ -464,9 +467,9 @@ def _container(name: str, limits: dict[str, str], claims: list[str]) -> dict[str
     return {"name": name, "image": "registry.example/cuda:12", "resources": resources}
 
 
-def _pod(b: _Build) -> None:
+def _pod_claims(b: _Build, namespace: str) -> list[dict[str, Any]]:
+    """The pod's claims: ResourceClaims and ResourceClaimTemplates added to the manifests."""
     rng, world = b.rng, b.world
-    namespace = f"oracle-{world}"
     pod_claims: list[dict[str, Any]] = []
     if b.classes and rng.random() < 0.6:
         for i in range(rng.choice((1, 1, 2))):
@@ -494,6 +497,13 @@ def _pod(b: _Build) -> None:
                 )
                 pod_claims.append({"name": name, "resourceClaimTemplateName": f"{world}-{name}"})
                 b.scenario.features.append("claim-template")
+    return pod_claims
+
+
+def _pod(b: _Build) -> None:
+    rng, world = b.rng, b.world
+    namespace = f"oracle-{world}"
+    pod_claims = _pod_claims(b, namespace)
     names = [c["name"] for c in pod_claims]
     containers = []
     for i in range(rng.choice((1, 1, 2))):
@@ -501,6 +511,10 @@ def _pod(b: _Build) -> None:
         containers.append(_container(f"main{i}", _container_resources(b), uses))
     if names and not any(c["resources"].get("claims") for c in containers):
         containers[0]["resources"]["claims"] = [{"name": names[0]}]
+    if not names and not any(c["resources"].get("limits") for c in containers):
+        # A pod that asks for no GPU is not the webhook's to judge: give it one.
+        while not containers[0]["resources"].get("limits"):
+            containers[0]["resources"]["limits"] = _container_resources(b)
     init = []
     if rng.random() < 0.25:
         sidecar = rng.random() < 0.5

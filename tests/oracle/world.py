@@ -20,7 +20,7 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from tests.oracle.scenarios import WORLD_LABEL, Scenario
+from tests.oracle.scenarios import WORKLOAD_KINDS, WORLD_LABEL, Scenario
 from webhook.cli.review import review_files
 
 POLICY = """\
@@ -103,6 +103,8 @@ class EngineVerdict:
 
     allowed: bool
     reasons: list[str] = field(default_factory=list)
+    #: ``Kind/name ALLOWED|DENIED`` for each object reviewed.
+    objects: list[str] = field(default_factory=list)
     mutated_pod: dict[str, Any] | None = None
     error: str = ""
 
@@ -121,16 +123,19 @@ def engine_verdict(scenario: Scenario) -> EngineVerdict:
         except Exception as exc:  # the engine failing is a finding, not a crash of the run
             return EngineVerdict(False, error=f"{type(exc).__name__}: {exc}")
     reasons: list[str] = []
+    objects: list[str] = []
     mutated: dict[str, Any] | None = None
     for obj, decision in pairs:
+        verdict = "ALLOWED" if decision.allowed else "DENIED"
+        objects.append(f"{decision.kind}/{decision.name} {verdict}")
         if not decision.allowed:
             for r in decision.results:
                 if r.status in ("fail", "error"):
                     reasons.append(f"{decision.kind}/{decision.name}: {r.rule}: {r.message}")
-        if obj.get("kind") == "Pod" and decision.patch:
+        if obj.get("kind") in WORKLOAD_KINDS and decision.patch:
             mutated = jsonpatch.apply_patch(copy.deepcopy(obj), list(decision.patch))
     allowed = all(d.allowed for _, d in pairs)
-    return EngineVerdict(allowed, reasons, mutated)
+    return EngineVerdict(allowed, reasons, objects, mutated)
 
 
 def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
