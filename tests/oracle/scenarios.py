@@ -125,6 +125,14 @@ def _attrs(product: Product, uuid: str, driver_version: str) -> dict[str, Any]:
     }
 
 
+def _counters(memory: str, start: int, size: int) -> dict[str, Any]:
+    """Counters as the driver's partitions.go sets them: one per capacity (here ``memory``)
+    and one ``memory-slice-<n>`` of 1 per memory slice, from ``start``, ``size`` of them."""
+    counters: dict[str, Any] = {"memory": {"value": memory}}
+    counters.update({f"memory-slice-{i}": {"value": "1"} for i in range(start, start + size)})
+    return counters
+
+
 def _mig_memory(profile: str) -> str:
     return profile.split(".")[1].upper().replace("GB", "Gi")
 
@@ -170,9 +178,7 @@ def _gpu_devices(
             device["consumesCounters"] = [
                 {
                     "counterSet": f"gpu-{minor}-counter-set",
-                    "counters": {
-                        f"memory-slice-{i}": {"value": "1"} for i in range(start, start + size)
-                    },
+                    "counters": _counters(_mig_memory(profile), start, size),
                 }
             ]
         instances.append(device)
@@ -181,13 +187,13 @@ def _gpu_devices(
     whole["consumesCounters"] = [
         {
             "counterSet": f"gpu-{minor}-counter-set",
-            "counters": {f"memory-slice-{i}": {"value": "1"} for i in range(product.slices)},
+            "counters": _counters(product.memory, 0, product.slices),
         }
     ]
     counters = [
         {
             "name": f"gpu-{minor}-counter-set",
-            "counters": {f"memory-slice-{i}": {"value": "1"} for i in range(product.slices)},
+            "counters": _counters(product.memory, 0, product.slices),
         }
     ]
     return [whole, *instances], counters
