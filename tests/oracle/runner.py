@@ -16,6 +16,7 @@ scenario is written out where ``gpu-policy review`` replays it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import time
 import uuid
@@ -132,6 +133,22 @@ def judge(engine: EngineVerdict, original: Truth, mutated: Truth | None) -> str:
     return DENIED_BINDS if original.bound else AGREE
 
 
+def scheduling_view(workload: dict[str, Any] | None) -> dict[str, Any]:
+    """What the scheduler reads of a pod or workload: without annotations, and with each
+    container's requests defaulted from its limits, as the API server defaults them
+    (``pkg/apis/core/v1/defaults.go``, ``SetDefaults_Pod``). A change the engine makes that
+    leaves this equal needs no second run."""
+    view = copy.deepcopy(workload or {})
+    view.get("metadata", {}).pop("annotations", None)
+    spec = view.get("spec", {})
+    spec = spec.get("template", {}).get("spec", spec)
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        res = c.get("resources", {})
+        if res.get("limits"):
+            res["requests"] = {**res["limits"], **res.get("requests", {})}
+    return view
+
+
 def _batches(scenarios: Sequence[Scenario], size: int) -> Iterable[list[Scenario]]:
     """Batches of at most ``size``; a scenario that names a cluster-wide extended resource
     is a batch of its own."""
@@ -192,7 +209,7 @@ class Runner:
                 if s.world_id not in refused
                 and verdicts[s.world_id].allowed
                 and verdicts[s.world_id].mutated_pod is not None
-                and verdicts[s.world_id].mutated_pod != s.pod
+                and scheduling_view(verdicts[s.world_id].mutated_pod) != scheduling_view(s.pod)
             ]
             mutated: dict[str, Truth] = {}
             if again:
