@@ -444,13 +444,15 @@ def _claim_spec(b: _Build) -> dict[str, Any]:
 
 def _container_resources(b: _Build) -> dict[str, str]:
     rng = b.rng
-    choices = ["none", "plugin", "plugin"]
+    # Device-plugin names where a node advertises them, or where a class serves them; else
+    # the pod would be refused for a reason of no interest in nearly every DRA world.
+    choices = ["none"] + (["plugin", "plugin"] if b.plugin_names or not b.classes else [])
     if b.classes:
         choices += ["deviceclass"]
     if b.ext_names:
         choices += ["ext", "ext"]
     what = rng.choice(choices)
-    n = str(rng.choice((1, 1, 2, 3)))
+    n = str(rng.choice((1, 1, 1, 2, 3)))
     if what == "plugin":
         name = rng.choice(b.plugin_names or ["nvidia.com/gpu"])
         b.scenario.features.append("plugin-request")
@@ -542,7 +544,7 @@ def _pod(b: _Build) -> None:
         spec["initContainers"] = init
     if pod_claims:
         spec["resourceClaims"] = pod_claims
-    if b.tainted_nodes and rng.random() < 0.6:
+    if b.tainted_nodes and rng.random() < 0.7:
         spec["tolerations"] = [
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
         ]
