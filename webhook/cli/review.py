@@ -22,7 +22,7 @@ from webhook.cli.common import (
 )
 from webhook.cli.render import COLOURS, paint, to_json, to_yaml
 from webhook.files import Document, kubernetes_objects, load_inventory, load_policy, read_text
-from webhook.policy import Decision, review
+from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.claims import with_claim_objects
 
 DESCRIPTION = "gpu-policy review: judge manifests offline with the same engine as the server."
@@ -57,26 +57,66 @@ def _objects(path: str) -> list[Document]:
     return kubernetes_objects(read_text(path), source=path)
 
 
+def review_objects(
+    objects: list[dict[str, Any]],
+    *,
+    policy: Policy,
+    inventory: Inventory,
+    operation: str = "CREATE",
+    namespace: str | None = None,
+) -> list[tuple[dict[str, Any], Decision]]:
+    """Each object with the engine's decision on it, as ``gpu-policy review`` judges the
+    objects of its files together (a pod beside its claim template sees the template)."""
+    if inventory.dra is not None:
+        # A pod reviewed beside its ResourceClaimTemplate is judged on what the template asks.
+        found = with_claim_objects(inventory.dra, objects, namespace=namespace)
+        inventory = replace(inventory, dra=found)
+    return [
+        (
+            obj,
+            review(
+                obj,
+                policy=policy,
+                inventory=inventory,
+                operation=operation,
+                namespace=namespace,
+            ),
+        )
+        for obj in objects
+    ]
+
+
+def review_files(
+    files: Iterable[str],
+    *,
+    policy_path: str | None,
+    nodes_path: str | None,
+    operation: str = "CREATE",
+    namespace: str | None = None,
+) -> list[tuple[dict[str, Any], Decision]]:
+    """``gpu-policy review --policy P --nodes N FILES``: each object of the files with its
+    decision (what :func:`run` prints)."""
+    policy = load_policy(policy_path)
+    inventory = load_inventory(policy, nodes_path)
+    objects = [obj for path in files for _, obj in _objects(path)]
+    return review_objects(
+        objects, policy=policy, inventory=inventory, operation=operation, namespace=namespace
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Review every object of every file; exit 1 when one is denied."""
     policy = load_policy(args.policy)
     print_plugin_warnings(policy)
     inventory = load_inventory(policy, args.nodes)
     objects = [obj for path in args.files for _, obj in _objects(path)]
-    if inventory.dra is not None:
-        # A pod reviewed beside its ResourceClaimTemplate is judged on what the template asks.
-        found = with_claim_objects(inventory.dra, objects, namespace=args.namespace)
-        inventory = replace(inventory, dra=found)
-    pairs = []
-    for obj in objects:
-        decision = review(
-            obj,
-            policy=policy,
-            inventory=inventory,
-            operation=args.operation,
-            namespace=args.namespace,
-        )
-        pairs.append((obj, decision))
+    pairs = review_objects(
+        objects,
+        policy=policy,
+        inventory=inventory,
+        operation=args.operation,
+        namespace=args.namespace,
+    )
     decisions = [d for _, d in pairs]
     if args.output == "json":
         print(to_json([decision_dict(d) for d in decisions]))

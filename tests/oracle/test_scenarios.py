@@ -1,0 +1,62 @@
+"""The generator and the scenario files, without a control plane: worlds stay apart, a seed
+replays, and a written scenario gives ``gpu-policy review`` the verdict the runner used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.oracle.scenarios import WORLD_LABEL, generate, scenarios
+from tests.oracle.world import engine_verdict, read_scenario, shares_extended_name, write_scenario
+from tests.support.cli import run_cli
+
+MANY = scenarios(3, 200)
+
+
+def test_a_seed_and_an_index_replay_the_same_scenario() -> None:
+    assert json.dumps(generate(3, 17).__dict__) == json.dumps(MANY[17].__dict__)
+    assert json.dumps(generate(3, 17).manifests) != json.dumps(generate(3, 18).manifests)
+    assert json.dumps(generate(4, 17).world) != json.dumps(MANY[17].world)
+
+
+def test_every_world_stays_apart_from_the_others() -> None:
+    """What one world creates reaches no other: names carry the world's id, the pod selects
+    its world's nodes, no slice reaches all nodes, a shared extended name runs alone."""
+    names: set[str] = set()
+    for s in MANY:
+        for obj in s.world:
+            name = obj["metadata"]["name"]
+            assert name.startswith(f"{s.world_id}-"), name
+            assert obj["metadata"]["labels"][WORLD_LABEL] == s.world_id
+            assert name not in names
+            names.add(name)
+            if obj["kind"] == "ResourceSlice":
+                assert "allNodes" not in obj["spec"]
+                where = obj["spec"].get("nodeName") or json.dumps(obj["spec"]["nodeSelector"])
+                assert s.world_id in where
+        assert s.pod["spec"]["nodeSelector"][WORLD_LABEL] == s.world_id
+        assert s.alone == shares_extended_name(s)
+    assert any(s.alone for s in MANY) and not all(s.alone for s in MANY)
+
+
+def test_every_pod_asks_for_a_gpu() -> None:
+    """The webhook judges GPU pods only: a pod without a GPU request would test nothing."""
+    for s in MANY:
+        spec = s.pod["spec"]
+        containers = spec["containers"] + spec.get("initContainers", [])
+        limits = [c["resources"].get("limits") for c in containers]
+        assert spec.get("resourceClaims") or any(limits), s.world_id
+
+
+def test_a_written_scenario_replays_the_engines_verdict_through_the_cli(tmp_path: Path) -> None:
+    seen = set()
+    for s in MANY[:12]:
+        verdict = engine_verdict(s)
+        folder = write_scenario(tmp_path / s.world_id, s)
+        assert read_scenario(folder).manifests == s.manifests
+        review = run_cli(
+            "review", "--policy", "policy.yaml", "--nodes", "world.yaml", "pod.yaml", cwd=folder
+        )
+        assert review.returncode == (0 if verdict.allowed else 1), review.stdout + review.stderr
+        seen.add(verdict.allowed)
+    assert seen == {True, False}
