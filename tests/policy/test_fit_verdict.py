@@ -26,6 +26,7 @@ from tests.builders import (
 )
 from webhook.files import load_inventory, load_policy
 from webhook.policy import Inventory, Policy, review
+from webhook.policy.nodes import Taint
 from webhook.policy.supply.assemble import DraObjects, assemble
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,3 +180,20 @@ def test_reviews_on_one_snapshot_do_not_leak_into_each_other() -> None:
         assert review(obj, policy=policy, inventory=inventory).allowed
     # Only the L4 pool can give three GPUs (the T4 shares fail requests above one).
     assert review(three, policy=policy, inventory=inventory).allowed
+
+
+def test_a_lone_claim_is_not_refused_for_taints_its_pods_may_tolerate(dra_policy: Policy) -> None:
+    """The node of the only GPUs is tainted: the claim fits, its pod must tolerate the taint
+    (found by the differential test: the scheduler binds such a pod with the toleration)."""
+    template = claim_template("one", exactly(), namespace="ml")
+    inventory = dra_cluster(dra_policy, dra_gpu(0), templates=[template])
+    taint = Taint("nvidia.com/gpu", "present", "NoSchedule")
+    groups = tuple(replace(g, taints=(taint,)) for g in inventory.supply.groups)
+    inventory = replace(inventory, supply=replace(inventory.supply, groups=groups))
+    assert review(template, policy=dra_policy, inventory=inventory).allowed
+    claims = [{"name": "g", "resourceClaimTemplateName": "one"}]
+    refused = review(
+        pod(ctr(), namespace="ml", resourceClaims=claims), policy=dra_policy, inventory=inventory
+    )
+    assert not refused.allowed
+    assert "untolerated taint" in refused.denial

@@ -170,6 +170,15 @@ def pod_demand(
     )
 
 
+# The toleration of every taint (core/v1 Toleration: empty key, operator Exists).
+_EVERY_TAINT: tuple[Mapping[str, Any], ...] = ({"operator": "Exists"},)
+
+
 def claim_demand(spec: Mapping[str, Any], label: str) -> Demand:
-    """A lone ResourceClaim or template (its ResourceClaimSpec): can any node allocate it?"""
-    return Demand(label=label, claims=(read_claim_spec(spec, label),))
+    """A lone ResourceClaim or template (its ResourceClaimSpec): can any node allocate it?
+
+    Node taints are the pod's business, not the claim's: the pods that will use the claim
+    may tolerate any of them, so the lone claim is judged as if tolerating every taint (an
+    empty key with ``Exists`` matches them all, as in the scheduler's TaintToleration).
+    """
+    return Demand(label=label, claims=(read_claim_spec(spec, label),), tolerations=_EVERY_TAINT)
