@@ -1,5 +1,5 @@
 """The DRA model: device classes, ResourceSlice devices, and CEL selectors as the scheduler reads
-them (webhook/policy/dra.py, docs/dra.md)."""
+them (webhook/policy/dra/, docs/dra.md)."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ def configmap_data(configmap: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()}
 
 
-# What of a DRA object's metadata the model reads (webhook/policy/dra.py): the name, the
+# What of a DRA object's metadata the model reads (webhook/policy/dra/): the name, the
 # namespace of a claim, and a class's creationTimestamp (the newest class serves a shared
 # extended resource name). managedFields, annotations and the rest are dropped.
 _DRA_METADATA = ("name", "namespace", "creationTimestamp", "uid")

@@ -1,0 +1,183 @@
+"""The ``resource.k8s.io/v1`` objects as immutable values (docs/dra.md).
+
+A ``DeviceClass`` (its CEL selectors, the extended resource it serves, its opaque config), a
+``ResourceSlice`` with its pool and shared counter sets, each ``Device`` of it (driver, pool,
+where it can be used, its attributes, capacities, taints and counter consumption), and the
+``Allocation`` the scheduler recorded on a ResourceClaim. Reading them from the API's mappings
+is ``webhook.policy.dra.parse``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from typing import Any
+
+import semver
+
+API_GROUP = "resource.k8s.io"
+API_VERSION = "resource.k8s.io/v1"
+# KEP-5004: every DeviceClass serves this extended resource name, besides its own
+# spec.extendedResourceName (docs/dra.md, "Extended resources").
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+Attribute = int | bool | str | semver.Version
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """One capacity of a device: its value, and how much a request may consume of it.
+
+    ``default`` and ``valid_range``/``valid_values`` come from ``requestPolicy`` (consumable
+    capacity, for devices with ``allowMultipleAllocations``); None where the driver set none.
+    """
+
+    value: Fraction
+    default: Fraction | None = None
+    valid_values: tuple[Fraction, ...] = ()
+    valid_range: tuple[Fraction | None, Fraction | None, Fraction | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """A taint of one device (``spec.devices[].taints``): ``NoSchedule`` and ``NoExecute``
+    keep it from being allocated to a request that does not tolerate it."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class CounterConsumption:
+    """How much a device consumes of one of its pool's shared counter sets
+    (``consumesCounters``: partitionable devices, e.g. a MIG slice of a GPU's memory)."""
+
+    counter_set: str
+    counters: Mapping[str, Fraction]
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    """One shared counter set of a ResourceSlice (``sharedCounters``): what the devices of
+    the pool that consume it may use up together."""
+
+    name: str
+    counters: Mapping[str, Fraction]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of one ResourceSlice, where it may be used and what it is.
+
+    ``node`` is its node, when it has one; ``all_nodes`` means every node reaches it (network
+    devices); ``node_selector`` is the NodeSelector of the nodes that reach it otherwise.
+    ``attributes`` and ``capacity`` keep the names as published (``productName`` or
+    ``gpu.nvidia.com/productName``); ``qualified()`` resolves the implicit domain.
+    """
+
+    driver: str
+    pool: str
+    name: str
+    slice: str
+    node: str | None
+    all_nodes: bool
+    node_selector: Mapping[str, Any] | None
+    attributes: Mapping[str, Attribute]
+    capacity: Mapping[str, Capacity]
+    allow_multiple_allocations: bool = False
+    # What the structured allocator reads besides (docs/allocator.md): the device's taints,
+    # the shared counters it consumes (partitionable devices), its binding conditions.
+    taints: tuple[DeviceTaint, ...] = ()
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+
+    @cached_property
+    def has_capacity_policy(self) -> bool:
+        """True when some capacity has a ``requestPolicy`` (consumable capacity)."""
+        return any(
+            c.default is not None or c.valid_values or c.valid_range is not None
+            for c in self.capacity.values()
+        )
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """(driver, pool, device): how allocations name a device."""
+        return (self.driver, self.pool, self.name)
+
+    def attribute(self, name: str) -> Attribute | None:
+        """The attribute ``name`` (``productName``, or ``domain/productName``), None if absent."""
+        domain, ident = split_qualified(name, self.driver)
+        for key, value in self.attributes.items():
+            if split_qualified(key, self.driver) == (domain, ident):
+                return value
+        return None
+
+    def capacity_of(self, name: str) -> Capacity | None:
+        """The capacity ``name`` (``memory``, or ``domain/memory``), None if absent."""
+        domain, ident = split_qualified(name, self.driver)
+        for key, value in self.capacity.items():
+            if split_qualified(key, self.driver) == (domain, ident):
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    """A DeviceClass: the CEL selectors its devices pass, and the extended resource it serves."""
+
+    name: str
+    selectors: tuple[str, ...]
+    extended_resource_name: str | None
+    config: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def implicit_resource_name(self) -> str:
+        """``deviceclass.resource.kubernetes.io/<class>``, which every class serves."""
+        return IMPLICIT_PREFIX + self.name
+
+    @property
+    def resource_names(self) -> tuple[str, ...]:
+        """Every extended resource name a pod may ask for to get this class's devices."""
+        explicit = (self.extended_resource_name,) if self.extended_resource_name else ()
+        return (*explicit, self.implicit_resource_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What the scheduler gave a ResourceClaim, and who holds it (``status``)."""
+
+    namespace: str
+    name: str
+    devices: tuple[tuple[str, str, str, str], ...]  # (request, driver, pool, device)
+    reserved_for: tuple[str, ...]  # "<resource>/<name>" of each consumer, e.g. "pods/train-0"
+
+
+def split_qualified(name: str, driver: str) -> tuple[str, str]:
+    """``gpu.nvidia.com/uuid`` -> (domain, id); a name without a domain is in the driver's."""
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+@dataclass(frozen=True)
+class ResourceSlice:
+    """One ResourceSlice: its pool (name, generation, number of slices), where its devices
+    may be used (``node_name``, ``all_nodes``, ``node_selector``, or per device), its shared
+    counter sets, and its devices. The structured allocator reads pools of these
+    (docs/allocator.md, "Pools")."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    resource_slice_count: int
+    node_name: str | None
+    all_nodes: bool
+    node_selector: Mapping[str, Any] | None
+    per_device_node_selection: bool
+    shared_counters: tuple[CounterSet, ...]
+    devices: tuple[Device, ...]
