@@ -5,11 +5,11 @@ the ResourceSlices afresh (so nothing is remembered on the devices) and evaluate
 selector and the request's selector on every device, as ``DraSnapshot.select`` does for a claim:
 with the current ``dra.Selectors`` (webhook/policy/selectors/ underneath, its compile
 cache cleared each round) and, in the same run, with ``dra.Selectors`` as it was before
-(``webhook/policy/dra.py`` of ``--baseline``, default ``main``, loaded from git into a
-temporary module). Printed per selector pair: the median milliseconds per round of each, and
+(``webhook/policy/dra.py`` of ``--baseline``, default ``46d9e72``, the last commit before it,
+loaded from git into a temporary module). Printed per selector pair: the median milliseconds per round of each, and
 the ratio. Parsing is not timed.
 
-    .venv/bin/python bench/cel_selectors.py [--rounds 7] [--baseline main]
+    .venv/bin/python bench/cel_selectors.py [--rounds 7] [--baseline 46d9e72]
 
 (Not ``bench/cel.py``: run as a script, a file's folder comes first on ``sys.path``, and that
 name would shadow the ``cel`` package for every script in ``bench/``.)
@@ -120,7 +120,7 @@ def one_round(module: ModuleType, raw: list[dict[str, Any]], pair: tuple[str, st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--baseline", default="main")
+    parser.add_argument("--baseline", default="46d9e72")
     args = parser.parse_args()
     old = baseline_module(args.baseline)
     raw = slices()
