@@ -6,8 +6,8 @@ selector and the request's selector on every device, as ``DraSnapshot.select`` d
 with the current ``dra.Selectors`` (webhook/policy/selectors/ underneath, its compile
 cache cleared each round) and, in the same run, with ``dra.Selectors`` as it was before
 (``webhook/policy/dra.py`` of ``--baseline``, default ``46d9e72``, the last commit before it,
-loaded from git into a temporary module). Printed per selector pair: the median milliseconds per round of each, and
-the ratio. Parsing is not timed.
+loaded from git into a temporary module). Printed per selector pair: the median milliseconds
+per round of each, and the ratio. Parsing is not timed.
 
     .venv/bin/python bench/cel_selectors.py [--rounds 7] [--baseline 46d9e72]
 
