@@ -17,13 +17,13 @@ from tests.policy.allocator.world import (
 )
 from webhook.policy.allocator import fit_anywhere
 from webhook.policy.allocator.result import Verdict
-from webhook.policy.allocator.usage import Usage
+from webhook.policy.allocator.usage import EMPTY, Usage
 
 GPU_CLASS = device_class("gpu.nvidia.com")
 DRIVER = "gpu.nvidia.com"
 
 
-def _verdict(objs: list[dict[str, Any]], usage: Usage = Usage()) -> Verdict:
+def _verdict(objs: list[dict[str, Any]], usage: Usage = EMPTY) -> Verdict:
     wanted = [o for o in objs if o["kind"] in ("Pod", "ResourceClaim")]
     return fit_anywhere(demand_of(wanted), supply_of(objs), budget_s=5.0, usage=usage)
 
