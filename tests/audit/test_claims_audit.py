@@ -175,3 +175,46 @@ def test_dra_objects_come_with_the_objects_dump() -> None:
     result = audit(collector, [], policy=make_policy(), now=NOW)
     assert _stuck(result).reasons == ("claim-unsatisfiable",)
     assert result.scanned["ResourceSlice"] == 1
+
+
+def test_an_allocated_partition_keeps_the_whole_gpu_from_a_claim() -> None:
+    """The whole A30 and its MIG partition consume one counter set: once another claim holds
+    the partition, the whole GPU cannot be allocated, though no claim holds it. (The greedy
+    count this diagnosis used before saw the whole GPU free and said claim-elsewhere.)"""
+    memory = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
+    part = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "6Gi"}}}
+    whole = {**dra_gpu(0), "consumesCounters": [memory]}
+    mig = {
+        "name": "gpu-0-mig-1g6gb-0",
+        "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.6gb"}},
+        "consumesCounters": [part],
+    }
+    devices = resource_slice("a30-1", whole, mig)
+    counters = resource_slice("a30-1", driver="gpu.nvidia.com")
+    counters["metadata"]["name"] = "a30-1-counters"
+    del counters["spec"]["devices"]
+    counters["spec"]["sharedCounters"] = [
+        {"name": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
+    ]
+    for found in (devices, counters):
+        found["spec"]["pool"]["resourceSliceCount"] = 2
+    template = claim_template(
+        "whole",
+        exactly(selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"']),
+        namespace=NS,
+    )
+    pending = _pod("train", {"name": "gpu", "resourceClaimTemplateName": "whole"})
+
+    def run(claims: list[dict[str, Any]]) -> Any:
+        snapshot = dra_snapshot(nvidia_classes(), [devices, counters], claims, [template])
+        policy = make_policy()
+        inventory = replace(inventory_from_nodes([], policy, source="test"), dra=snapshot)
+        collector = Collector()
+        collector.add_all([pending])
+        return audit(collector, [], policy=policy, now=NOW, inventory=inventory)
+
+    assert _stuck(run([])).reasons == ("claim-elsewhere",)
+    held = _allocated("infer-mig", ["gpu-0-mig-1g6gb-0"], ["infer-0"], node="a30-1")
+    finding = _stuck(run([held]))
+    assert finding.reasons == ("claim-allocated",)
+    assert "ml/infer-mig (pod infer-0): gpu-0-mig-1g6gb-0 on node a30-1" in finding.message

@@ -406,3 +406,27 @@ def test_a_karpenter_nodepool_is_a_pool_the_audit_waits_for(run: Runner) -> None
     finding = _autoscaled(run, pod, nodepools=[nodepool])
     assert finding.reasons == ("scale-up",)
     assert "pool gpu-a10g (Karpenter NodePool gpu-a10g, from zero)" in finding.message
+
+
+def test_full_names_only_the_holders_of_nodes_it_could_run_on(run: Runner) -> None:
+    """A pod asking for 2 GPUs waits for the holders of the 2-GPU node, not of a 1-GPU node it
+    could never use (before the allocator decided, every node that offered the resource was
+    called full and its holders named)."""
+    objects = [apod("w", gpu={"nvidia.com/gpu": 2}), *_holders(1, "big"), *_holders(1, "small")]
+    finding = _finding(run(objects, [node("big", gpus=2), node("small")]), "gpu-pod-scheduled")
+    assert finding.reasons == ("full",)
+    assert "1 of 2 slots held (big: 1 of 2)" in finding.message
+    assert "ml/big-holder-0" in finding.message
+    assert "small" not in finding.message
+
+
+def test_resources_no_node_has_together_are_too_large_not_full(run: Runner) -> None:
+    """Two containers asking for one GPU each need two on one node: on nodes of one GPU each,
+    the pod never runs (the webhook's answer), whatever is held."""
+    pod = apod("w", gpu=GPU1)
+    pod["spec"]["containers"].append({**pod["spec"]["containers"][0], "name": "second"})
+    finding = _finding(run([pod], [node("gpu-1"), node("gpu-2")]), "gpu-pod-scheduled")
+    assert finding.reasons == ("too-large",)
+    assert "asks for 2 nvidia.com/gpu, but no node that could run it has more than 1" in (
+        finding.message
+    )

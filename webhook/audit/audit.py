@@ -37,7 +37,12 @@ from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.decision import RULES, RuleResult, Status
 from webhook.policy.dra import dra_snapshot
 from webhook.policy.nodes import NodeView, node_views
-from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
+from webhook.policy.supply.assemble import (
+    OFFLINE_FIT_BUDGET_S,
+    DraObjects,
+    assemble,
+    build_supply,
+)
 from webhook.policy.workloads import locate
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
@@ -571,6 +576,7 @@ def audit(
         found["ResourceClaim"],
         found["ResourceClaimTemplate"],
     )
+    joined = False
     if inventory is None:
         inventory = assemble(
             policy,
@@ -583,6 +589,7 @@ def audit(
         )
     elif inventory.dra is None and objects:
         # An inventory given without DRA objects: the collected ones join its naming view.
+        joined = True
         inventory = replace(
             inventory,
             dra=dra_snapshot(
@@ -592,9 +599,18 @@ def audit(
                 objects.resource_claim_templates,
             ),
         )
+    supply = inventory.supply
+    if supply is None or joined:
+        # An inventory given without its supply, or joined by the DRA objects collected here:
+        # the allocator's node groups come from the same nodes and DRA objects.
+        supply = build_supply(policy, inventory, node_list, inventory.dra)
     views = node_views(node_list)
-    capacity = Capacity(views, inventory)
-    claims = ClaimDiagnosis(inventory.dra, policy.dra) if inventory.dra is not None else None
+    capacity = Capacity(views, inventory, supply)
+    claims = (
+        ClaimDiagnosis(inventory.dra, policy.dra, capacity.fit_now)
+        if inventory.dra is not None
+        else None
+    )
     groups = _gpu_groups(collected.groups(), claims)
     for group in groups:
         for pod in group.pods:

@@ -6,11 +6,13 @@ A pending pod's GPU claims are judged in this order, and the first answer is the
    ResourceClaimTemplate it is made from);
 2. ``claim-unsatisfiable``: the claim rules fail (no device matches the class and the
    selectors, too few on any node, a DeviceClass that does not exist...), with what exists;
-3. ``claim-allocated``: enough devices match, but other claims hold them
-   (``status.allocation``): the holders are named, with the pods they are reserved for
-   (``status.reservedFor``), and a shared claim with how many pods use it;
-4. ``claim-elsewhere``: devices are free for it (or its claims are allocated already): what
-   keeps it Pending is not its GPU claims.
+3. ``claim-allocated``: the allocator (docs/allocator.md) cannot allocate its claims on any
+   node with the devices of the other claims' allocations (``status.allocation``) in use
+   (``webhook.audit.now``): the holders of the devices its claims can use are named, with the
+   pods they are reserved for (``status.reservedFor``), and a shared claim with how many pods
+   use it;
+4. ``claim-elsewhere``: the allocator allocates them on some node now (or its claims are
+   allocated already): what keeps it Pending is not its GPU claims.
 
 Claims are read from the inventory's DRA snapshot (``Inventory.dra``); a claim made from a
 template is found through the pod's ``status.resourceClaimStatuses``, and before it exists,
@@ -23,10 +25,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from webhook.audit.now import FitNow, allocated_devices
 from webhook.audit.stuck import Reason
+from webhook.policy.allocator.usage import Usage
 from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
+from webhook.policy.demand import Claim, read_claim_spec
 from webhook.policy.dra import Allocation, Device, DraSnapshot
-from webhook.policy.engine.claims import claim_findings, gpu_requests, placeable
+from webhook.policy.engine.claims import claim_findings, gpu_requests, usable_devices
 from webhook.policy.model import DraPolicy
 
 __all__ = ["ClaimDiagnosis"]
@@ -62,9 +67,12 @@ def _holder(allocation: Allocation) -> str:
 class ClaimDiagnosis:
     """The DRA side of the audit: the claims' allocations, and the diagnosis of pending pods."""
 
-    def __init__(self, dra: DraSnapshot, policy: DraPolicy) -> None:
+    def __init__(self, dra: DraSnapshot, policy: DraPolicy, fit_now: FitNow) -> None:
         self.dra = dra
         self.policy = policy
+        self.fit_now = fit_now
+        # The allocator's reading of each claim found, by its label.
+        self._claims: dict[str, Claim] = {}
         # Which claim holds each allocated device (driver, pool, device).
         self.holders: dict[tuple[str, str, str], list[Allocation]] = defaultdict(list)
         self._allocated: dict[tuple[str, str], Allocation] = {}
@@ -96,6 +104,8 @@ class ClaimDiagnosis:
             claim = read_claim(claim_spec, label)
             if gpu_requests(claim, self.policy):
                 found.append((name, claim))
+                if label not in self._claims:
+                    self._claims[label] = read_claim_spec(claim_spec, label)
         return found, missing
 
     def asks(self, pod: Mapping[str, Any]) -> bool:
@@ -132,15 +142,30 @@ class ClaimDiagnosis:
                 )
             ]
         mine = {(namespace, n) for n, _ in named}
-        busy = {
-            key
-            for key, allocations in self.holders.items()
-            if any((a.namespace, a.name) not in mine for a in allocations)
-        }
-        fits, usable = placeable(waiting, self.dra, self.policy, busy=busy)
-        if fits:
+        # In use: the devices of every other claim's allocation (the allocator's
+        # allocatedState); the pod's own allocated claims are not allocated again.
+        whole, shared = allocated_devices(self.dra.allocations, self.fit_now.supply, skip=mine)
+        usage = Usage(devices=whole, shared=shared)
+        if self.fit_now.fits_somewhere([self._claims[c.label] for c in waiting], usage):
             return [self._elsewhere(named, allocated=False)]
+        usable = self._sharing_counters(usable_devices(waiting, self.dra, self.policy))
         return [self._allocated_reason(usable, mine)]
+
+    def _sharing_counters(self, usable: Sequence[Device]) -> tuple[Device, ...]:
+        """``usable`` and the devices that consume a counter set of theirs (a MIG partition
+        of a usable whole GPU): an allocated one keeps the usable device from being
+        allocated, though no claim holds that device itself."""
+        sets = {(d.driver, d.pool, c.counter_set) for d in usable for c in d.consumes_counters}
+        if not sets:
+            return tuple(usable)
+        keys = {d.key for d in usable}
+        related = [
+            d
+            for d in self.dra.devices
+            if d.key not in keys
+            and any((d.driver, d.pool, c.counter_set) in sets for c in d.consumes_counters)
+        ]
+        return (*usable, *related)
 
     def _allocated_reason(self, usable: Sequence[Device], mine: set[tuple[str, str]]) -> Reason:
         held: dict[str, list[str]] = defaultdict(list)
@@ -155,8 +180,8 @@ class ClaimDiagnosis:
             shown += f"; and {len(holders) - HOLDERS_SHOWN} more claims"
         return Reason(
             "claim-allocated",
-            f"every device its claims can use is allocated to other claims ({len(usable)} "
-            f"match): {shown}",
+            f"every device its claims can use is allocated to other claims, or shares its "
+            f"counters with one that is ({len(usable)} devices): {shown}",
             "wait for those claims to be released, or free devices: a claim made from a "
             "template goes with its pod, a claim shared by pods is released when none of "
             "them uses it any more",

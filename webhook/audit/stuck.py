@@ -13,10 +13,13 @@ order, and stop at the first that leaves no node, because that is the one to fix
 3. ``selection``: its nodeSelector / required node affinity matches no node that offers it;
 4. ``taints``: every node left has a NoSchedule / NoExecute taint (or a cordon) it does not
    tolerate;
-5. ``too-large``: it asks for more than any of those nodes has;
-6. ``full``: every slot of those nodes is held (slots = allocatable, held = the requests of
-   the bound pods that have not finished), with the holders named, oldest first;
-7. ``elsewhere``: GPU slots are free for it: what keeps it Pending is not its GPU request.
+5. ``too-large``: it fits none of those nodes even were they empty (the allocator's answer
+   on an empty cluster, the webhook's: ``webhook.audit.now``), as when it asks for more than
+   any of them has;
+6. ``full``: it fits none of them now, with what the bound pods that have not finished
+   request and the allocated claims hold (the allocator's answer with that usage): the
+   holders are named, oldest first;
+7. ``elsewhere``: it fits one of them now: what keeps it Pending is not its GPU request.
 
 Beside those, ``shared-above-one``: it asks for more than one shared GPU where the device
 plugin refuses that (``failRequestsGreaterThanOne``), so it would fail at the kubelet once
@@ -34,7 +37,9 @@ from datetime import datetime
 from typing import Any
 
 from webhook.audit.findings import Ref
+from webhook.audit.now import FitNow, gpu_demand
 from webhook.audit.owners import parse_time
+from webhook.audit.requests import pod_requests, scheduler_message
 from webhook.policy import Inventory
 from webhook.policy.inventory import Offer
 from webhook.policy.nodes import (
@@ -42,14 +47,13 @@ from webhook.policy.nodes import (
     NodeView,
     Taint,
     affinity_matches,
-    is_gpu_resource,
     required_terms,
     selector_matches,
     untolerated,
 )
 from webhook.policy.products import base_model
-from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.resources import parse_resource
+from webhook.policy.supply import Supply
 
 __all__ = [
     "HOLDERS_SHOWN",
@@ -66,59 +70,6 @@ HOLDERS_SHOWN = 5
 NODES_SHOWN = 5
 # The pod spec fields the scheduler's GPU-relevant filters read (with the requests).
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
-
-
-def _count(raw: Any) -> int:
-    try:
-        return parse_gpu_quantity(raw)
-    except QuantityError:
-        return 0  # the API server refuses such pods: an existing pod has none
-
-
-def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
-    resources = container.get("resources") or {}
-    requests = resources.get("requests") or {}
-    limits = resources.get("limits") or {}
-    # API defaulting copies a missing extended-resource request from the limit.
-    names = [n for n in (*requests, *(k for k in limits if k not in requests))]
-    return {
-        n: _count(requests[n] if n in requests else limits[n]) for n in names if is_gpu_resource(n)
-    }
-
-
-def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
-    """The GPUs a pod holds, per resource name, as the scheduler counts them.
-
-    The containers' requests add up; an init container runs alone (with the native sidecars
-    started before it), so the pod holds the larger of the two (KEP-753's formula).
-    """
-    totals: dict[str, int] = defaultdict(int)
-    sidecars: dict[str, int] = defaultdict(int)
-    peak: dict[str, int] = defaultdict(int)
-    for container in spec.get("initContainers") or ():
-        asked = _container_requests(container)
-        if container.get("restartPolicy") == "Always":
-            for name, n in asked.items():
-                sidecars[name] += n
-                peak[name] = max(peak[name], sidecars[name])
-        else:
-            for name, n in asked.items():
-                peak[name] = max(peak[name], sidecars[name] + n)
-    for container in spec.get("containers") or ():
-        for name, n in _container_requests(container).items():
-            totals[name] += n
-    names = set(totals) | set(sidecars) | set(peak)
-    out = {n: max(totals[n] + sidecars[n], peak[n]) for n in sorted(names)}
-    return {n: v for n, v in out.items() if v > 0}
-
-
-def scheduler_message(pod: Mapping[str, Any]) -> str | None:
-    """The scheduler's message on the pod's ``PodScheduled=False`` condition, if any."""
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") != "True":
-            message = condition.get("message")
-            return str(message) if message else None
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +115,9 @@ def _plural(n: int, word: str) -> str:
 class Capacity:
     """The GPU nodes, what each advertises, and who holds its slots."""
 
-    def __init__(self, nodes: Iterable[NodeView], inventory: Inventory) -> None:
+    def __init__(
+        self, nodes: Iterable[NodeView], inventory: Inventory, supply: Supply | None = None
+    ) -> None:
         self.nodes = tuple(nodes)
         self.inventory = inventory
         self.held: dict[tuple[str, str], int] = defaultdict(int)
@@ -177,6 +130,8 @@ class Capacity:
         self._offering = dict(offering)
         # Pods made from one template wait for the same reasons: one diagnosis per spec.
         self._diagnosed: dict[str, list[Reason]] = {}
+        # The allocator's view of the same nodes (the inventory's supply unless given).
+        self.fit_now = FitNow(supply or inventory.supply, inventory.dra)
         for pool in inventory.pools:
             for node_name in pool.nodes:
                 for offer in pool.offers:
@@ -246,14 +201,16 @@ class Capacity:
         if not admitted:
             return [self._taints(spec, requests, selected)]
         reasons = self._shared_above_one(requests, admitted)
-        too_large = [
-            r for r, n in requests.items() if n > max(node.gpus.get(r, 0) for node in admitted)
-        ]
-        if too_large:
-            return [*reasons, *(self._too_large(r, requests[r], admitted) for r in too_large)]
-        fitting = [n for n in admitted if all(self.free(n, r) >= k for r, k in requests.items())]
+        # The allocator decides, on the empty nodes (could it ever run here?), then with what
+        # is in use now (does it wait for the holders, or for something else?).
+        demand = gpu_demand(spec, requests)
+        could = self.fit_now.fitting(demand, admitted)
+        if not could:
+            return [*reasons, *self._too_large(requests, admitted)]
+        fitting = self.fit_now.fitting(demand, could, self.fit_now.usage(self.held))
         if not fitting:
-            return [*reasons, self._full(requests, admitted)]
+            # The holders it waits for are those of the nodes it could run on.
+            return [*reasons, self._full(requests, could)]
         return [*reasons, self._elsewhere(requests, fitting)]
 
     def diagnose_refused(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
@@ -432,18 +389,39 @@ class Capacity:
                 )
         return out
 
-    def _too_large(self, resource: str, n: int, nodes: list[NodeView]) -> Reason:
-        most = max(node.gpus.get(resource, 0) for node in nodes)
-        return Reason(
-            "too-large",
-            f"it asks for {n} {resource}, but no node that could run it has more than {most}",
-            f"ask for at most {most} per pod, or add nodes with more GPUs",
-            {"resource": resource, "requested": str(n), "largest": str(most)},
-        )
+    def _too_large(self, requests: Mapping[str, int], nodes: list[NodeView]) -> list[Reason]:
+        out = []
+        for resource, n in requests.items():
+            most = max(node.gpus.get(resource, 0) for node in nodes)
+            if n > most:
+                out.append(
+                    Reason(
+                        "too-large",
+                        f"it asks for {n} {resource}, but no node that could run it has more "
+                        f"than {most}",
+                        f"ask for at most {most} per pod, or add nodes with more GPUs",
+                        {"resource": resource, "requested": str(n), "largest": str(most)},
+                    )
+                )
+        if out:
+            return out
+        # No single count is too large: its resources together fit no node.
+        asked = ", ".join(f"{n} {r}" for r, n in requests.items())
+        return [
+            Reason(
+                "too-large",
+                f"it asks for {asked}, and no node that could run it has all of that",
+                "ask for what one node has, or add nodes that have all of it",
+                {"requested": asked},
+            )
+        ]
 
     def _full(self, requests: Mapping[str, int], nodes: list[NodeView]) -> Reason:
         # The first resource that does not fit names the slots; the others rarely differ.
-        resource = next(r for r, k in requests.items() if all(self.free(n, r) < k for n in nodes))
+        resource = next(
+            (r for r, k in requests.items() if all(self.free(n, r) < k for n in nodes)),
+            next(iter(requests)),
+        )
         full = [n for n in nodes if resource in n.gpus]
         slots = sum(n.gpus[resource] for n in full)
         held = sum(self.held.get((n.name, resource), 0) for n in full)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from webhook.audit.stuck import pod_requests
+from webhook.audit.requests import pod_requests
 from webhook.cli.render import cell, table, to_json
 from webhook.policy import Inventory
 from webhook.policy.inventory import dra_product
@@ -58,7 +58,7 @@ def pod_usage(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
     """Slots held per (node, resource): the pod's effective request, as the scheduler counts it.
 
     Accepts Pod objects or the trimmed pods of the live watch. Pending pods hold nothing. The
-    count is the audit's (``webhook.audit.stuck.pod_requests``): per resource, a request or
+    count is the audit's (``webhook.audit.requests.pod_requests``): per resource, a request or
     else its limit; init containers and native sidecars as the scheduler adds them up.
     """
     usage: dict[tuple[str, str], int] = defaultdict(int)

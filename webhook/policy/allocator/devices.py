@@ -155,10 +155,11 @@ def check_available_counters(alloc: Allocator, device: DeviceWithID) -> bool:
     pool_name = pool.pool
     available = alloc.available_counters.get(pool_name)
     if available is None:
-        # Nothing is allocated on an empty cluster: every counter is available.
         available = {
             name: dict(counter_set.counters) for name, counter_set in pool.counter_sets.items()
         }
+        if alloc.usage:
+            _subtract_allocated(alloc, device, available)
         alloc.available_counters[pool_name] = available
     consumed = alloc.consumed_counters.setdefault(pool_name, {})
     for consumption in device.device.consumes_counters:
@@ -181,3 +182,23 @@ def deallocate_counters_for_device(alloc: Allocator, device: DeviceWithID) -> No
         counters = consumed.setdefault(consumption.counter_set, {})
         for name, value in consumption.counters.items():
             counters[name] = counters.get(name, Fraction(0)) - value
+
+
+def _subtract_allocated(
+    alloc: Allocator, device: DeviceWithID, available: dict[str, dict[str, Fraction]]
+) -> None:
+    """The counters that devices of allocated claims consume are not available (upstream's
+    loop over the pool's slices in ``checkAvailableCounters``); a counter may go negative,
+    which means none is left."""
+    pool = device.pool
+    for found_slice in (*pool.device_slices_targeting_node, *pool.device_slices_not_targeting_node):
+        for other in found_slice.devices:
+            if not alloc.usage.allocated((found_slice.driver, found_slice.pool, other.name)):
+                continue
+            for consumption in other.consumes_counters:
+                counters = available.get(consumption.counter_set)
+                if counters is None:
+                    continue
+                for name, value in consumption.counters.items():
+                    if name in counters:  # API validation makes sure it exists
+                        counters[name] = counters[name] - value

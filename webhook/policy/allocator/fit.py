@@ -8,11 +8,16 @@ DeviceClass serves and the node does not advertise is left to DRA); then the Dyn
 filter: the pod's claims and the claim for its extended resources backed by DRA
 (``webhook.policy.demand.extended_resource_claim``), allocated together by the structured
 allocator (:mod:`webhook.policy.allocator.structured`). docs/allocator.md.
+
+By default the cluster is empty (the webhook's question); ``usage``
+(:class:`~webhook.policy.allocator.usage.Usage`) judges it with what bound pods and allocated
+claims hold now (the audit's question).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from webhook.policy.allocator.explain import explain_claims
@@ -20,6 +25,7 @@ from webhook.policy.allocator.pools import Node
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Answers, Fit, Verdict
 from webhook.policy.allocator.shapes import judged_once, reads_of
 from webhook.policy.allocator.structured import AllocationError, Allocator, BudgetExceeded
+from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
 from webhook.policy.dra import ResourceSlice
 from webhook.policy.nodes import NodeView, selector_matches, term_matches, untolerated
@@ -75,23 +81,29 @@ def _labels(labels: Any) -> str:
     return "{" + shown + "}"
 
 
-def fits_request(demand: Demand, group: NodeGroup, supply: Supply) -> Fit | None:
-    """NodeResourcesFit for extended resources (``fitsRequest``) on an empty node: a failing
-    Fit, or None. CPU, memory and other native resources are not the supply model's."""
+def fits_request(
+    demand: Demand, group: NodeGroup, supply: Supply, usage: Usage = EMPTY
+) -> Fit | None:
+    """NodeResourcesFit for extended resources (``fitsRequest``): a failing Fit, or None.
+    What bound pods request on the node (``usage``) is not free; CPU, memory and other native
+    resources are not the supply model's."""
     for name, quantity in sorted(demand.resources.items()):
         if quantity <= 0 or not is_dra_extended_resource_name(name):
             continue
-        have = group.allocatable.get(name, 0)
+        allocatable = group.allocatable.get(name, 0)
+        if allocatable == 0 and supply.class_for_resource(name) is not None:
+            continue  # Backed by DRA: the DynamicResources filter allocates it.
+        held = usage.held(group.node, name) if usage else 0
+        have = allocatable - held
         if have >= quantity:
             continue
-        if have == 0 and supply.class_for_resource(name) is not None:
-            continue  # Backed by DRA: the DynamicResources filter allocates it.
+        in_use = f" of which bound pods request {held}" if held else ""
         return Fit(
             DOES_NOT_FIT,
             group.key,
             f"Insufficient {name}",
             f"the pod asks for {name}: {quantity} in all (its containers added up as the "
-            f"scheduler does); node group {group.key} has {have}",
+            f"scheduler does); node group {group.key} has {allocatable}{in_use}",
             "resources",
             1,
         )
@@ -108,7 +120,13 @@ def _slices(group: NodeGroup, supply: Supply) -> tuple[ResourceSlice, ...]:
 
 
 def _allocate(
-    demand: Demand, group: NodeGroup, supply: Supply, deadline: float | None, prune: bool
+    demand: Demand,
+    group: NodeGroup,
+    supply: Supply,
+    deadline: float | None,
+    prune: bool,
+    *,
+    usage: Usage = EMPTY,
 ) -> Fit | None:
     """The DynamicResources filter: a failing Fit, or None when every claim is allocated."""
     extended, unfit = extended_resource_claim(
@@ -131,7 +149,7 @@ def _allocate(
     # least EXPLAIN_MIN_S: a verdict reached late in the budget still gets its reasons.
     allowed = None if deadline is None else max(deadline - time.monotonic(), EXPLAIN_MIN_S)
     allocator = Allocator(
-        supply.classes, group.slices, _slices(group, supply), deadline, prune=prune
+        supply.classes, group.slices, _slices(group, supply), deadline, prune=prune, usage=usage
     )
     try:
         if allocator.allocate(node, claims):
@@ -150,23 +168,33 @@ def fit(
     *,
     budget_s: float = 0.05,
     prune: bool = True,
+    usage: Usage = EMPTY,
 ) -> Fit:
-    """Does ``demand`` fit a node of ``group``, on an empty cluster, as kube-scheduler judges?
+    """Does ``demand`` fit a node of ``group`` as kube-scheduler judges, on an empty cluster
+    or with what ``usage`` says is in use?
 
     ``unknown`` when the device search runs longer than ``budget_s`` seconds. ``prune``
     skips searches proven impossible by counting (:mod:`webhook.policy.allocator.prune`);
     False runs the plain port of upstream's search, for tests and benchmarks.
     """
-    return _fit(demand, group, supply, time.monotonic() + budget_s, prune)
+    return _fit(demand, group, supply, time.monotonic() + budget_s, prune, usage=usage)
 
 
-def _fit(demand: Demand, group: NodeGroup, supply: Supply, deadline: float, prune: bool) -> Fit:
+def _fit(
+    demand: Demand,
+    group: NodeGroup,
+    supply: Supply,
+    deadline: float,
+    prune: bool,
+    *,
+    usage: Usage = EMPTY,
+) -> Fit:
     failed = node_filters(demand, group)
     if failed is not None:
         return failed
     try:
-        failed = fits_request(demand, group, supply) or _allocate(
-            demand, group, supply, deadline, prune
+        failed = fits_request(demand, group, supply, usage) or _allocate(
+            demand, group, supply, deadline, prune, usage=usage
         )
     except BudgetExceeded:
         return Fit(UNKNOWN, group.key, "the device search ran out of time", "", "claims")
@@ -174,27 +202,37 @@ def _fit(demand: Demand, group: NodeGroup, supply: Supply, deadline: float, prun
 
 
 def fit_anywhere(
-    demand: Demand, supply: Supply, *, budget_s: float = 0.05, prune: bool = True
+    demand: Demand,
+    supply: Supply,
+    *,
+    budget_s: float = 0.05,
+    prune: bool = True,
+    usage: Usage = EMPTY,
 ) -> Verdict:
     """Does ``demand`` fit some node group of ``supply``, existing or able to appear?
 
     Groups the demand cannot tell apart (:func:`~webhook.policy.allocator.shapes.projection`)
     are judged once. Every group is judged while time remains, since an allocation error on
     any of them fails the pod in the scheduler; once the judging has taken ``budget_s``
-    seconds, the groups left are ``unknown``. ``prune`` as for :func:`fit`.
+    seconds, the groups left are ``unknown``. ``prune`` and ``usage`` as for :func:`fit`;
+    with ``usage``, groups of one shape differ by what is in use on them: each is judged.
     """
     # The budget is for judging: telling the groups apart, done once per supply, is not
     # counted.
     remaining = budget_s
     judged: dict[int, Fit] = {}
-    keys, firsts = judged_once(reads_of(demand, supply), supply)
     groups = supply.groups
+    if usage:
+        keys: Sequence[int] = range(len(groups))
+        firsts: Sequence[tuple[int, int]] = [(i, i) for i in keys]
+    else:
+        keys, firsts = judged_once(reads_of(demand, supply), supply)
     # Each projection is judged on the first group that has it, in the groups' order.
     for key, index in firsts:
         if remaining <= 0:
             break
         start = time.monotonic()
-        judged[key] = _fit(demand, groups[index], supply, start + remaining, prune)
+        judged[key] = _fit(demand, groups[index], supply, start + remaining, prune, usage=usage)
         remaining -= time.monotonic() - start
     names: tuple[str, ...] = supply.__dict__.get("_group_keys") or supply.__dict__.setdefault(
         "_group_keys", tuple(g.key for g in groups)

@@ -10,8 +10,10 @@ only for list attributes. Functions keep upstream's names in snake_case and orde
 (docs/allocator.md); branches for features that are off by default are left out. The device
 taint, counter and capacity checks are in :mod:`webhook.policy.allocator.devices`.
 
-What is judged is an empty cluster: nothing allocated (``allocatedState`` empty), so the
-allocator's view of devices in use is only what this allocation takes.
+By default what is judged is an empty cluster: nothing allocated (``allocatedState`` empty),
+so the allocator's view of devices in use is only what this allocation takes. ``usage``
+(:class:`webhook.policy.allocator.usage.Usage`) stands for ``allocatedState``: the devices of
+allocated claims, for the audit's question "does it fit now".
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from webhook.policy.allocator.constraints import (
 from webhook.policy.allocator.pools import Node, NodeSelectionError, Pool, gather_pools
 from webhook.policy.allocator.pools import node_matches as pool_node_matches
 from webhook.policy.allocator.prune import cannot_allocate
+from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand.model import ALL, EXACT_COUNT, Claim, DeviceRequest, Request
 from webhook.policy.dra import Device, DeviceClass, ResourceSlice
 from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
@@ -112,7 +115,8 @@ class Allocator:
     ``all_slices`` every slice (to tell an incomplete pool), ``deadline`` a
     ``time.monotonic()`` after which the search stops with BudgetExceeded. ``prune``: skip
     a search proven impossible by counting (:mod:`webhook.policy.allocator.prune`; False
-    runs the plain port, for tests and benchmarks).
+    runs the plain port, for tests and benchmarks). ``usage``: what allocated claims hold
+    (``allocatedState``); empty by default.
     """
 
     def __init__(
@@ -123,8 +127,10 @@ class Allocator:
         deadline: float | None = None,
         *,
         prune: bool = True,
+        usage: Usage = EMPTY,
     ) -> None:
         self.classes = classes
+        self.usage = usage
         self.slices = slices
         self.all_slices = all_slices
         self.deadline = deadline
@@ -423,12 +429,14 @@ class Allocator:
         return True
 
     def device_in_use(self, device_id: DeviceID) -> bool:
-        """``deviceInUse``: on an empty cluster, only what this allocation takes."""
-        return bool(self.allocating_devices.get(device_id))
+        """``deviceInUse``: allocated to a claim (``allocatedState.AllocatedDevices``), or
+        taken by this allocation."""
+        return device_id in self.usage.devices or bool(self.allocating_devices.get(device_id))
 
     def device_capacity_in_use(self, device_id: DeviceID) -> bool:
-        """``deviceCapacityInUse``."""
-        return device_id in self.allocating_capacity
+        """``deviceCapacityInUse``: an allocated shared device counts (its counters are
+        consumed already), as one this allocation takes some capacity of."""
+        return device_id in self.usage.shared or device_id in self.allocating_capacity
 
     def allocating_device_for_claim(self, device_id: DeviceID, claim_index: int) -> bool:
         """``allocatingDeviceForClaim``."""

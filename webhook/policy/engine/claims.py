@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.policy.claims import SHARES_CAPACITY, ClaimAsk, DeviceAsk, RequestAsk, sharing_strategy
@@ -376,36 +376,20 @@ def _too_few(claim: ClaimAsk, request: RequestAsk, found: Found) -> RuleResult:
     )
 
 
-def placeable(
-    claims: Sequence[ClaimAsk],
-    dra: DraSnapshot,
-    policy: DraPolicy,
-    *,
-    busy: Collection[tuple[str, str, str]],
-) -> tuple[bool, tuple[Device, ...]]:
-    """Can the GPU requests of ``claims`` be allocated together on one node while the devices
-    in ``busy`` (keys) are held by other claims? A busy device that allows multiple
-    allocations still counts as free. Also every device the requests could use, free or not
-    (the audit names who holds them)."""
-    planned: list[Alternatives] = []
+def usable_devices(
+    claims: Sequence[ClaimAsk], dra: DraSnapshot, policy: DraPolicy
+) -> tuple[Device, ...]:
+    """Every device the GPU requests of ``claims`` could use, free or not (the audit names
+    who holds them)."""
     usable: dict[tuple[str, str, str], Device] = {}
     for claim in claims:
         for request in gpu_requests(claim, policy):
             if not all(policy.is_gpu_class(a.device_class) for a in request.alternatives):
                 continue
-            alternatives = []
             for ask in request.alternatives:
                 devices, _ = _matching(ask, dra) if ask.device_class in dra.classes else ((), ())
                 usable.update((d.key, d) for d in devices)
-                free = frozenset(
-                    d.key for d in devices if d.key not in busy or d.allow_multiple_allocations
-                )
-                alternatives.append((ask, free))
-            planned.append(alternatives)
-    devices = tuple(usable.values())
-    if not planned:
-        return True, devices
-    return any(_fits_on(g, planned) for g in _groups(devices)), devices
+    return tuple(usable.values())
 
 
 def claim_findings(
