@@ -34,6 +34,9 @@ changes two things, the least that bounds every way a client holds a thread:
   thread, and never with all of its worker's threads: a review on another connection never
   waits behind a lingering thread for more than one ``LINGER_SLICE``.
 
+* **One write per answer** (``webhook.server.response``): the head and the body of a response
+  leave in one TLS record, not two.
+
 Only HTTP/1.1 over TLS is stepped this way (the webhook serves no HTTP/2: its context offers
 no ALPN); anything else is left to gthread as it is.
 """
@@ -55,6 +58,7 @@ from gunicorn import http, sock
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from webhook.certs.serving import ClientDeadlines
+from webhook.server.response import use_one_write_responses
 from webhook.server.settings import Settings
 
 __all__ = ["AnsweredFirstPool", "ReviewWorker"]
@@ -201,6 +205,12 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         settings = Settings.from_env()
         self.deadlines = ClientDeadlines(settings.handshake_timeout, settings.read_timeout)
         self.max_body = settings.max_body_bytes
+
+    def init_process(self) -> None:
+        """gthread's start in the worker process, each answer sent in one write
+        (``webhook.server.response``)."""
+        use_one_write_responses()
+        super().init_process()
 
     def get_thread_pool(self) -> AnsweredFirstPool:
         """The pool gthread submits connections to (gunicorn's documented override)."""
