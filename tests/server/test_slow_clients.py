@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -113,6 +114,52 @@ def test_a_client_that_never_closes_does_not_stall_the_worker(server: Server) ->
         for sock in lingering:
             sock.close()
         kept.close()
+
+
+def _open_on_server_side(sock: ssl.SSLSocket) -> bool:
+    """True while the server has neither closed nor answered ``sock`` (TLS records such as
+    session tickets may have come: readable is not enough)."""
+    sock.setblocking(False)
+    try:
+        sock.recv(1)
+    except ssl.SSLWantReadError:
+        return True
+    finally:
+        sock.setblocking(True)
+    return False  # an answer, or the end
+
+
+def test_a_body_that_stops_coming_holds_no_thread(tmp_path: Path) -> None:
+    """A request whose head is here and whose body stops halfway waits in the poller, not in
+    a thread: with more such connections than threads, a review on a new connection is
+    answered while they are all still waiting (the read deadline, 5 s here, has not passed:
+    a thread reading one of them would have held on until it did). Gone silent, they are
+    closed after the keep-alive time, as idle connections are (webhook/server/worker.py)."""
+    certs = issue.write_certs(tmp_path / "tls")
+    env = {HANDSHAKE_TIMEOUT_ENV: "5", READ_TIMEOUT_ENV: "5"}
+    with running(tmp_path, certs, workers=1, threads=2, **env) as served:
+        stalled = []
+        try:
+            for _ in range(6):
+                sock = served.context.wrap_socket(
+                    socket.create_connection(("127.0.0.1", served.port), timeout=10),
+                    server_hostname="localhost",
+                )
+                head = (
+                    f"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(REVIEW)}\r\n\r\n"
+                )
+                sock.sendall(head.encode() + REVIEW[:20])  # and the rest never comes
+                stalled.append(sock)
+            fresh = served.connect(timeout=10)
+            try:
+                assert review(fresh) == 200
+            finally:
+                fresh.close()
+            assert all(_open_on_server_side(sock) for sock in stalled)
+        finally:
+            for sock in stalled:
+                sock.close()
 
 
 def test_the_pool_serves_answered_connections_first_and_keeps_threads_for_them() -> None:

@@ -169,7 +169,10 @@ class AnsweredFirstPool:
 
 
 _HEAD_END = b"\r\n\r\n"
-_CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+# Header lines end in CRLF; ``$`` (MULTILINE) matches only before the LF.
+_CONTENT_LENGTH = re.compile(
+    rb"^content-length:[ \t]*(\d+)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE
+)
 # Framings whose body gunicorn reads as it goes (bounded by the socket deadlines).
 _STREAMED = re.compile(rb"^(transfer-encoding|expect):", re.IGNORECASE | re.MULTILINE)
 # More head than gunicorn accepts anyway (limit_request_line + fields): let it answer 400.
@@ -235,6 +238,12 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return False
         if conn.parser.unreader.buf.getvalue() or conn.sock.pending():
             return True  # already here (pipelined, or read ahead into TLS's buffer)
+        return self._readable_soon(conn, time.monotonic() + LINGER)
+
+    def _readable_soon(self, conn: Any, deadline: float) -> bool:
+        """True when ``conn`` has bytes (or its end) before ``deadline``; False at once when
+        this thread should not wait (another connection waits for a thread, or waiting would
+        leave its worker no free thread)."""
         pool = self.tpool
         if not isinstance(pool, AnsweredFirstPool) or not pool.start_lingering():
             return False
@@ -242,13 +251,12 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             # poll, not select: a worker may hold more than FD_SETSIZE (1024) descriptors.
             waiting = select.poll()
             waiting.register(conn.sock.fileno(), select.POLLIN)
-            deadline = time.monotonic() + LINGER
             while self.alive and pool.quiet():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 if waiting.poll(min(left, LINGER_SLICE) * 1000):
-                    return True  # bytes, or the end: the next step finds out which
+                    return True  # bytes, or the end: the caller finds out which
             return False
         finally:
             pool.stop_lingering()
@@ -304,10 +312,16 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         elif now - progress.request_started > self.deadlines.read:
             return self._too_slow(conn, "request headers and body", self.deadlines.read)
         conn.sock.setblocking(False)
+        # The rest of a request that has begun usually follows within a millisecond (a client
+        # may send its head and its body in two writes): wait that long on this thread, as
+        # next_request_soon does, rather than hand the connection to the poller and back.
+        deadline = now + LINGER
         while not self._whole(progress.buffer):
             try:
                 chunk = conn.sock.recv(65536)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                if progress.buffer and self._readable_soon(conn, deadline):
+                    continue
                 return "wait"  # what came so far stays in progress.buffer
             if not chunk:
                 return "close"  # the client went away
