@@ -129,16 +129,25 @@ def _open_on_server_side(sock: ssl.SSLSocket) -> bool:
     return False  # an answer, or the end
 
 
-def test_a_body_that_stops_coming_holds_no_thread(tmp_path: Path) -> None:
-    """A request whose head is here and whose body stops halfway waits in the poller, not in
-    a thread: with more such connections than threads, a review on a new connection is
-    answered while they are all still waiting (the read deadline, 5 s here, has not passed:
-    a thread reading one of them would have held on until it did). Gone silent, they are
-    closed after the keep-alive time, as idle connections are (webhook/server/worker.py)."""
+def test_a_body_sent_slowly_holds_no_thread(tmp_path: Path) -> None:
+    """A request whose head is here and whose body comes a byte at a time waits in the
+    poller between bytes, not in a thread: with more such connections than threads, a review
+    on a new connection is answered while they are all still sending (their read deadline,
+    5 s here, has not passed: a thread reading one of them would hold on until it did)."""
     certs = issue.write_certs(tmp_path / "tls")
     env = {HANDSHAKE_TIMEOUT_ENV: "5", READ_TIMEOUT_ENV: "5"}
     with running(tmp_path, certs, workers=1, threads=2, **env) as served:
-        stalled = []
+        slow: list[ssl.SSLSocket] = []
+        stop = threading.Event()
+
+        def drip() -> None:
+            sent = 20
+            while not stop.wait(0.2) and sent < len(REVIEW) - 1:
+                for sock in slow:
+                    sock.sendall(REVIEW[sent : sent + 1])
+                sent += 1
+
+        dripping = threading.Thread(target=drip, daemon=True)
         try:
             for _ in range(6):
                 sock = served.context.wrap_socket(
@@ -149,16 +158,21 @@ def test_a_body_that_stops_coming_holds_no_thread(tmp_path: Path) -> None:
                     f"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(REVIEW)}\r\n\r\n"
                 )
-                sock.sendall(head.encode() + REVIEW[:20])  # and the rest never comes
-                stalled.append(sock)
+                sock.sendall(head.encode() + REVIEW[:20])
+                slow.append(sock)
+            dripping.start()
+            time.sleep(0.5)  # a few bytes of each body have come since the head
             fresh = served.connect(timeout=10)
             try:
                 assert review(fresh) == 200
             finally:
                 fresh.close()
-            assert all(_open_on_server_side(sock) for sock in stalled)
+            stop.set()
+            dripping.join()
+            assert all(_open_on_server_side(sock) for sock in slow)
         finally:
-            for sock in stalled:
+            stop.set()
+            for sock in slow:
                 sock.close()
 
 
