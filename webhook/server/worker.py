@@ -12,9 +12,11 @@ changes two things, the least that bounds every way a client holds a thread:
 * **A thread never waits for a client's bytes.** :meth:`ReviewWorker.handle` steps the TLS
   handshake and reads the request without blocking; when more bytes are needed it gives the
   connection back to gthread's poller (gthread's own "defer" path, which it uses for a new
-  connection that sends nothing) and the next step runs when bytes arrive. Only a request
-  whose headers and body are all here goes to gunicorn's parser and the app. A handshake not
-  done within ``GPU_POLICY_HANDSHAKE_TIMEOUT``, or a request not all here within
+  connection that sends nothing) and the next step runs when bytes arrive. (The rest of a
+  request that has begun is waited for up to ``REST_OF_REQUEST``, 10 ms, under the rule of
+  ``next_request_soon`` below: a client often sends its head and its body in two writes.)
+  Only a request whose headers and body are all here goes to gunicorn's parser and the app.
+  A handshake not done within ``GPU_POLICY_HANDSHAKE_TIMEOUT``, or a request not all here within
   ``GPU_POLICY_READ_TIMEOUT`` of its first byte, closes the connection (checked at each step;
   a client that goes silent is closed by gthread after its keepalive time, holding no thread).
   What still reads blocking (a chunked body, a body after ``Expect: 100-continue``) is bounded
@@ -69,6 +71,8 @@ _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
 # and how often it checks meanwhile whether another connection needs a thread.
 LINGER = 0.010
 LINGER_SLICE = 0.001
+# How long a thread waits for the rest of a request whose first bytes are here (seconds).
+REST_OF_REQUEST = 0.010
 
 
 class AnsweredFirstPool:
@@ -315,7 +319,7 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         # The rest of a request that has begun usually follows within a millisecond (a client
         # may send its head and its body in two writes): wait that long on this thread, as
         # next_request_soon does, rather than hand the connection to the poller and back.
-        deadline = now + LINGER
+        deadline = now + REST_OF_REQUEST
         while not self._whole(progress.buffer):
             try:
                 chunk = conn.sock.recv(65536)
