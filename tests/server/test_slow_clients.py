@@ -90,6 +90,20 @@ def test_reviews_are_answered_while_slow_clients_hold_on(server: Server, kind: s
     assert "not received within 1 s" in server.log()
 
 
+def test_a_connection_quiet_longer_than_the_read_deadline_is_served(server: Server) -> None:
+    """The read deadline counts from a request's first byte: a connection that was opened
+    (handshake done) and used only later, as the API server's Go client does with a connection
+    it dialled while another one answered, gets its review answered, not closed."""
+    conn = server.connect(timeout=10)
+    try:
+        conn.connect()  # the TLS handshake, and no request yet
+        time.sleep(1.5)  # longer than the server's read deadline (1 s)
+        assert review(conn) == 200
+        assert review(conn) == 200
+    finally:
+        conn.close()
+
+
 def test_a_client_that_never_closes_does_not_stall_the_worker(server: Server) -> None:
     """gunicorn lingers after answering ``Connection: close``: never in the worker's loop."""
     kept = server.connect(timeout=5)  # gunicorn's linger, 2 s per connection, would add to 12 s

@@ -295,24 +295,16 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request)."""
         now = time.monotonic()
         if not conn.initialized:
-            if progress.handshake_started is None:
-                if not conn.data_ready:
-                    return "wait"  # nothing sent yet: the poller waits, not a thread
-                progress.handshake_started = now
-                conn.sock.setblocking(False)
-                conn.sock = sock.ssl_wrap_socket(conn.sock, self.cfg)
-            if now - progress.handshake_started > self.deadlines.handshake:
-                return self._too_slow(conn, "TLS handshake", self.deadlines.handshake)
-            conn.sock.setblocking(False)
-            try:
-                conn.sock.do_handshake()
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                return "wait"
-            conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-            conn.initialized = True
+            handshake = self._handshake_step(conn, progress, now)
+            if handshake is not None:
+                return handshake
         if progress.request_started is None:
-            progress.request_started = now
+            # The deadline runs from the request's first byte, not from a step that found
+            # none: a client may open a connection and send on it much later (Go's transport
+            # keeps a connection it dialled for a request that another connection served).
             progress.buffer = bytearray(conn.parser.unreader.take_buffered())
+            if progress.buffer:
+                progress.request_started = now
         elif now - progress.request_started > self.deadlines.read:
             return self._too_slow(conn, "request headers and body", self.deadlines.read)
         conn.sock.setblocking(False)
@@ -330,11 +322,32 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             if not chunk:
                 return "close"  # the client went away
             progress.buffer += chunk
+            if progress.request_started is None:
+                progress.request_started = time.monotonic()
         progress.streamed = self._streamed(progress.buffer)
         conn.parser.unreader.unread(bytes(progress.buffer))
         progress.request_started = None
         progress.buffer = bytearray()
         return "ready"
+
+    def _handshake_step(self, conn: Any, progress: _Progress, now: float) -> str | None:
+        """One step of the TLS handshake: ``wait``, ``close``, or None once it is done."""
+        if progress.handshake_started is None:
+            if not conn.data_ready:
+                return "wait"  # nothing sent yet: the poller waits, not a thread
+            progress.handshake_started = now
+            conn.sock.setblocking(False)
+            conn.sock = sock.ssl_wrap_socket(conn.sock, self.cfg)
+        if now - progress.handshake_started > self.deadlines.handshake:
+            return self._too_slow(conn, "TLS handshake", self.deadlines.handshake)
+        conn.sock.setblocking(False)
+        try:
+            conn.sock.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return "wait"
+        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        conn.initialized = True
+        return None
 
     def _streamed(self, data: bytearray) -> bool:
         """True when gunicorn will read the body as it comes (it is not all in ``data``)."""
