@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -89,6 +90,20 @@ def test_reviews_are_answered_while_slow_clients_hold_on(server: Server, kind: s
     assert "not received within 1 s" in server.log()
 
 
+def test_a_connection_quiet_longer_than_the_read_deadline_is_served(server: Server) -> None:
+    """The read deadline counts from a request's first byte: a connection that was opened
+    (handshake done) and used only later, as the API server's Go client does with a connection
+    it dialled while another one answered, gets its review answered, not closed."""
+    conn = server.connect(timeout=10)
+    try:
+        conn.connect()  # the TLS handshake, and no request yet
+        time.sleep(1.5)  # longer than the server's read deadline (1 s)
+        assert review(conn) == 200
+        assert review(conn) == 200
+    finally:
+        conn.close()
+
+
 def test_a_client_that_never_closes_does_not_stall_the_worker(server: Server) -> None:
     """gunicorn lingers after answering ``Connection: close``: never in the worker's loop."""
     kept = server.connect(timeout=5)  # gunicorn's linger, 2 s per connection, would add to 12 s
@@ -113,6 +128,66 @@ def test_a_client_that_never_closes_does_not_stall_the_worker(server: Server) ->
         for sock in lingering:
             sock.close()
         kept.close()
+
+
+def _open_on_server_side(sock: ssl.SSLSocket) -> bool:
+    """True while the server has neither closed nor answered ``sock`` (TLS records such as
+    session tickets may have come: readable is not enough)."""
+    sock.setblocking(False)
+    try:
+        sock.recv(1)
+    except ssl.SSLWantReadError:
+        return True
+    finally:
+        sock.setblocking(True)
+    return False  # an answer, or the end
+
+
+def test_a_body_sent_slowly_holds_no_thread(tmp_path: Path) -> None:
+    """A request whose head is here and whose body comes a byte at a time waits in the
+    poller between bytes, not in a thread: with more such connections than threads, a review
+    on a new connection is answered while they are all still sending (their read deadline,
+    5 s here, has not passed: a thread reading one of them would hold on until it did)."""
+    certs = issue.write_certs(tmp_path / "tls")
+    env = {HANDSHAKE_TIMEOUT_ENV: "5", READ_TIMEOUT_ENV: "5"}
+    with running(tmp_path, certs, workers=1, threads=2, **env) as served:
+        slow: list[ssl.SSLSocket] = []
+        stop = threading.Event()
+
+        def drip() -> None:
+            sent = 20
+            while not stop.wait(0.2) and sent < len(REVIEW) - 1:
+                for sock in slow:
+                    sock.sendall(REVIEW[sent : sent + 1])
+                sent += 1
+
+        dripping = threading.Thread(target=drip, daemon=True)
+        try:
+            for _ in range(6):
+                sock = served.context.wrap_socket(
+                    socket.create_connection(("127.0.0.1", served.port), timeout=10),
+                    server_hostname="localhost",
+                )
+                head = (
+                    f"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(REVIEW)}\r\n\r\n"
+                )
+                sock.sendall(head.encode() + REVIEW[:20])
+                slow.append(sock)
+            dripping.start()
+            time.sleep(0.5)  # a few bytes of each body have come since the head
+            fresh = served.connect(timeout=10)
+            try:
+                assert review(fresh) == 200
+            finally:
+                fresh.close()
+            stop.set()
+            dripping.join()
+            assert all(_open_on_server_side(sock) for sock in slow)
+        finally:
+            stop.set()
+            for sock in slow:
+                sock.close()
 
 
 def test_the_pool_serves_answered_connections_first_and_keeps_threads_for_them() -> None:

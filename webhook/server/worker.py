@@ -12,9 +12,11 @@ changes two things, the least that bounds every way a client holds a thread:
 * **A thread never waits for a client's bytes.** :meth:`ReviewWorker.handle` steps the TLS
   handshake and reads the request without blocking; when more bytes are needed it gives the
   connection back to gthread's poller (gthread's own "defer" path, which it uses for a new
-  connection that sends nothing) and the next step runs when bytes arrive. Only a request
-  whose headers and body are all here goes to gunicorn's parser and the app. A handshake not
-  done within ``GPU_POLICY_HANDSHAKE_TIMEOUT``, or a request not all here within
+  connection that sends nothing) and the next step runs when bytes arrive. (The rest of a
+  request that has begun is waited for up to ``REST_OF_REQUEST``, 10 ms, under the rule of
+  ``next_request_soon`` below: a client often sends its head and its body in two writes.)
+  Only a request whose headers and body are all here goes to gunicorn's parser and the app.
+  A handshake not done within ``GPU_POLICY_HANDSHAKE_TIMEOUT``, or a request not all here within
   ``GPU_POLICY_READ_TIMEOUT`` of its first byte, closes the connection (checked at each step;
   a client that goes silent is closed by gthread after its keepalive time, holding no thread).
   What still reads blocking (a chunked body, a body after ``Expect: 100-continue``) is bounded
@@ -33,6 +35,9 @@ changes two things, the least that bounds every way a client holds a thread:
   (:meth:`ReviewWorker.next_request_soon`), but only while no other connection waits for a
   thread, and never with all of its worker's threads: a review on another connection never
   waits behind a lingering thread for more than one ``LINGER_SLICE``.
+
+* **One write per answer** (``webhook.server.response``): the head and the body of a response
+  leave in one TLS record, not two.
 
 Only HTTP/1.1 over TLS is stepped this way (the webhook serves no HTTP/2: its context offers
 no ALPN); anything else is left to gthread as it is.
@@ -55,6 +60,7 @@ from gunicorn import http, sock
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from webhook.certs.serving import ClientDeadlines
+from webhook.server.response import use_one_write_responses
 from webhook.server.settings import Settings
 
 __all__ = ["AnsweredFirstPool", "ReviewWorker"]
@@ -65,6 +71,8 @@ _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
 # and how often it checks meanwhile whether another connection needs a thread.
 LINGER = 0.010
 LINGER_SLICE = 0.001
+# How long a thread waits for the rest of a request whose first bytes are here (seconds).
+REST_OF_REQUEST = 0.010
 
 
 class AnsweredFirstPool:
@@ -165,7 +173,10 @@ class AnsweredFirstPool:
 
 
 _HEAD_END = b"\r\n\r\n"
-_CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+# Header lines end in CRLF; ``$`` (MULTILINE) matches only before the LF.
+_CONTENT_LENGTH = re.compile(
+    rb"^content-length:[ \t]*(\d+)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE
+)
 # Framings whose body gunicorn reads as it goes (bounded by the socket deadlines).
 _STREAMED = re.compile(rb"^(transfer-encoding|expect):", re.IGNORECASE | re.MULTILINE)
 # More head than gunicorn accepts anyway (limit_request_line + fields): let it answer 400.
@@ -202,6 +213,12 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         self.deadlines = ClientDeadlines(settings.handshake_timeout, settings.read_timeout)
         self.max_body = settings.max_body_bytes
 
+    def init_process(self) -> None:
+        """gthread's start in the worker process, each answer sent in one write
+        (``webhook.server.response``)."""
+        use_one_write_responses()
+        super().init_process()
+
     def get_thread_pool(self) -> AnsweredFirstPool:
         """The pool gthread submits connections to (gunicorn's documented override)."""
         return AnsweredFirstPool(self.cfg.threads)
@@ -225,6 +242,12 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return False
         if conn.parser.unreader.buf.getvalue() or conn.sock.pending():
             return True  # already here (pipelined, or read ahead into TLS's buffer)
+        return self._readable_soon(conn, time.monotonic() + LINGER)
+
+    def _readable_soon(self, conn: Any, deadline: float) -> bool:
+        """True when ``conn`` has bytes (or its end) before ``deadline``; False at once when
+        this thread should not wait (another connection waits for a thread, or waiting would
+        leave its worker no free thread)."""
         pool = self.tpool
         if not isinstance(pool, AnsweredFirstPool) or not pool.start_lingering():
             return False
@@ -232,13 +255,12 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             # poll, not select: a worker may hold more than FD_SETSIZE (1024) descriptors.
             waiting = select.poll()
             waiting.register(conn.sock.fileno(), select.POLLIN)
-            deadline = time.monotonic() + LINGER
             while self.alive and pool.quiet():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 if waiting.poll(min(left, LINGER_SLICE) * 1000):
-                    return True  # bytes, or the end: the next step finds out which
+                    return True  # bytes, or the end: the caller finds out which
             return False
         finally:
             pool.stop_lingering()
@@ -273,40 +295,59 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request)."""
         now = time.monotonic()
         if not conn.initialized:
-            if progress.handshake_started is None:
-                if not conn.data_ready:
-                    return "wait"  # nothing sent yet: the poller waits, not a thread
-                progress.handshake_started = now
-                conn.sock.setblocking(False)
-                conn.sock = sock.ssl_wrap_socket(conn.sock, self.cfg)
-            if now - progress.handshake_started > self.deadlines.handshake:
-                return self._too_slow(conn, "TLS handshake", self.deadlines.handshake)
-            conn.sock.setblocking(False)
-            try:
-                conn.sock.do_handshake()
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                return "wait"
-            conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-            conn.initialized = True
+            handshake = self._handshake_step(conn, progress, now)
+            if handshake is not None:
+                return handshake
         if progress.request_started is None:
-            progress.request_started = now
+            # The deadline runs from the request's first byte, not from a step that found
+            # none: a client may open a connection and send on it much later (Go's transport
+            # keeps a connection it dialled for a request that another connection served).
             progress.buffer = bytearray(conn.parser.unreader.take_buffered())
+            if progress.buffer:
+                progress.request_started = now
         elif now - progress.request_started > self.deadlines.read:
             return self._too_slow(conn, "request headers and body", self.deadlines.read)
         conn.sock.setblocking(False)
+        # The rest of a request that has begun usually follows within a millisecond (a client
+        # may send its head and its body in two writes): wait that long on this thread, as
+        # next_request_soon does, rather than hand the connection to the poller and back.
+        deadline = now + REST_OF_REQUEST
         while not self._whole(progress.buffer):
             try:
                 chunk = conn.sock.recv(65536)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                if progress.buffer and self._readable_soon(conn, deadline):
+                    continue
                 return "wait"  # what came so far stays in progress.buffer
             if not chunk:
                 return "close"  # the client went away
             progress.buffer += chunk
+            if progress.request_started is None:
+                progress.request_started = time.monotonic()
         progress.streamed = self._streamed(progress.buffer)
         conn.parser.unreader.unread(bytes(progress.buffer))
         progress.request_started = None
         progress.buffer = bytearray()
         return "ready"
+
+    def _handshake_step(self, conn: Any, progress: _Progress, now: float) -> str | None:
+        """One step of the TLS handshake: ``wait``, ``close``, or None once it is done."""
+        if progress.handshake_started is None:
+            if not conn.data_ready:
+                return "wait"  # nothing sent yet: the poller waits, not a thread
+            progress.handshake_started = now
+            conn.sock.setblocking(False)
+            conn.sock = sock.ssl_wrap_socket(conn.sock, self.cfg)
+        if now - progress.handshake_started > self.deadlines.handshake:
+            return self._too_slow(conn, "TLS handshake", self.deadlines.handshake)
+        conn.sock.setblocking(False)
+        try:
+            conn.sock.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return "wait"
+        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        conn.initialized = True
+        return None
 
     def _streamed(self, data: bytearray) -> bool:
         """True when gunicorn will read the body as it comes (it is not all in ``data``)."""
