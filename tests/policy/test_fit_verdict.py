@@ -197,3 +197,33 @@ def test_a_lone_claim_is_not_refused_for_taints_its_pods_may_tolerate(dra_policy
     )
     assert not refused.allowed
     assert "untolerated taint" in refused.denial
+
+
+def test_nodes_alike_but_for_the_label_a_network_slice_selects_stay_apart(
+    dra_policy: Policy,
+) -> None:
+    """Two GPU-less nodes of one shape; network-attached GPUs reach only the node of rack b:
+    a pod asking for one through its class fits there (found by the differential test, where
+    the look-alike nodes were made one group with the first node's answer)."""
+    klass = device_class("gpu.nvidia.com", GPU_CLASS_CEL)
+    network = resource_slice("rack-b", dra_gpu(0))
+    del network["spec"]["nodeName"]
+    network["spec"]["nodeSelector"] = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["b"]}]}
+        ]
+    }
+    nodes = [node("n0"), node("n1")]
+    nodes[0]["metadata"]["labels"]["rack"] = "a"
+    nodes[1]["metadata"]["labels"]["rack"] = "b"
+    inventory = assemble(
+        dra_policy,
+        nodes=nodes,
+        source="test",
+        dra=DraObjects([klass], [network]),
+        fit_budget_s=5.0,
+    )
+    name = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+    decision = review(pod(ctr(limits={name: 1})), policy=dra_policy, inventory=inventory)
+    assert decision.allowed, decision.denial
+    assert not review(pod(ctr(limits={name: 2})), policy=dra_policy, inventory=inventory).allowed

@@ -120,12 +120,50 @@ def _merged(supply: Supply, keys: frozenset[str]) -> Supply:
     return replace(supply, groups=tuple(groups))
 
 
+def _selector_keys(selector: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The label keys a NodeSelector reads; None when it reads node names (``matchFields``)."""
+    keys: set[str] = set()
+    for term in (selector or {}).get("nodeSelectorTerms") or ():
+        if not isinstance(term, Mapping):
+            continue
+        if term.get("matchFields"):
+            return None
+        for expression in term.get("matchExpressions") or ():
+            if isinstance(expression, Mapping):
+                keys.add(str(expression.get("key")))
+    return frozenset(keys)
+
+
+def _slice_keys(supply: Supply) -> frozenset[str] | None:
+    """The node label keys that decide which nodes reach the shared ResourceSlices and their
+    devices (a slice's ``nodeSelector``, a device's own): nodes that differ in them reach
+    different devices, so they may not be made one group. None when a selector reads node
+    names."""
+    keys: set[str] = set()
+    for found in supply.slices:
+        selectors = [found.node_selector]
+        if found.per_device_node_selection:
+            selectors += [d.node_selector for d in found.devices]
+        for selector in selectors:
+            read = _selector_keys(selector)
+            if read is None:
+                return None
+            keys |= read
+    return frozenset(keys)
+
+
 def _supply_for(demand: Demand, inventory: Inventory) -> Supply:
     supply = inventory.supply
     assert supply is not None
     keys = _read_keys(demand)
     if keys is None:
         return supply
+    # What the slices' node selection reads is read for every demand: network-attached
+    # devices reach some nodes of one shape and not others (found by the differential test).
+    slice_keys = _slice_keys(supply)
+    if slice_keys is None:
+        return supply
+    keys |= slice_keys
     found = inventory.fit_groups.get(keys)
     if found is None:
         found = _merged(supply, keys)
