@@ -1,5 +1,6 @@
 """``audit()``: judge what already runs with the webhook's engine, and say why GPU pods wait.
 
+Each family has its module (``policy_findings.py``, ``node_findings.py``; scheduling here).
 The input is what a cluster listing (or a dump) gave the Collector, the node objects, the
 policy and the inventory built from those nodes; the output an AuditResult: one Finding per
 rule and reported object, pass included, which the output and report modules render.
@@ -19,24 +20,25 @@ Three families of findings:
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from webhook.audit.claims import ClaimDiagnosis
-from webhook.audit.findings import Finding, Ref, format_age, worst
+from webhook.audit.findings import Finding, Ref, format_age
 from webhook.audit.isolation import isolation_findings
 from webhook.audit.migration import migration_findings
+from webhook.audit.node_findings import node_findings
 from webhook.audit.owners import Collector, Group, as_utc, parse_time
+from webhook.audit.policy_findings import policy_findings
 from webhook.audit.stuck import Capacity, Reason, pod_requests, scheduler_message
 from webhook.audit.trim import ADMISSION_ERROR
-from webhook.contract import MUTATIONS_ANNOTATION
-from webhook.policy import Decision, Inventory, Policy, review
-from webhook.policy.decision import RULES, RuleResult, Status
+from webhook.policy import Inventory, Policy, review
+from webhook.policy.decision import Status
 from webhook.policy.dra import dra_snapshot
-from webhook.policy.nodes import NodeView, node_views
+from webhook.policy.nodes import node_views
 from webhook.policy.supply.assemble import (
     OFFLINE_FIT_BUDGET_S,
     DraObjects,
@@ -48,25 +50,6 @@ from webhook.policy.workloads import locate
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
 
 EXIT_CLEAN, EXIT_FAILED = 0, 1
-
-# What to change, per engine rule; where to change it depends on the object (see _where).
-_RULE_FIXES = {
-    "gpu-ephemeral-container": "remove the GPU resources from the ephemeral container",
-    "gpu-resource-name": "ask for a GPU resource name the cluster offers (the message names them)",
-    "gpu-quantity": "ask for a whole, positive number of GPUs",
-    "gpu-requests-equal-limits": "set the GPU requests equal to the GPU limits",
-    "gpu-container-forms": "give each container one kind of GPU",
-    "gpu-intent": "correct the gpu-policy.io/ annotations",
-    "gpu-node-selection": "select nodes that offer the GPU it asks for (the message says which)",
-    "gpu-shared-request-above-one": "ask for 1 shared GPU per container",
-    "gpu-resource-offered": "ask for a GPU that some node offers (the message says which)",
-    "gpu-claim-admin-access": "remove adminAccess, or run it in a namespace the policy allows",
-    "gpu-claim-device-class": "name a DeviceClass the cluster has (the message says which)",
-    "gpu-claim-shared-request-above-one": "ask for 1 device (or 1 share) per shared request",
-    "gpu-claim-mig-profile": "ask for a MIG profile some ResourceSlice offers",
-    "gpu-claim-devices-available": "ask for the devices some node has (the message says which)",
-}
-_CONTROLLERS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
 
 
 @dataclass(frozen=True)
@@ -114,131 +97,6 @@ def _age(since: datetime | None, now: datetime) -> int | None:
 
 def _created(obj: Mapping[str, Any]) -> datetime | None:
     return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
-
-
-def _manage(subject: Ref) -> str:
-    """``kubectl edit deployment -n nlp nlp-inference``."""
-    return f"kubectl edit {subject.kind.lower()} -n {subject.namespace} {subject.name}"
-
-
-def _where(subject: Ref) -> str:
-    """Where a fix to the pod spec goes for this object, and what happens then."""
-    kind = subject.kind
-    if kind == "Pod":
-        return (
-            "in its manifest: a pod's resources cannot change, so delete it and create it "
-            "again from the corrected manifest"
-        )
-    if kind in _CONTROLLERS:
-        return f"in its pod template ({_manage(subject)}): the controller replaces its pods"
-    if kind == "CronJob":
-        return f"in spec.jobTemplate ({_manage(subject)}): the next run uses it"
-    if kind == "Job":
-        return (
-            "in its manifest: a Job's pod template cannot change, so delete the Job and create "
-            "it again"
-        )
-    return f"in the {kind} that makes these pods (its pods cannot change)"
-
-
-def _restart(subject: Ref) -> str:
-    if subject.kind in ("Deployment", "StatefulSet", "DaemonSet"):
-        return (
-            f"kubectl rollout restart {subject.kind.lower()} -n {subject.namespace} "
-            f"{subject.name} makes them again through the webhook"
-        )
-    if subject.kind == "CronJob":
-        return "the next run's pods get it"
-    return "delete them so that they are made again through the webhook"
-
-
-def _merge(results: tuple[RuleResult, ...]) -> dict[str, list[RuleResult]]:
-    by_rule: dict[str, list[RuleResult]] = defaultdict(list)
-    for result in results:
-        by_rule[result.rule].append(result)
-    return by_rule
-
-
-def _policy_findings(group: Group, decision: Decision) -> list[Finding]:
-    subject = group.subject
-    assert group.judged is not None
-    since = group.created
-    pods = len(group.pods)
-    common: dict[str, Any] = {"subject": subject, "category": "policy", "since": since}
-    out = []
-    for rule, results in _merge(decision.results).items():
-        status = worst(r.status for r in results)
-        flagged = [r for r in results if r.status == status]
-        message = "; ".join(dict.fromkeys(r.message for r in flagged if r.message))
-        fix = ""
-        if status in ("fail", "warn") and rule in _RULE_FIXES:
-            fix = f"{_RULE_FIXES[rule]} {_where(subject)}"
-        details = {"enforcement": decision.enforcement}
-        containers = [r.container for r in flagged if r.container]
-        if containers:
-            details["containers"] = ", ".join(dict.fromkeys(containers))
-        out.append(
-            Finding(
-                rule=rule,
-                result=status,
-                message=message or RULES.get(rule, ""),
-                fix=fix,
-                pods=pods,
-                details=details,
-                **common,
-            )
-        )
-    if decision.results and decision.results[0].rule == "gpu-policy":
-        return out  # skipped (exempt, no GPU): nothing would change either
-    out.append(_changes_finding(group, decision, common))
-    return out
-
-
-def _changes_finding(group: Group, decision: Decision, common: dict[str, Any]) -> Finding:
-    rule = "gpu-webhook-changes"
-    changes = "; ".join(decision.changes)
-    if not changes:
-        return Finding(
-            rule=rule, result="pass", message="the webhook would change nothing", **common
-        )
-    subject = group.subject
-    if subject.kind == "Pod":
-        return Finding(
-            rule=rule,
-            result="warn",
-            message=f"the pod runs without what the webhook would write into it: {changes}",
-            fix="delete it and create it again from its manifest: the webhook writes it then",
-            pods=1,
-            details={"changes": changes},
-            **common,
-        )
-    without = [
-        p
-        for p in group.pods
-        if MUTATIONS_ANNOTATION not in ((p.get("metadata") or {}).get("annotations") or {})
-    ]
-    if not without:
-        return Finding(
-            rule=rule,
-            result="pass",
-            message=f"the webhook writes into its new pods: {changes}",
-            pods=len(group.pods),
-            details={"changes": changes},
-            **common,
-        )
-    return Finding(
-        rule=rule,
-        result="warn",
-        message=(
-            f"{len(without)} of its {len(group.pods)} pods run without what the webhook writes "
-            f"into new ones ({changes}): they were made before the webhook ran, or while it "
-            "was off"
-        ),
-        fix=f"nothing to do for new pods; for these, {_restart(subject)}",
-        pods=len(without),
-        details={"changes": changes},
-        **common,
-    )
 
 
 @dataclass(slots=True)
@@ -440,86 +298,6 @@ def _scheduling_findings(
     return out, placement
 
 
-def _node_findings(
-    nodes: tuple[NodeView, ...], capacity: Capacity, inventory: Inventory, waiters: Counter[str]
-) -> list[Finding]:
-    out = []
-    labels: dict[str, list[str]] = defaultdict(list)
-    unplaced: list[str] = []
-    for problem in inventory.disagreements:
-        name = problem.removeprefix("node ").split(":", 1)[0] if problem.startswith("node ") else ""
-        (labels[name] if name else unplaced).append(problem)
-    for node in nodes:
-        ref = Ref("Node", None, node.name)
-        held = {r: capacity.held.get((node.name, r), 0) for r in node.gpus}
-        use = ", ".join(
-            f"{r}: {held[r]} of {n} slot{'' if n == 1 else 's'} held"
-            for r, n in sorted(node.gpus.items())
-        )
-        full = all(held[r] >= n for r, n in node.gpus.items())
-        if waiters.get(node.name) and full:
-            waiting = waiters[node.name]
-            asks = "pod asks" if waiting == 1 else "pods ask"
-            out.append(
-                Finding(
-                    rule="gpu-node-capacity",
-                    result="warn",
-                    subject=ref,
-                    message=f"{use}; {waiting} waiting {asks} for its GPUs",
-                    fix="free a slot or share its GPUs: the waiting pods' gpu-pod-scheduled "
-                    "findings name the holders (`gpu-policy plan` sizes the sharing)",
-                    category="nodes",
-                    details={r: f"{held[r]}/{n}" for r, n in node.gpus.items()},
-                )
-            )
-        else:
-            out.append(
-                Finding(
-                    rule="gpu-node-capacity",
-                    result="pass",
-                    subject=ref,
-                    message=use,
-                    category="nodes",
-                )
-            )
-        mine = labels.pop(node.name, [])
-        out.append(
-            Finding(
-                rule="gpu-node-labels",
-                result="warn" if mine else "pass",
-                subject=ref,
-                message="; ".join(mine) or "GPU labels agree with allocatable",
-                fix="GPU Feature Discovery writes the labels and the device plugin the "
-                "allocatable resources: restart the one that runs an older config"
-                if mine
-                else "",
-                category="nodes",
-            )
-        )
-    # Disagreements about nodes that advertise no GPU resource, and any not about one node.
-    for name, problems in sorted(labels.items()):
-        out.append(
-            Finding(
-                rule="gpu-node-labels",
-                result="warn",
-                subject=Ref("Node", None, name),
-                message="; ".join(problems),
-                category="nodes",
-            )
-        )
-    if unplaced:
-        out.append(
-            Finding(
-                rule="gpu-node-labels",
-                result="warn",
-                subject=Ref("Node", None, ""),
-                message="; ".join(unplaced),
-                category="nodes",
-            )
-        )
-    return out
-
-
 def _asks_for_gpu(obj: Mapping[str, Any], claims: ClaimDiagnosis | None) -> bool:
     """A GPU container, or (where the audit sees DRA) a GPU claim or a claim it cannot find.
 
@@ -622,11 +400,11 @@ def audit(
     for group in groups:
         if group.judged is not None:
             decision = review(group.judged, policy=policy, inventory=inventory)
-            findings += _policy_findings(group, decision)
+            findings += policy_findings(group, decision)
         scheduling, placement = _scheduling_findings(group, capacity, now, waiters, claims)
         findings += scheduling
         placements.append(placement)
-    findings += _node_findings(views, capacity, inventory, waiters)
+    findings += node_findings(views, capacity, inventory, waiters)
     findings += migration_findings(inventory, (p for g in groups for p in g.pods))
     gpu_nodes = {n.name for n in views} | {n.name for n in inventory.gpu_nodes.nodes or ()}
     findings += isolation_findings(collected.exposed, gpu_nodes, policy)
