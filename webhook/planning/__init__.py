@@ -16,6 +16,7 @@ from webhook.planning.measurements import (
     parse_measurements,
     parse_memory_mib,
 )
+from webhook.planning.plan import Plan, PlanWarning
 from webhook.planning.plugin_texts import configmap_texts, dump_yaml, existing_configs
 from webhook.planning.rollout import (
     CONFIGMAP_FILE,
@@ -27,8 +28,6 @@ from webhook.planning.rollout import (
 )
 from webhook.planning.sizing import (
     DEFAULT_HEADROOM,
-    Plan,
-    PlanWarning,
     fitting_replicas,
     key_for_model,
     make_plan,

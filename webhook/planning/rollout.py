@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 
 from webhook.contract import DEVICE_PLUGIN_CONFIGMAP, GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
+from webhook.planning.plan import Plan, PoolPlan
 from webhook.planning.plugin_texts import dump_yaml
-from webhook.planning.sizing import Plan, PoolPlan, pct, pool_model
+from webhook.planning.sizing import pct, pool_model
 from webhook.policy.inventory import Inventory, Offer
 from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.products import base_model, product_label, product_value
