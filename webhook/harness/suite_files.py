@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from webhook.contract import GPU_POLICY_API_VERSION
 from webhook.files import (
     Document,
     DocumentError,
@@ -27,22 +25,28 @@ from webhook.files import (
 )
 from webhook.harness.suite import (
     OPERATIONS,
-    SUITE_KINDS,
-    UNCHANGED,
     Case,
     Expect,
-    Golden,
     Problem,
     Suite,
     SuiteError,
     is_suite_file,
 )
+from webhook.harness.suite_fields import (
+    case_label,
+    check_kind,
+    golden_file,
+    inline_object,
+    metadata_of,
+    node_selection,
+    select,
+    suite_name,
+    warning_patterns,
+)
 from webhook.harness.yaml_nodes import NodeReader, line_of, shape
 from webhook.policy import (
-    NODE_SELECTION_MODES,
     RULES,
     Inventory,
-    NodeSelection,
     Policy,
     PolicyError,
 )
@@ -72,7 +76,6 @@ _CASE_FIELDS: tuple[str, ...] = (
     "expect",
 )
 _EXPECT_FIELDS: tuple[str, ...] = ("allowed", "failed", "warnings", "message", "golden", "refused")
-_SELECT_FIELDS: tuple[str, ...] = ("kind", "name", "namespace")
 _PRUNED_DIRS = frozenset({"node_modules", "__pycache__", "venv"})
 
 
@@ -170,8 +173,8 @@ class SuiteLoader:
         fields = r.mapping(node, "suite", _SUITE_FIELDS)
         if not isinstance(node, yaml.MappingNode):
             raise SuiteError(r.problems)
-        _check_kind(r, node, fields)
-        name = _suite_name(r, fields)
+        check_kind(r, node, fields)
+        name = suite_name(r, fields)
         description = ""
         if "description" in fields:
             description = r.string(fields["description"], "description") or ""
@@ -263,7 +266,7 @@ class SuiteLoader:
     def _cases(
         self, r: NodeReader, node: yaml.Node, suite: str, index: int, nodes: Path | None
     ) -> Iterator[Case]:
-        fields = r.mapping(node, _case_label(node, index), _CASE_FIELDS)
+        fields = r.mapping(node, case_label(node, index), _CASE_FIELDS)
         if not isinstance(node, yaml.MappingNode):
             return
         name = r.string(fields["name"], "case name") if "name" in fields else None
@@ -283,7 +286,7 @@ class SuiteLoader:
         namespace = None
         if "namespace" in fields:
             namespace = r.string(fields["namespace"], f"{what}: namespace")
-        mode = _node_selection(r, fields.get("injectNodeSelection"), what)
+        mode = node_selection(r, fields.get("injectNodeSelection"), what)
         skip = r.skip(fields.get("skip"), what)
         expect = self._expect(r, fields.get("expect"), node, what)
         objects = self._objects(r, fields, node, what)
@@ -300,7 +303,7 @@ class SuiteLoader:
         for source, obj in objects:
             case_name = name
             if len(objects) > 1:
-                meta = _meta(obj)
+                meta = metadata_of(obj)
                 obj_name = meta.get("name") or meta.get("generateName") or "?"
                 case_name = f"{name}/{obj.get('kind')}/{obj_name}"
             yield Case(
@@ -328,10 +331,10 @@ class SuiteLoader:
         if "inline" in fields:
             if "select" in fields:
                 r.problem(fields["select"], f"{what}: select picks documents of an object file")
-            return _inline_object(r, fields["inline"], what)
+            return inline_object(r, fields["inline"], what)
         objects = self._file_objects(r, fields["object"], what)
         if objects is not None and "select" in fields:
-            return _select(r, fields["select"], objects, what)
+            return select(r, fields["select"], objects, what)
         return objects
 
     def _file_objects(
@@ -391,13 +394,13 @@ class SuiteLoader:
                     f"{what}: a review with failed rules is denied; "
                     "set allowed: false or drop failed",
                 )
-        warnings = _warnings(r, fields["warnings"], what) if "warnings" in fields else None
+        warnings = warning_patterns(r, fields["warnings"], what) if "warnings" in fields else None
         message = None
         if "message" in fields:
             message = r.regex(fields["message"], f"{what}: message")
             if allowed is True:
                 r.problem(fields["message"], f"{what}: message is the denial's; allowed is true")
-        golden = _golden(r, fields["golden"], what, allowed) if "golden" in fields else None
+        golden = golden_file(r, fields["golden"], what, allowed) if "golden" in fields else None
         refused = None
         if "refused" in fields:
             refused = r.regex(fields["refused"], f"{what}: refused")
@@ -436,146 +439,3 @@ class SuiteLoader:
                 continue
             ids.append(rule)
         return tuple(sorted(set(ids)))
-
-
-def _check_kind(r: NodeReader, node: yaml.Node, fields: Mapping[str, yaml.Node]) -> None:
-    """apiVersion and kind say this is a suite."""
-    api = fields.get("apiVersion")
-    if api is None:
-        r.problem(node, f"apiVersion is missing: use {GPU_POLICY_API_VERSION}")
-    elif r.value(api) != GPU_POLICY_API_VERSION:
-        r.problem(api, f"apiVersion is {r.value(api)!r}: use {GPU_POLICY_API_VERSION}")
-    kind = fields.get("kind")
-    if kind is None:
-        r.problem(node, "kind is missing: use Suite (or PolicyTest)")
-    elif r.value(kind) not in SUITE_KINDS:
-        r.problem(kind, f"kind is {r.value(kind)!r}: use Suite (or PolicyTest)")
-
-
-def _suite_name(r: NodeReader, fields: Mapping[str, yaml.Node]) -> str:
-    """``name``, or ``metadata.name``, or the file name without its extension."""
-    name = r.path.name.rsplit(".", 1)[0]
-    if "name" in fields and "metadata" in fields:
-        r.problem(fields["metadata"], "give the name once: name or metadata.name")
-    if "name" in fields:
-        return r.string(fields["name"], "name") or name
-    if "metadata" in fields:
-        meta = r.mapping(fields["metadata"], "metadata", ("name",))
-        if "name" in meta:
-            return r.string(meta["name"], "metadata.name") or name
-    return name
-
-
-def _node_selection(r: NodeReader, node: yaml.Node | None, what: str) -> NodeSelection | None:
-    """``injectNodeSelection: <mode>`` of one case, or None when the suite's policy decides."""
-    if node is None:
-        return None
-    value = r.string(node, f"{what}: injectNodeSelection")
-    for mode in NODE_SELECTION_MODES:
-        if value == mode:
-            return mode
-    if value is not None:
-        r.problem(
-            node,
-            f"{what}: injectNodeSelection {value!r} is not one of "
-            f"{', '.join(NODE_SELECTION_MODES)}",
-        )
-    return None
-
-
-def _inline_object(
-    r: NodeReader, inline: yaml.Node, what: str
-) -> list[tuple[str, dict[str, Any]]] | None:
-    """``inline: {...}``, labelled with the suite file's name and line."""
-    if not isinstance(inline, yaml.MappingNode):
-        r.problem(inline, f"{what}: inline must be a Kubernetes object (a mapping)")
-        return None
-    obj = r.value(inline)
-    if not _check_object(r, inline, obj, what):
-        return None
-    return [(f"{r.path.name}:{line_of(inline)} (inline)", obj)]
-
-
-def _warnings(r: NodeReader, items: yaml.Node, what: str) -> tuple[re.Pattern[str], ...] | None:
-    """``warnings: [regex, ...]``; the patterns that compile."""
-    if not isinstance(items, yaml.SequenceNode):
-        r.problem(items, f"{what}: warnings must be a list of regular expressions")
-        return None
-    compiled = [r.regex(item, f"{what}: warnings") for item in items.value]
-    return tuple(p for p in compiled if p is not None)
-
-
-def _golden(r: NodeReader, node: yaml.Node, what: str, allowed: bool | None) -> Golden | None:
-    """``golden: <file>`` (relative to the suite) or ``golden: unchanged``."""
-    golden = None
-    text = r.string(node, f"{what}: golden")
-    if text == UNCHANGED:
-        golden = Golden(None, text)
-    elif text is not None:
-        golden = Golden(r.path.parent / text, text)
-    if allowed is False:
-        r.problem(node, f"{what}: a denied object has no golden (allowed is false)")
-    return golden
-
-
-def _case_label(node: yaml.Node, index: int) -> str:
-    """``case 'name'`` when the entry has a plain name, else ``cases[index]``."""
-    if isinstance(node, yaml.MappingNode):
-        names = [
-            v.value
-            for k, v in node.value
-            if isinstance(k, yaml.ScalarNode)
-            and k.value == "name"
-            and isinstance(v, yaml.ScalarNode)
-        ]
-        if len(names) == 1 and names[0]:
-            return f"case {names[0]!r}"
-    return f"cases[{index}]"
-
-
-def _check_object(r: NodeReader, node: yaml.Node, obj: Any, what: str) -> bool:
-    if not isinstance(obj, dict):
-        r.problem(node, f"{what}: the object must be a mapping")
-        return False
-    if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
-        r.problem(node, f"{what}: the object needs apiVersion and kind")
-        return False
-    return True
-
-
-def _select(
-    r: NodeReader, node: yaml.Node, objects: list[tuple[str, dict[str, Any]]], what: str
-) -> list[tuple[str, dict[str, Any]]] | None:
-    fields = r.nonempty_mapping(
-        node, f"{what}: select", _SELECT_FIELDS, f"{what}: select needs kind, name or namespace"
-    )
-    if fields is None:
-        return None
-    wanted = {k: r.string(v, f"{what}: select.{k}") for k, v in fields.items()}
-
-    def matches(obj: Mapping[str, Any]) -> bool:
-        meta = _meta(obj)
-        have = {
-            "kind": obj.get("kind"),
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-        }
-        return all(have[k] == v for k, v in wanted.items())
-
-    chosen = [(label, obj) for label, obj in objects if matches(obj)]
-    if len(chosen) != 1:
-        listed = ", ".join(_ident(obj) for _, obj in objects)
-        count = "no" if not chosen else str(len(chosen))
-        r.problem(node, f"{what}: select matches {count} documents (the file holds {listed})")
-        return None
-    return chosen
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _ident(obj: Mapping[str, Any]) -> str:
-    meta = _meta(obj)
-    return f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName') or '?'}"
