@@ -17,7 +17,7 @@ the claims (or of extended resources DeviceClasses serve) cannot be allocated,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -74,13 +74,15 @@ def claim_fit(spec: Mapping[str, Any], what: str, inventory: Inventory) -> Verdi
     return _judged(claim_demand(spec, what), inventory)
 
 
-def _read_keys(demand: Demand) -> frozenset[str] | None:
-    """The node label keys the demand's node selection reads; None when it reads node names
-    (``spec.nodeName``, ``matchFields``), which only the nodes one by one can answer."""
-    if demand.node_name is not None:
-        return None
-    keys = set(demand.node_selector)
-    for term in demand.required_terms or ():
+# The fit_groups entry that holds _slice_keys of the snapshot's supply.
+_SLICE_KEYS = "slice node selection"
+
+
+def _terms_keys(terms: Iterable[Any]) -> set[str] | None:
+    """The label keys NodeSelectorTerms read; None when one reads node names (``matchFields``),
+    which only the nodes one by one can answer."""
+    keys: set[str] = set()
+    for term in terms:
         if not isinstance(term, Mapping):
             continue
         if term.get("matchFields"):
@@ -88,7 +90,16 @@ def _read_keys(demand: Demand) -> frozenset[str] | None:
         for expression in term.get("matchExpressions") or ():
             if isinstance(expression, Mapping):
                 keys.add(str(expression.get("key")))
-    return frozenset(keys)
+    return keys
+
+
+def _read_keys(demand: Demand) -> frozenset[str] | None:
+    """The node label keys the demand's node selection reads; None when it reads node names
+    (``spec.nodeName``, ``matchFields``)."""
+    if demand.node_name is not None:
+        return None
+    keys = _terms_keys(demand.required_terms or ())
+    return None if keys is None else frozenset(keys | set(demand.node_selector))
 
 
 def _merged(supply: Supply, keys: frozenset[str]) -> Supply:
@@ -120,20 +131,6 @@ def _merged(supply: Supply, keys: frozenset[str]) -> Supply:
     return replace(supply, groups=tuple(groups))
 
 
-def _selector_keys(selector: Mapping[str, Any] | None) -> frozenset[str] | None:
-    """The label keys a NodeSelector reads; None when it reads node names (``matchFields``)."""
-    keys: set[str] = set()
-    for term in (selector or {}).get("nodeSelectorTerms") or ():
-        if not isinstance(term, Mapping):
-            continue
-        if term.get("matchFields"):
-            return None
-        for expression in term.get("matchExpressions") or ():
-            if isinstance(expression, Mapping):
-                keys.add(str(expression.get("key")))
-    return frozenset(keys)
-
-
 def _slice_keys(supply: Supply) -> frozenset[str] | None:
     """The node label keys that decide which nodes reach the shared ResourceSlices and their
     devices (a slice's ``nodeSelector``, a device's own): nodes that differ in them reach
@@ -145,7 +142,7 @@ def _slice_keys(supply: Supply) -> frozenset[str] | None:
         if found.per_device_node_selection:
             selectors += [d.node_selector for d in found.devices]
         for selector in selectors:
-            read = _selector_keys(selector)
+            read = _terms_keys((selector or {}).get("nodeSelectorTerms") or ())
             if read is None:
                 return None
             keys |= read
@@ -160,7 +157,10 @@ def _supply_for(demand: Demand, inventory: Inventory) -> Supply:
         return supply
     # What the slices' node selection reads is read for every demand: network-attached
     # devices reach some nodes of one shape and not others (found by the differential test).
-    slice_keys = _slice_keys(supply)
+    # Worked out once per snapshot, not per review.
+    if _SLICE_KEYS not in inventory.fit_groups:
+        inventory.fit_groups[_SLICE_KEYS] = _slice_keys(supply)
+    slice_keys = inventory.fit_groups[_SLICE_KEYS]
     if slice_keys is None:
         return supply
     keys |= slice_keys
