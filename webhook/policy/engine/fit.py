@@ -115,9 +115,7 @@ def _merged(supply: Supply, keys: frozenset[str]) -> Supply:
     for members in merged.values():
         first = members[0]
         if len(members) == 1:
-            # A copy: the allocator remembers what it worked out on the group objects of
-            # one supply, numbered in that supply (allocator/shapes.py): no group is shared.
-            groups.append(replace(first))
+            groups.append(first)
             continue
         names = tuple(n for g in members for n in g.node_names)
         groups.append(
