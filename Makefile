@@ -53,7 +53,7 @@ harness: $(STAMP)
 	$(BIN)/gpu-policy test examples/suites
 
 bench: $(STAMP)
-	$(PY) bench/engine.py
+	$(PY) -m bench.engine
 
 ## make image: build the Dockerfile on a local Debian stand-in for the Python base image and
 ## check the container as the chart runs it (root; see scripts/image_check.py). Also in make test.

@@ -17,8 +17,8 @@ exported with ``git archive`` and run in a child process on the same cluster): i
 microseconds (the supply read and the old inventory build in milliseconds); figures to read,
 not assertions.
 
-    .venv/bin/python bench/allocator.py
-    .venv/bin/python bench/allocator.py --nodes 100 --repeat 200
+    .venv/bin/python -m bench.allocator
+    .venv/bin/python -m bench.allocator --nodes 100 --repeat 200
 """
 
 from __future__ import annotations
@@ -37,16 +37,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
 
 GPUS = 8
 
 
 def cluster(nodes: int, kind: str) -> list[dict[str, Any]]:
     """Node, DeviceClass and ResourceSlice objects: ``plugin``, ``dra`` or ``mixed``."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from dra import objects  # the clusters of bench/dra.py, one recipe for both
+    from bench.dra import objects  # the clusters of bench/dra.py, one recipe for both
 
     if kind == "mixed":
         half = nodes // 2

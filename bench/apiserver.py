@@ -31,10 +31,10 @@ then what each webhook adds to ``none``
 (p50 and p99) and the ratio ours/Go of the added p50 and p99.
 
     export KUBEBUILDER_ASSETS="$(python3 scripts/control_plane.py 1.36.2 .cache/control-plane)"
-    .venv/bin/python bench/apiserver.py                    # 5 rounds of 6 s per client count
-    .venv/bin/python bench/apiserver.py --rounds 9 --out bench/results/apiserver.json
+    .venv/bin/python -m bench.apiserver                    # 5 rounds of 6 s per client count
+    .venv/bin/python -m bench.apiserver --rounds 9 --out bench/results/apiserver.json
     git archive OLD webhook | tar -x -C /tmp/before   # another version of the server ...
-    .venv/bin/python bench/apiserver.py --before /tmp/before   # ... as a fourth setup
+    .venv/bin/python -m bench.apiserver --before /tmp/before   # ... as a fourth setup
 
 With ``--before DIR`` a fourth setup, ``before``, runs the ``webhook`` package found in DIR (an
 older version of the server, with this environment's libraries and gunicorn) in the same way,
@@ -47,36 +47,30 @@ webhook's. About 3 minutes with the defaults (the first run also builds the Go s
 
 from __future__ import annotations
 
-import sys
+import argparse
+import base64
+import copy
+import http.client
+import json
+import multiprocessing
+import os
+import platform
+import ssl
+import subprocess
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from bench.figures import percentile, write_json
+from bench.latency import GUNICORN, build_go, start_go, start_other
 
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_REPO))
-
-import argparse  # noqa: E402
-import base64  # noqa: E402
-import copy  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import ssl  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import textwrap  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
-
-import yaml  # noqa: E402
-
-from bench.figures import percentile, write_json  # noqa: E402
-from bench.latency import GUNICORN, build_go, start_go, start_other  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.controlplane import ControlPlane

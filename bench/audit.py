@@ -17,8 +17,8 @@ For each: wall time of the child process (interpreter start-up included), its CP
 RSS (``getrusage`` of the child, from ``wait4``), the list requests the server answered. The
 audit's output is then checked against the findings the generator placed on purpose.
 
-    .venv/bin/python bench/audit.py                                 # 5,000 nodes, 100,000 pods
-    .venv/bin/python bench/audit.py --pods 20000 --out bench/results/audit.json
+    .venv/bin/python -m bench.audit                                 # 5,000 nodes, 100,000 pods
+    .venv/bin/python -m bench.audit --pods 20000 --out bench/results/audit.json
 
 Targets (issue: ``gpu-policy audit``, scale): under 30 s on one core, peak RSS under 400 MB.
 Figures to read, not assertions; the exit status is 1 only when the audit's findings are not
@@ -40,10 +40,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.figures import write_json
 
-from bench.figures import write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 VARIANTS = ("list", "audit")
 TARGET_WALL_S, TARGET_RSS_MB = 30.0, 400.0
@@ -151,7 +150,7 @@ def measure(
     """Run one variant in a child pinned to ``core``; its figures, and its output."""
     assert server.stdin is not None
     out, err = directory / f"{variant}.out", directory / f"{variant}.err"
-    args = [sys.executable, __file__, "--child", variant, "--core", str(core)]
+    args = [sys.executable, "-m", "bench.audit", "--child", variant, "--core", str(core)]
     args += ["--kubeconfig", str(directory / "kubeconfig")]
     args += ["--policy", str(directory / "policy.yaml")]
     args += ["--page-size", str(page_size), "--child-out", str(out), "--now", now]
@@ -257,7 +256,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     output = ""
     with tempfile.TemporaryDirectory() as tmp:
-        serve_args = [sys.executable, __file__, "--serve", "--dir", tmp]
+        serve_args = [sys.executable, "-m", "bench.audit", "--serve", "--dir", tmp]
         serve_args += ["--nodes", str(args.nodes), "--pods", str(args.pods)]
         serve_args += ["--gpu-fraction", str(args.gpu_fraction)]
         if server_core is not None:

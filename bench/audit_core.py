@@ -13,8 +13,8 @@ Each variant runs in a fresh process, so that peak RSS is its own:
   same pages costs without judging them;
 * ``audit``: that, and trimming, grouping, judging, diagnosing and rendering.
 
-    .venv/bin/python bench/audit_core.py                  # 5,000 nodes, 100,000 pods
-    .venv/bin/python bench/audit_core.py --pods 20000     # smaller
+    .venv/bin/python -m bench.audit_core                  # 5,000 nodes, 100,000 pods
+    .venv/bin/python -m bench.audit_core --pods 20000     # smaller
 
 Figures to read, not assertions; the issue's target for the whole command (listing from the API
 server included) is under 30 s on one core and under 400 MB peak RSS.
@@ -36,7 +36,6 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("generate", "decode", "audit")
 NOW = datetime(2025, 7, 14, 8, 18, 53, tzinfo=UTC)
@@ -329,7 +328,8 @@ def main() -> None:
         proc = subprocess.run(
             [
                 sys.executable,
-                __file__,
+                "-m",
+                "bench.audit_core",
                 "--variant",
                 variant,
                 "--nodes",
@@ -344,6 +344,7 @@ def main() -> None:
             capture_output=True,
             text=True,
             check=True,
+            cwd=ROOT,  # `-m bench.audit_core` finds the package from the repository's root
         )
         rows.append(json.loads(proc.stdout))
     print(f"{'variant':10} {'wall s':>7} {'cpu s':>7} {'peak RSS MiB':>13}")

@@ -9,10 +9,9 @@ cache cleared each round) and, in the same run, with ``dra.Selectors`` as it was
 loaded from git into a temporary module). Printed per selector pair: the median milliseconds
 per round of each, and the ratio. Parsing is not timed.
 
-    .venv/bin/python bench/cel_selectors.py [--rounds 7] [--baseline 46d9e72]
+    .venv/bin/python -m bench.cel_selectors [--rounds 7] [--baseline 46d9e72]
 
-(Not ``bench/cel.py``: run as a script, a file's folder comes first on ``sys.path``, and that
-name would shadow the ``cel`` package for every script in ``bench/``.)
+(Not ``bench/cel.py``: a module named like the ``cel`` package it measures reads as that package.)
 """
 
 from __future__ import annotations

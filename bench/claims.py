@@ -9,7 +9,7 @@ timed apart ("first us"). Printed per case: reviews per second and microseconds 
 for clusters of 8, 64 and 512 GPU devices (8 per node), with the baseline of a 2-container
 device-plugin GPU pod reviewed against the same inventory in the same run, and the ratio.
 
-    .venv/bin/python bench/claims.py [--seconds 2]
+    .venv/bin/python -m bench.claims [--seconds 2]
 """
 
 from __future__ import annotations

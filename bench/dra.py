@@ -15,8 +15,8 @@ Two parts:
   DeviceClasses, ResourceSlices): time to the first snapshot, CPU seconds, peak RSS and the
   Python memory the snapshot keeps.
 
-    .venv/bin/python bench/dra.py                 # 500 nodes x 8 GPUs, both parts
-    .venv/bin/python bench/dra.py --nodes 100 --no-watch
+    .venv/bin/python -m bench.dra                 # 500 nodes x 8 GPUs, both parts
+    .venv/bin/python -m bench.dra --nodes 100 --no-watch
 
 Figures to read, not assertions.
 """
@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 GPUS = 8
 
@@ -207,7 +206,7 @@ def watch(nodes: int) -> None:
             runs = []
             for _ in range(3):
                 out = subprocess.run(
-                    [sys.executable, __file__, "--child", str(plane.kubeconfig), dra],
+                    [sys.executable, "-m", "bench.dra", "--child", str(plane.kubeconfig), dra],
                     capture_output=True,
                     text=True,
                     check=True,

@@ -27,38 +27,28 @@ shortened: the balancer here learns of an unready replica within ``--probe`` s, 
 in a cluster take seconds). Printed per run: reviews answered, failed (with the kinds), and the
 longest time from SIGTERM to exit.
 
-    .venv/bin/python bench/drain.py                      # 10 restarts, delay 2 s, probe 0.25 s
-    .venv/bin/python bench/drain.py --restarts 20 --delay 3 --out bench/results/drain.json
+    .venv/bin/python -m bench.drain                      # 10 restarts, delay 2 s, probe 0.25 s
+    .venv/bin/python -m bench.drain --restarts 20 --delay 3 --out bench/results/drain.json
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import asyncio
+import collections
+import http.client
+import itertools
+import signal
+import ssl
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-_REPO = _HERE.parent
-if __name__ == "__main__":
-    # As a script this directory would come first on sys.path and bench/http.py would shadow
-    # the standard library's http package (see bench/http.py).
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_REPO))
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import collections  # noqa: E402
-import http.client  # noqa: E402
-import itertools  # noqa: E402
-import signal  # noqa: E402
-import ssl  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
-
-from bench.figures import write_json  # noqa: E402
-from tests.support.gunicorn import (  # noqa: E402
+from bench.figures import write_json
+from tests.support.gunicorn import (
     Server,
     argv,
     client_context,
@@ -68,8 +58,11 @@ from tests.support.gunicorn import (  # noqa: E402
     stop,
     wait_until_serving,
 )
-from webhook.certs import issue  # noqa: E402
-from webhook.contract import DRAIN_TIMEOUT_ENV, MUTATE_PATH, SHUTDOWN_DELAY_ENV  # noqa: E402
+from webhook.certs import issue
+from webhook.contract import DRAIN_TIMEOUT_ENV, MUTATE_PATH, SHUTDOWN_DELAY_ENV
+
+_HERE = Path(__file__).resolve().parent
+_REPO = _HERE.parent
 
 REVIEW = (_REPO / "examples" / "admissionreview-gpu-pod.json").read_bytes()
 JSON = {"Content-Type": "application/json"}

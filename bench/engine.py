@@ -5,7 +5,7 @@ asks for no GPU, the reviews per second and microseconds per review, plus the ba
 bare ``json.loads`` of the same pod measured in the same run, so that figures from a noisy
 machine can still be compared. Target: >= 10,000 reviews/s for a 2-container GPU pod.
 
-    .venv/bin/python bench/engine.py [--seconds 2]
+    .venv/bin/python -m bench.engine [--seconds 2]
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ the workers (each connection stays on the worker that accepted it; the worker is
 CPU per request (master and workers, utime+stime from /proc/<pid>/stat), the client's own CPU
 per request, and the ratios real/no-op.
 
-    .venv/bin/python bench/http_load.py             # 3 rounds of 10 s per server
-    .venv/bin/python bench/http_load.py --rounds 5 --seconds 20 --out bench/results/http.json
+    .venv/bin/python -m bench.http_load             # 3 rounds of 10 s per server
+    .venv/bin/python -m bench.http_load --rounds 5 --seconds 20 --out bench/results/http.json
 
 The load generator is Python and shares the machine with the servers: absolute rates are
 lower than with wrk; the CPU per request and the ratio real/no-op are the figures to watch.
@@ -31,32 +31,26 @@ lower than with wrk; the CPU per request and the ratio real/no-op are the figure
 
 from __future__ import annotations
 
-import sys
+import argparse
+import copy
+import http.client
+import json
+import multiprocessing
+import os
+import ssl
+import statistics
+import tempfile
+import time
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, request
+
+from bench.figures import percentile, write_json
 
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_REPO))
-
-import argparse  # noqa: E402
-import copy  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import ssl  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections import Counter  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
-
-from flask import Flask, Response, request  # noqa: E402
-
-from bench.figures import percentile, write_json  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.gunicorn import Server

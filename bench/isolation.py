@@ -20,7 +20,7 @@ For each example cluster (``examples/clusters/<name>``: policy, node dump), with
    ``void``) beside those of a GPU pod (the baseline, measured in the same run, interleaved).
    Each pod newly sent costs one call to each endpoint.
 
-    .venv/bin/python bench/isolation.py [--requests 400]
+    .venv/bin/python -m bench.isolation [--requests 400]
 """
 
 from __future__ import annotations
@@ -37,23 +37,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from bench.figures import percentile
+from tests.support import gunicorn
+from webhook.certs.issue import write_certs
+from webhook.cli.inventory import gpu_node_taints
+from webhook.files import load_inventory, load_policy
+from webhook.harness.admission_review import build_review
+from webhook.policy import review
+from webhook.policy.model import Isolation
+
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_REPO))
-
-import yaml  # noqa: E402
-
-from bench.figures import percentile  # noqa: E402
-from tests.support import gunicorn  # noqa: E402
-from webhook.certs.issue import write_certs  # noqa: E402
-from webhook.cli.inventory import gpu_node_taints  # noqa: E402
-from webhook.files import load_inventory, load_policy  # noqa: E402
-from webhook.harness.admission_review import build_review  # noqa: E402
-from webhook.policy import review  # noqa: E402
-from webhook.policy.model import Isolation  # noqa: E402
 
 CLUSTERS = _REPO / "examples" / "clusters"
 CHART = _REPO / "charts" / "gpu-policy-webhook"

@@ -17,8 +17,8 @@ change on the server to the snapshot that shows it, and a relabel of every node 
 MODIFIED event per node) until the snapshot shows them all, with the number of snapshots
 published meanwhile (the debouncer at work).
 
-    .venv/bin/python bench/kube_inventory.py            # 5,000 nodes, 2,000 GPU pods
-    .venv/bin/python bench/kube_inventory.py --nodes 1000 --variants source
+    .venv/bin/python -m bench.kube_inventory            # 5,000 nodes, 2,000 GPU pods
+    .venv/bin/python -m bench.kube_inventory --nodes 1000 --variants source
 
 Timings are figures to read, not assertions. Loopback HTTP, so the network costs nothing;
 on a real cluster add the API server's time to serialise the list.
@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("source", "source-unpaged", "models", "watch-helper")
 
@@ -209,7 +208,7 @@ def _expect(stream: IO[str], prefix: str) -> list[str]:
 
 def _child(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, __file__, *args],
+        [sys.executable, "-m", "bench.kube_inventory", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -32,9 +32,9 @@ requests/s with 1 and with 8 connections, the server's CPU per request (utime+st
 master and its workers, from /proc) in each mode, and the 1-connection and 8-connection p50
 as a multiple of Go's and of the bare WSGI callable's.
 
-    .venv/bin/python bench/latency.py                       # 3 rounds of 3 s per run
-    .venv/bin/python bench/latency.py --rounds 5 --seconds 5 --out bench/results/latency.json
-    .venv/bin/python bench/latency.py --before /tmp/before   # + another version's /mutate
+    .venv/bin/python -m bench.latency                       # 3 rounds of 3 s per run
+    .venv/bin/python -m bench.latency --rounds 5 --seconds 5 --out bench/results/latency.json
+    .venv/bin/python -m bench.latency --before /tmp/before   # + another version's /mutate
 
 ``--before DIR`` adds the row ``/mutate before``: the ``webhook`` package found in DIR (an older
 version, e.g. ``git archive OLD webhook | tar -x -C DIR``) served the same way, in the same
@@ -49,31 +49,23 @@ about two minutes with the defaults.
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import importlib.metadata
+import os
+import platform
+import subprocess
 import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-_HERE = Path(__file__).resolve().parent
-_REPO = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_REPO))
-
-import argparse  # noqa: E402
-import hashlib  # noqa: E402
-import importlib.metadata  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import textwrap  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
-
-from bench.figures import percentile, write_json  # noqa: E402
-from bench.http_load import (  # noqa: E402
+from bench.figures import percentile, write_json
+from bench.http_load import (
     MUTATE_PATH,
     NOOP_APP,
     allow_review,
@@ -83,7 +75,10 @@ from bench.http_load import (  # noqa: E402
     start_server,
     stop_server,
 )
-from webhook.server import GUNICORN_CONFIG, WSGI_APP  # noqa: E402
+from webhook.server import GUNICORN_CONFIG, WSGI_APP
+
+_HERE = Path(__file__).resolve().parent
+_REPO = _HERE.parent
 
 if TYPE_CHECKING:
     from tests.support.gunicorn import Server
@@ -219,13 +214,13 @@ def start_go(binary: Path, tmp: Path, certs: CertPaths) -> Server:
     return server
 
 
-# gunicorn puts its working directory (this checkout) first on sys.path, and this checkout's
-# editable install has a finder of its own: run gunicorn as its script does from the other tree
-# (PYTHONPATH), without that finder, so that the other tree's `webhook` is the one served.
+# `python -c` would put its working directory (this checkout) first on the import path (-P keeps
+# it off), and this checkout's editable install has a finder of its own: run gunicorn as its
+# script does from the other tree (PYTHONPATH), without that finder, so that the other tree's
+# `webhook` is the one served.
 _OTHER_TREE = (
     "import os, sys; "
     "os.chdir(os.environ['PYTHONPATH']); "
-    "sys.path[:] = [p for p in sys.path if p != '']; "
     "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
     "getattr(f, '__module__', '')]; "
     "sys.argv[0] = 'gunicorn'; "
@@ -257,7 +252,7 @@ def start_other(directory: Path, tmp: Path, certs: CertPaths) -> Server:
         PYTHONPATH=str(directory.resolve()),
     )
     command = [
-        *(sys.executable, "-c", _OTHER_TREE),
+        *(sys.executable, "-P", "-c", _OTHER_TREE),
         *("-c", GUNICORN_CONFIG, WSGI_APP),
     ]
     server = launch(command, tmp, env, client_context(certs.ca_cert), port)

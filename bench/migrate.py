@@ -7,8 +7,8 @@
 * **plan**: ``gpu-policy migrate plan``'s core on examples/clusters/migrate-three-kinds, its
   nodes and pods copied ``--copies`` times (so 5 x copies GPU nodes, 10 x copies pods).
 
-    .venv/bin/python bench/migrate.py
-    .venv/bin/python bench/migrate.py --nodes 1000 --copies 4
+    .venv/bin/python -m bench.migrate
+    .venv/bin/python -m bench.migrate --nodes 1000 --copies 4
 
 Figures to read, not assertions.
 """
@@ -18,20 +18,18 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tests.builders import claim_template, dra_gpu, exactly, resource_slice
+from webhook.files import cluster_from_text, kubernetes_objects, load_policy, read_text
+from webhook.planning.migrate import make_migration
+from webhook.policy import review
+from webhook.policy.supply.assemble import DraObjects, assemble
 
-from tests.builders import claim_template, dra_gpu, exactly, resource_slice  # noqa: E402
-from webhook.files import cluster_from_text, kubernetes_objects, load_policy, read_text  # noqa: E402
-from webhook.planning.migrate import make_migration  # noqa: E402
-from webhook.policy import review  # noqa: E402
-from webhook.policy.supply.assemble import DraObjects, assemble  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DUAL = ROOT / "examples" / "clusters" / "dual-published"
 THREE = ROOT / "examples" / "clusters" / "migrate-three-kinds"

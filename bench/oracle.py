@@ -7,8 +7,8 @@ side by side, and prints the agreement overall, by category (device plugin, DRA,
 by feature, then every disagreement: its kind and the folder that ``gpu-policy review
 --policy policy.yaml --nodes world.yaml pod.yaml`` replays (docs/oracle.md).
 
-    .venv/bin/python bench/oracle.py --scenarios 2000 --seed 1
-    .venv/bin/python bench/oracle.py --scenarios 200 --start 400 --out /tmp/oracle
+    .venv/bin/python -m bench.oracle --scenarios 2000 --seed 1
+    .venv/bin/python -m bench.oracle --scenarios 200 --start 400 --out /tmp/oracle
 
 Figures to read, not assertions.
 """
@@ -24,13 +24,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
-
-from tests.cluster.oracle.runner import AGREE, Outcome, Runner  # noqa: E402
-from tests.core.oracle.scenarios import scenarios  # noqa: E402
-from tests.support.controlplane import ControlPlane, assets_dir  # noqa: E402
+from tests.cluster.oracle.runner import AGREE, Outcome, Runner
+from tests.core.oracle.scenarios import scenarios
+from tests.support.controlplane import ControlPlane, assets_dir
 
 
 class _Running(ControlPlane):

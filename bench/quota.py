@@ -5,15 +5,14 @@ in mixed MIG) plus a small DRA snapshot (two A100s, an H100 in MIG devices, an L
 consumable shares). For each pod kind: ``review`` with quota off (the baseline, same run) and
 on; p50 and p99 in microseconds. Figures to read, not assertions.
 
-    .venv/bin/python bench/quota.py
-    .venv/bin/python bench/quota.py --repeat 2000
+    .venv/bin/python -m bench.quota
+    .venv/bin/python -m bench.quota --repeat 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
 
 
 def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:

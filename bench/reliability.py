@@ -18,8 +18,8 @@ Each row starts what it needs, runs a client that sends reviews (at most 50/s, k
    replica it reads the published caBundles, trusts only them, opens a connection and sends a
    review (``tests/support/cert_replicas.py``); a failed handshake counts as no answer.
 
-    .venv/bin/python bench/reliability.py
-    .venv/bin/python bench/reliability.py --rows bad-bytes,named-file --out bench/results/r.json
+    .venv/bin/python -m bench.reliability
+    .venv/bin/python -m bench.reliability --rows bad-bytes,named-file --out bench/results/r.json
 
 A killed worker takes the connections it held with it: a review in flight on one of them has
 no answer (the client reconnects). That is SIGKILL, not the policy; the row says how many.
@@ -27,27 +27,21 @@ no answer (the client reconnects). That is SIGKILL, not the policy; the row says
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from bench.figures import write_json
+from bench.reviews import ReviewClient, Tally
+from bench.slowloris import run_row
 
 _HERE = Path(__file__).resolve().parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_HERE.parent))
-
-import argparse  # noqa: E402 - after the path fix above
-import os  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
-
-from bench.figures import write_json  # noqa: E402
-from bench.reviews import ReviewClient, Tally  # noqa: E402
-from bench.slowloris import run_row  # noqa: E402
 
 REPO = _HERE.parent
 BAD = {

@@ -4,29 +4,21 @@ Shared by ``bench/slowloris.py`` and ``bench/reliability.py``: one thread, one k
 connection (a new one after an error), as the API server talks to a webhook; every answer's
 status and latency is kept, a connection error or timeout counts as a failed review.
 
-    .venv/bin/python bench/reviews.py --port 18449 --ca certs/dev/ca.crt --seconds 10
+    .venv/bin/python -m bench.reviews --port 18449 --ca certs/dev/ca.crt --seconds 10
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import http.client
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_HERE.parent))
-
-import argparse  # noqa: E402 - after the path fix above
-import http.client  # noqa: E402
-import ssl  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-
-from bench.figures import percentile  # noqa: E402
-from bench.workers import review_body  # noqa: E402
+from bench.figures import percentile
+from bench.workers import review_body
 
 
 @dataclass

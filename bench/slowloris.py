@@ -15,33 +15,25 @@ answered, 5xx, reviews without an answer, latency p50/p99/worst (ms), how many s
 connections the server closed, and for a second client opening a new connection for each
 review (2 a second): answered, without an answer (10 s timeout), worst latency.
 
-    .venv/bin/python bench/slowloris.py                       # 0, 8, 32, 128; 10 s each
-    .venv/bin/python bench/slowloris.py --counts 8 --kinds headers --seconds 15
-    .venv/bin/python bench/slowloris.py --port 18449 --ca certs/dev/ca.crt   # a running server
+    .venv/bin/python -m bench.slowloris                       # 0, 8, 32, 128; 10 s each
+    .venv/bin/python -m bench.slowloris --counts 8 --kinds headers --seconds 15
+    .venv/bin/python -m bench.slowloris --port 18449 --ca certs/dev/ca.crt   # a running server
 
 Loopback only; every loop is bounded by ``--seconds``.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_HERE.parent))
-
-import argparse  # noqa: E402 - after the path fix above
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-
-from bench.figures import write_json  # noqa: E402
-from bench.reviews import ReviewClient  # noqa: E402
-from tests.support.slow_clients import SlowClients  # noqa: E402
+from bench.figures import write_json
+from bench.reviews import ReviewClient
+from tests.support.slow_clients import SlowClients
 
 
 def run_row(port: int, ca: Path, count: int, kind: str, seconds: float) -> dict[str, object]:

@@ -14,37 +14,31 @@ RSS over time, matplotlib) and prints a verdict: errors (must be 0), and the mem
 least-squares slope of the total RSS over the second half of the run in MiB/min (the first
 half includes warm-up: caches, allocator arenas).
 
-    .venv/bin/python bench/soak.py                          # 500 req/s for 120 s
-    .venv/bin/python bench/soak.py --rate 300 --seconds 600 --out bench/results/soak
+    .venv/bin/python -m bench.soak                          # 500 req/s for 120 s
+    .venv/bin/python -m bench.soak --rate 300 --seconds 600 --out bench/results/soak
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import csv
+import http.client
+import json
+import multiprocessing
+import os
+import ssl
+import tempfile
+import time
+import uuid
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.figures import percentile
+from bench.http_load import HEADERS, review_body, start_server, stop_server
 
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_REPO))
-
-import argparse  # noqa: E402
-import csv  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import ssl  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from collections import Counter  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
-
-from bench.figures import percentile  # noqa: E402
-from bench.http_load import HEADERS, review_body, start_server, stop_server  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.gunicorn import Server

@@ -11,8 +11,8 @@ worker closes every connection, so every request pays one), server CPU per reque
 and workers, from /proc), and how the requests spread over the workers (with gthread a kept
 -alive connection stays on the worker that accepted it).
 
-    .venv/bin/python bench/workers.py                      # sync and gthread, 5 s each
-    .venv/bin/python bench/workers.py --seconds 10 --connections 16 --out bench/results/w.json
+    .venv/bin/python -m bench.workers                      # sync and gthread, 5 s each
+    .venv/bin/python -m bench.workers --seconds 10 --connections 16 --out bench/results/w.json
 
 gevent is measured only when it is installed (it is not a dependency). The load generator is
 Python too and shares the machine: absolute numbers are lower than with wrk, the comparison
@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Run as a script, only bench/ is on sys.path: add the repository, for `bench.` imports.
-_HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE.parent))
+from bench.figures import percentile, write_json
 
-from bench.figures import percentile, write_json  # noqa: E402 - after the path fix above
+_HERE = Path(__file__).resolve().parent
 
 if TYPE_CHECKING:
     from webhook.certs.issue import CertPaths

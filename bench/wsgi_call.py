@@ -15,36 +15,26 @@ Printed: microseconds per call (the best of ``--repeat`` runs of ``--calls`` cal
 ratio to the bare callable. The review log lines go to /dev/null through the server's own
 batching handler (``configure_logging``), as in a worker; metrics go to the default registry.
 
-    .venv/bin/python bench/wsgi_call.py [--calls 20000] [--repeat 5]
+    .venv/bin/python -m bench.wsgi_call [--calls 20000] [--repeat 5]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import io
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-_REPO = _HERE.parent
-if __name__ == "__main__":
-    # Run as a script, only bench/ is on sys.path: add the repository, for `bench.` and
-    # `tests.` imports.
-    sys.path.insert(0, str(_REPO))
+from werkzeug.test import EnvironBuilder
 
-import argparse  # noqa: E402
-import io  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterable  # noqa: E402
-from typing import Any  # noqa: E402
-
-from werkzeug.test import EnvironBuilder  # noqa: E402
-
-from bench.http_load import noop_app, review_body  # noqa: E402
-from bench.latency import wsgi_app  # noqa: E402
-from webhook.server import Settings, create_app  # noqa: E402
-from webhook.server.app import LeanReviews  # noqa: E402
-from webhook.server.logs import LineBufferedHandler, configure_logging  # noqa: E402
+from bench.http_load import noop_app, review_body
+from bench.latency import wsgi_app
+from webhook.server import Settings, create_app
+from webhook.server.app import LeanReviews
+from webhook.server.logs import LineBufferedHandler, configure_logging
 
 WSGI = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

@@ -19,7 +19,7 @@ def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "audit.json"
     sizes = ["--nodes", "50", "--pods", "1000", "--page-size", "100"]
     done = subprocess.run(
-        [sys.executable, "bench/audit.py", *sizes, "--out", str(out)],
+        [sys.executable, "-m", "bench.audit", *sizes, "--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
