@@ -46,8 +46,13 @@ $(TOOLS)/helm: scripts/fetch_tools.py
 
 # -rs lists every skipped test with its reason: a check that could not run here (the
 # container image without root or its tools, hadolint, ...) shows why, never silently.
+# Workers: most of a run waits on the control plane, so two workers on two cores about halve it.
+# Each worker is a pytest session with its own control plane; --dist loadfile keeps a file's
+# tests in one worker, so a module's fixtures (a chart installed, a second API server) are
+# made once. PYTEST_WORKERS=0 runs everything in this process.
+PYTEST_WORKERS ?= 2
 pytest: $(STAMP) tools
-	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rs
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rs -n $(PYTEST_WORKERS) --dist loadfile
 
 harness: $(STAMP)
 	$(BIN)/gpu-policy test examples/suites

@@ -108,8 +108,8 @@ PAIR = {
 
 OLD_COMMIT = "46d9e72"  # main before the allocator: the engine's own review
 
-# Run by the child process, with the old tree first on sys.path: the old engine's inventory
-# build and review of each pod, on the clusters the parent wrote.
+# Run by the child process, with the old tree first on the import path (PYTHONPATH): the old
+# engine's inventory build and review of each pod, on the clusters the parent wrote.
 OLD_SCRIPT = """
 import gc, json, statistics, sys, time
 from webhook.files import load_policy

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # control_plane, kube_namespace, make_gpu_node, register_webhooks, live_cluster, report_crds: a
 # real Kubernetes control plane for the tests that need one (skipped without KUBEBUILDER_ASSETS).
-pytest_plugins = ["tests.support.controlplane", "tests.support.cluster"]
+# workers: the summary sections of a run, also when pytest-xdist runs the tests in workers.
+pytest_plugins = ["tests.support.controlplane", "tests.support.cluster", "tests.support.workers"]
 
 
 @pytest.fixture(scope="session")

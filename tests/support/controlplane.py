@@ -5,9 +5,10 @@ controller-runtime's envtest reads: ``scripts/control_plane.py 1.36.2 DIR`` fill
 a folder).
 Without it every test that asks for :func:`control_plane` is skipped with one reason.
 
-One control plane serves the whole pytest session. It starts lazily, the first time a test
+One control plane serves the whole pytest session (under pytest-xdist, each worker's session has
+its own: nothing here is shared between processes). It starts lazily, the first time a test
 asks for it (about 10 s, longer on a loaded machine), on free loopback ports, with
-certificates made at start in a temporary folder, and stops (each component by its process
+certificates made at start in a temporary folder of its own, and stops (each component by its process
 group) when the session ends. Its logs stay in that folder, whose path is printed, when a test
 that used it failed or it did not start; otherwise the folder is removed.
 
@@ -59,6 +60,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.support.gunicorn import free_port
+from tests.support.workers import add_lines
 from webhook.certs.issue import make_ca, make_serving_cert
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -603,14 +605,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = (__file__.removeprefix(os.getcwd() + os.sep), 1, report.longrepr[2])
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say where the control plane's logs are when they were kept."""
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Say where the control plane's logs are when they were kept (in the run's summary, also
+    from a pytest-xdist worker, each of which has a control plane of its own)."""
     workdir = _state["workdir"]
     if workdir is not None and Path(workdir).exists():
-        terminalreporter.write_line(
-            f"control plane logs kept in {workdir}: "
-            + ", ".join(sorted(p.name for p in Path(workdir).glob("*.log")))
-        )
+        logs = ", ".join(sorted(p.name for p in Path(workdir).glob("*.log")))
+        add_lines(session.config, "control plane", [f"logs kept in {workdir}: {logs}"])
 
 
 @pytest.fixture(scope="session")

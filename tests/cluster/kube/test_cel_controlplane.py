@@ -20,7 +20,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.builders import claim_template, exactly
-from tests.cluster.kube.test_dra_controlplane import bound_to, delete_pod, scheduling_failure
+from tests.cluster.kube.test_dra_controlplane import (
+    delete_pod,
+    scheduler_outcome,
+    scheduling_failure,
+)
 from tests.support.controlplane import ControlPlane
 from webhook.policy.dra import parse_resource_slice
 from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
@@ -136,7 +140,7 @@ def scheduler_verdict(
     core = client.CoreV1Api(plane.client)
     core.create_namespaced_pod(namespace, claim_pod(name, name, node))
     try:
-        if bound_to(core, namespace, name, timeout=20) == node:
+        if scheduler_outcome(core, namespace, name) == node:
             return "bound"
         message = scheduling_failure(core, namespace, name)
     finally:

@@ -29,6 +29,7 @@ from tests.cluster.kube.test_dra_controlplane import (
     create_pod,
     dra_objects,  # noqa: F401 - a fixture this module uses
     gpu_pod,
+    left_unscheduled,
     webhook_watching,
 )
 from tests.support.cli import run_cli
@@ -140,7 +141,7 @@ def test_with_avoid_claim_pods_never_land_on_the_dual_node(
         # ... and the next one, with the DRA-only node full, waits rather than take the dual
         # node's GPUs.
         assert create_pod(core, kube_namespace, claim_pod("infer-1", "one-gpu")) is None
-        assert bound_to(core, kube_namespace, "infer-1", timeout=15) is None
+        assert left_unscheduled(core, kube_namespace, "infer-1")
         stored = core.read_namespaced_pod("infer-1", kube_namespace)
         terms = (
             stored.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
@@ -240,7 +241,7 @@ def test_three_kinds_cut_over_as_the_plan_says(
             pod["spec"].pop("nodeName", None)
             assert create_pod(core, ns, pod) is None, move
             if move["to"] is None:
-                assert bound_to(core, ns, name, timeout=15) is None, move
+                assert left_unscheduled(core, ns, name), move
                 lost.add(move["pod"])
             else:
                 where = bound_to(core, ns, name)

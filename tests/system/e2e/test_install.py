@@ -388,7 +388,9 @@ def test_reinvoked_after_a_second_mutating_webhook(installed: Installed, tmp_pat
     certs = write_certs(tmp_path / "tls", service="annotator", namespace=APP_NS, days=1)
     ca_pem = certs.ca_cert.read_bytes()
     label = {"gpu-policy.test/annotate": "yes"}
-    with gunicorn.running(tmp_path, certs, app="tests.e2e.annotator:app", workers=1) as other:
+    with gunicorn.running(
+        tmp_path, certs, app="tests.system.e2e.annotator:app", workers=1
+    ) as other:
         api.create_mutating_webhook_configuration(
             {
                 "metadata": {"name": "zz-annotator"},  # after "gpu-policy-webhook" by name

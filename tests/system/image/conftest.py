@@ -10,24 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.workers import add_lines
+
 HERE = Path(__file__).resolve().parent
-SUMMARY = pytest.StashKey[list[str]]()
 
 
 @pytest.fixture(scope="session")
 def image_summary(pytestconfig: pytest.Config) -> list[str]:
     """The summary lines, for the test module to fill."""
-    return pytestconfig.stash.setdefault(SUMMARY, [])
-
-
-def pytest_terminal_summary(
-    terminalreporter: pytest.TerminalReporter, config: pytest.Config
-) -> None:
-    lines = config.stash.get(SUMMARY, [])
-    if lines:
-        terminalreporter.section("container image")
-        for line in lines:
-            terminalreporter.write_line(line)
+    return add_lines(pytestconfig, "container image", [])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

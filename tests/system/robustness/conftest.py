@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.workers import add_lines
 from tests.system.robustness import robust_server
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
     """Say how many inputs the fuzz tests sent to the real server, and what came back."""
     tally = robust_server.FUZZ_TALLY
     if not tally:
         return
     total = sum(tally.values())
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(tally.items()))
-    terminalreporter.write_line(
-        f"robustness: {total} fuzz inputs sent to gunicorn over TLS; answers {statuses}"
-    )
+    line = f"{total} fuzz inputs sent to gunicorn over TLS; answers {statuses}"
+    add_lines(session.config, "robustness", [line])
