@@ -57,13 +57,10 @@ def skip_reason(
     operation: str,
     namespace: str | None,
     *,
-    has_pod_spec: bool,
     asks_for_gpu: bool,
     exempt: Container[str | None],
 ) -> str | None:
-    """Why ``review()`` does not judge this object, or None when it does."""
-    if not has_pod_spec:
-        return f"{kind or 'this object'} has no pod spec"
+    """Why ``review()`` does not judge this pod or pod template, or None when it does."""
     if not asks_for_gpu:
         return "asks for no GPU"
     if namespace in exempt:
