@@ -87,15 +87,8 @@ def judge_pod_spec(subject: PodSubject, *, policy: Policy, inventory: Inventory)
         findings = [*claimed, *availability, *isolation.findings]
         aspects = _aspects(subject, policy)
         return Judgement(findings, aspects, guard=guard)
-    return _gpu_pod(
-        subject,
-        claimed=claimed,
-        availability=availability,
-        isolation=isolation,
-        guard=guard,
-        policy=policy,
-        inventory=inventory,
-    )
+    parts = (claimed, availability, isolation)
+    return _gpu_pod(subject, parts, guard, policy=policy, inventory=inventory)
 
 
 def _aspects_of(claims: bool, isolation: bool, claims_only: bool) -> Aspects:
@@ -123,16 +116,16 @@ def _aspects(subject: PodSubject, policy: Policy) -> Aspects:
 
 def _gpu_pod(
     subject: PodSubject,
-    *,
-    claimed: list[RuleResult],
-    availability: list[RuleResult],
-    isolation: Isolation,
+    parts: tuple[list[RuleResult], list[RuleResult], Isolation],
     guard: Guard,
+    *,
     policy: Policy,
     inventory: Inventory,
 ) -> Judgement:
     """A pod spec with device-plugin GPU requests: the container rules, the placement, the
-    allocator's verdict on the pod as it will be created, the mutation."""
+    allocator's verdict on the pod as it will be created, the mutation. ``parts``: its claims'
+    findings, their availability findings (the allocator decides those), its isolation."""
+    claimed, availability, isolation = parts
     mode = policy.enforcement
     aspects = _aspects(subject, policy)
     asks, intent, findings = _checked(subject, policy, inventory)

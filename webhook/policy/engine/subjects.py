@@ -112,16 +112,8 @@ def read_subject(
     if kind in CLAIM_SPEC_PATHS:
         spec = claim_spec(obj)
         if spec is not None:
-            return _claim_subject(
-                obj,
-                spec,
-                kind=kind,
-                name=name,
-                namespace=namespace,
-                operation=operation,
-                policy=policy,
-                inventory=inventory,
-            )
+            head = Subject(obj, kind, namespace, name)
+            return _claim_subject(head, spec, operation, policy=policy, inventory=inventory)
     workload = locate(obj)
     if workload is None:
         return Skipped(obj, kind, namespace, name, f"{kind or 'this object'} has no pod spec")
@@ -148,17 +140,16 @@ def read_subject(
 
 
 def _claim_subject(
-    obj: Mapping[str, Any],
+    head: Subject,
     spec: Mapping[str, Any],
-    *,
-    kind: str,
-    name: str | None,
-    namespace: str | None,
     operation: str,
+    *,
     policy: Policy,
     inventory: Inventory,
 ) -> Subject:
-    """A ResourceClaim's or template's subject, or why it is not judged."""
+    """A ResourceClaim's or template's subject (``head``: its kind, namespace and name), or
+    why it is not judged."""
+    obj, kind, namespace, name = head.obj, head.kind, head.namespace, head.name
     claim = read_claim(spec, f"{kind} {name or ''}".strip())
     suffixes = ", ".join(policy.dra.device_class_suffixes)
     why = operation_skip(kind, operation)
