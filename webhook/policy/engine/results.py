@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any, Final
 
 from webhook.policy.decision import Decision, RuleResult
-from webhook.policy.engine.mutation import MUTABLE
+from webhook.policy.engine.mutation import MUTABLE, template_changes
 from webhook.policy.engine.subjects import Subject
 from webhook.policy.patch import diff
 from webhook.policy.rules import DECLARATIONS, PHASES, Aspect, Phase
@@ -118,9 +118,7 @@ def decision(
         warnings = [f"[{r.rule}] {r.message}" for r in results if r.status == "warn"]
     patch: tuple[dict[str, Any], ...] = ()
     if changes_warning and changes:
-        warnings.append(
-            f"pods created from this {subject.kind} will be changed: " + "; ".join(changes)
-        )
+        warnings.append(template_changes(subject.kind, changes))
     elif mutated is not None:
         patch = tuple(diff(subject.obj, mutated, within=MUTABLE))
     allowed = clean or not fails(results)

@@ -39,7 +39,7 @@ def review_pod(subject: PodSubject, *, policy: Policy, inventory: Inventory) -> 
         mutated=mutated,
     )
     guard = judgement.guard
-    return out if guard is None else guard.applied(out, subject.obj, subject.workload)
+    return out if guard is None else guard.applied_to_pod(out, subject.obj, subject.workload)
 
 
 def review_template(subject: TemplateSubject, *, policy: Policy, inventory: Inventory) -> Decision:
@@ -57,7 +57,7 @@ def review_template(subject: TemplateSubject, *, policy: Policy, inventory: Inve
         changes_warning=True,
     )
     guard = judgement.guard
-    return out if guard is None else guard.applied(out, subject.obj, subject.workload)
+    return out if guard is None else guard.applied_to_template(out)
 
 
 # A claim has no containers and no references to claims: the claim rules alone.
