@@ -38,8 +38,8 @@ from webhook.policy.model import Policy
 from webhook.policy.records import per_review_record
 from webhook.policy.rules import Aspect, Phase
 
-# What a pod is judged on: its containers' GPU requests, its claims (when it has some) and
-# GPU isolation (while it is on); what it does not ask for is skipped, with the reason.
+# Why a pod's container rules are skipped: it asks for no GPU (GPU isolation alone judges it),
+# or its GPUs all come from DRA (its claims are judged instead).
 _NO_GPU: Final[Mapping[Aspect, str]] = {"containers": "asks for no GPU"}
 _CLAIMS_ONLY: Final[Mapping[Aspect, str]] = {
     "containers": "asks for no nvidia.com resource: its GPU claims are judged"

@@ -40,12 +40,11 @@ def rule_results(
 ) -> tuple[RuleResult, ...]:
     """Every rule's result (see the module's docstring); ``reached``: the last phase the
     review ran (``checks`` when a check failed: the placement rules are then skipped)."""
-    defaults = _defaults(aspects, reached)
     if not findings:
         return _clean(aspects, reached)
     touched = {f.rule for f in findings}
     out: list[RuleResult] = []
-    for rule, default in defaults:
+    for rule, default in _defaults(aspects, reached):
         if rule in touched:
             out += [f for f in findings if f.rule == rule]
         elif default is not None:
