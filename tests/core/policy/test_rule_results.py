@@ -13,17 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import (
-    claim_template,
-    ctr,
-    dra_gpu,
-    exactly,
-    gpu,
-    nvidia_classes,
-    pod,
-    resource_claim,
-    resource_slice,
-)
+from tests import builders as b
 from tests.support.paths import REPO
 from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.engine.results import FIX_FIRST
@@ -51,9 +41,9 @@ def dra_inventory(example_policy: Policy) -> Inventory:
         nodes=None,
         source="test",
         dra=DraObjects(
-            nvidia_classes(),
-            [resource_slice("a100-1", dra_gpu(0), dra_gpu(1))],
-            resource_claim_templates=[claim_template("gpu-1", exactly(count=1))],
+            b.nvidia_classes(),
+            [b.resource_slice("a100-1", b.dra_gpu(0), b.dra_gpu(1))],
+            resource_claim_templates=[b.claim_template("gpu-1", b.exactly(count=1))],
         ),
         fit_budget_s=OFFLINE_FIT_BUDGET_S,
     )
@@ -70,7 +60,7 @@ def _in_declared_order(ids: list[str]) -> bool:
 def test_a_gpu_pod_is_judged_by_the_container_rules_in_the_declared_order(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
-    decision = review(pod(gpu(1)), policy=example_policy, inventory=example_inventory)
+    decision = review(b.pod(b.gpu(1)), policy=example_policy, inventory=example_inventory)
     assert decision.allowed
     assert _ids(decision) == _of("containers")
     assert {r.status for r in decision.results} == {"pass"}
@@ -81,7 +71,7 @@ def test_a_gpu_pod_is_judged_by_the_container_rules_in_the_declared_order(
 def test_a_failed_check_skips_the_placement_rules(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
-    decision = review(pod(gpu("500m")), policy=example_policy, inventory=example_inventory)
+    decision = review(b.pod(b.gpu("500m")), policy=example_policy, inventory=example_inventory)
     assert not decision.allowed and decision.failed == ("gpu-quantity",)
     placement = {r.id for r in DECLARATIONS if r.phase == "placement"}
     skipped = {r.rule: r.message for r in decision.results if r.status == "skip"}
@@ -92,7 +82,7 @@ def test_a_failed_check_skips_the_placement_rules(
 def test_a_failed_placement_rule_skips_nothing(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
-    decision = review(pod(gpu(2)), policy=example_policy, inventory=example_inventory)
+    decision = review(b.pod(b.gpu(2)), policy=example_policy, inventory=example_inventory)
     assert decision.failed == ("gpu-shared-request-above-one",)
     assert not [r for r in decision.results if r.status == "skip"]
 
@@ -100,7 +90,7 @@ def test_a_failed_placement_rule_skips_nothing(
 def test_isolation_rules_are_in_force_only_while_isolation_is_on(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
-    obj = pod(gpu(1))
+    obj = b.pod(b.gpu(1))
     off = review(obj, policy=example_policy, inventory=example_inventory)
     on = review(obj, policy=_isolating(example_policy), inventory=example_inventory)
     assert not set(_of("isolation")) & set(_ids(off))
@@ -110,7 +100,7 @@ def test_isolation_rules_are_in_force_only_while_isolation_is_on(
 def test_a_pod_of_claims_only_skips_the_container_rules_and_is_judged_by_the_claim_rules(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
-    obj = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-1"}])
+    obj = b.pod(b.ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-1"}])
     decision = review(obj, policy=example_policy, inventory=dra_inventory)
     assert decision.allowed
     assert _ids(decision) == _of("containers", "claims", "claim-refs")
@@ -125,19 +115,21 @@ def test_a_pod_of_claims_only_skips_the_container_rules_and_is_judged_by_the_cla
 def test_a_pod_without_claims_has_no_claim_rules(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
-    decision = review(pod(gpu(1)), policy=example_policy, inventory=dra_inventory)
+    decision = review(b.pod(b.gpu(1)), policy=example_policy, inventory=dra_inventory)
     assert not set(_of("claims", "claim-refs")) & set(_ids(decision))
 
 
 def test_a_claim_is_judged_by_the_claim_rules_alone(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
-    claim = resource_claim("one", exactly(count=1))
+    claim = b.resource_claim("one", b.exactly(count=1))
     decision = review(claim, policy=example_policy, inventory=dra_inventory)
     assert decision.allowed
     assert _ids(decision) == _of("claims")
     too_many = review(
-        resource_claim("three", exactly(count=3)), policy=example_policy, inventory=dra_inventory
+        b.resource_claim("three", b.exactly(count=3)),
+        policy=example_policy,
+        inventory=dra_inventory,
     )
     assert too_many.failed == ("gpu-claim-devices-available",)
     assert _ids(too_many) == _of("claims")
@@ -146,7 +138,7 @@ def test_a_claim_is_judged_by_the_claim_rules_alone(
 def test_a_pod_that_asks_for_no_gpu_is_judged_by_isolation_alone(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
-    obj: dict[str, Any] = pod(ctr(), tolerations=[{"operator": "Exists"}])
+    obj: dict[str, Any] = b.pod(b.ctr(), tolerations=[{"operator": "Exists"}])
     decision = review(obj, policy=_isolating(example_policy), inventory=example_inventory)
     assert _ids(decision) == _of("containers", "isolation")
     containers = [r for r in decision.results if r.rule in _of("containers")]
@@ -159,7 +151,7 @@ def test_a_pod_that_asks_for_no_gpu_is_judged_by_isolation_alone(
 def test_a_template_reports_what_its_pods_would_report(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
-    spec = pod(gpu("500m"))
+    spec = b.pod(b.gpu("500m"))
     template = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
