@@ -24,8 +24,9 @@ run: $(STAMP)
 test: lint types arch pytest harness
 
 ## make test-fast: the core tier alone (tests/core: no process, no control plane), under a minute.
+## Its tests use the CPU only: one worker a core.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q tests/core
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests/core
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
