@@ -179,11 +179,14 @@ def bound_to(core: client.CoreV1Api, namespace: str, name: str, timeout: float =
 # object (a ResourceSlice, a DeviceClass its informer had not yet seen) lets in, is bound well
 # within this once the scheduler requeues it.
 SETTLE = 3.0
+#: The reasons kube-scheduler gives a pod it tried and did not bind: it fits no node, or a
+#: plugin failed on it (a CEL selector's runtime error is one).
+TRIED = ("Unschedulable", "SchedulerError")
 
 
 def scheduler_outcome(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
-    """The node the scheduler binds the pod to, or None once it has said the pod fits no node
-    (its ``PodScheduled`` condition False, reason ``Unschedulable``) and the pod stayed unbound
+    """The node the scheduler binds the pod to, or None once it has said it cannot (the pod's
+    ``PodScheduled`` condition False, reason in :data:`TRIED`) and the pod stayed unbound
     for :data:`SETTLE` seconds after that. Waiting for the scheduler's own verdict, not for a
     fixed time without a binding, proves it looked at the pod, and returns soon after."""
     node: list[str | None] = [None]
@@ -197,11 +200,11 @@ def scheduler_outcome(core: client.CoreV1Api, namespace: str, name: str) -> str 
             return True
         pod = core.read_namespaced_pod(name, namespace)
         return any(
-            c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+            c.type == "PodScheduled" and c.status == "False" and c.reason in TRIED
             for c in pod.status.conditions or []
         )
 
-    assert wait_until(judged, 60, 0.2), f"{name}: neither bound nor judged unschedulable"
+    assert wait_until(judged, 60, 0.2), f"{name}: neither bound nor tried by the scheduler"
     if node[0] is None:
         wait_until(bound, SETTLE, 0.2)
     return node[0]
