@@ -54,6 +54,7 @@ from webhook.policy.nodes import (
 from webhook.policy.products import base_model
 from webhook.policy.resources import parse_resource
 from webhook.policy.supply import Supply
+from webhook.policy.supply.served import offered as offered_names
 
 __all__ = [
     "HOLDERS_SHOWN",
@@ -267,7 +268,7 @@ class Capacity:
                 "selects and the resource it asks for (docs/autoscaling.md)",
                 {"resource": resource, "pools": _listed(pools)},
             )
-        offered = self.inventory.summary()
+        offered = offered_names(self.inventory)
         if form is None:
             fix = f"ask for one of the offered names: {resource} is no name the device plugin uses"
         elif form.profile:
