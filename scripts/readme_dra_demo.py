@@ -14,7 +14,7 @@ Usage::
     export KUBEBUILDER_ASSETS=...   # kube-apiserver, kube-controller-manager, kube-scheduler, etcd
     .venv/bin/python scripts/readme_dra_demo.py
 
-``tests/kube/test_readme_dra_demo.py`` runs the same session and fails when the page shows
+``tests/cluster/kube/test_readme_dra_demo.py`` runs the same session and fails when the page shows
 something else.
 """
 

@@ -55,7 +55,9 @@ CLUSTER_EXAMPLES |= {
 }
 
 # The README's DRA session, with the webhook installed by the chart's configurations.
-_DRA_DEMO = "tests/kube/test_readme_dra_demo.py::test_the_readme_dra_session_prints_what_it_shows"
+_DRA_DEMO = (
+    "tests/cluster/kube/test_readme_dra_demo.py::test_the_readme_dra_session_prints_what_it_shows"
+)
 CLUSTER_EXAMPLES |= {
     command: _DRA_DEMO
     for command in (
