@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from webhook.policy.allocator import fit
+from webhook.policy.allocator import Verdict, fit, fit_anywhere
 from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand import Claim, Demand, pod_demand
 from webhook.policy.dra import Allocation, DraSnapshot
@@ -98,6 +98,12 @@ class FitNow:
             ).outcome
             != "does-not-fit"
         ]
+
+    def ever(self, claims: Sequence[Claim]) -> Verdict:
+        """The webhook's question: can ``claims`` be allocated together on some node group,
+        existing or able to appear, on an empty cluster? (Could they ever be.)"""
+        demand = Demand(label="claims", claims=tuple(claims))
+        return fit_anywhere(demand, self.supply, budget_s=OFFLINE_FIT_BUDGET_S)
 
     def fits_somewhere(self, claims: Sequence[Claim], usage: Usage) -> bool:
         """Can ``claims`` be allocated together on some existing node, with ``usage``?"""
