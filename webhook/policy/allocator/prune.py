@@ -145,8 +145,12 @@ def _could_prune(alloc: Allocator) -> bool:
 
 def _partitionable(alloc: Allocator) -> bool:
     """Whether rule 4 may hold: some complete, valid pool in reach has shared counters
-    (partitionable devices, such as a GPU and the MIG devices it can be cut into)."""
-    return not alloc.usage and any(
+    (partitionable devices, such as a GPU and the MIG devices it can be cut into), and the
+    claims have several requests (one request's search over a node's devices is short: the
+    usual single GPU asked for pays for no evaluation)."""
+    if alloc.usage or len({key[:2] for key in alloc.request_data}) < 2:
+        return False
+    return any(
         pool.counter_sets for pool in alloc.pools if not (pool.is_incomplete or pool.is_invalid)
     )
 
