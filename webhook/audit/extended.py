@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from webhook.audit.findings import Reason
-from webhook.audit.now import FitNow
-from webhook.policy.allocator import DOES_NOT_FIT
+from webhook.policy.allocator import DOES_NOT_FIT, Fit
 from webhook.policy.demand import Demand
 from webhook.policy.demand.extended import EXTENDED_CLAIM
-from webhook.policy.nodes import NodeView
-from webhook.policy.supply import Supply
+from webhook.policy.supply import NodeGroup, Supply
 
 
 def served_by_dra(
@@ -27,10 +25,10 @@ def served_by_dra(
     return [r for r in requests if r not in advertised and supply.class_for_resource(r)]
 
 
-def dra_too_large(fit_now: FitNow, demand: Demand, nodes: Sequence[NodeView]) -> Reason:
-    """The allocator's reason why ``demand`` fits none of ``nodes`` even were they empty."""
-    answers = [fit_now.judged(demand, n) for n in nodes]
-    failed = [a for a in answers if a.outcome == DOES_NOT_FIT]
+def dra_too_large(answers: Sequence[tuple[NodeGroup, Fit]], demand: Demand) -> Reason:
+    """The allocator's reason why ``demand`` fits none of the groups of ``answers`` (those
+    that could run it) even were they empty: the closest group's."""
+    failed = [a for _, a in answers if a.outcome == DOES_NOT_FIT]
     if not failed:
         detail, said = "no node reaches devices of its DeviceClass", "cannot allocate all claims"
     else:

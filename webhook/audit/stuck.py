@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -41,20 +41,15 @@ from webhook.audit.findings import Reason, Ref
 from webhook.audit.now import FitNow, gpu_demand
 from webhook.audit.owners import parse_time
 from webhook.audit.requests import pod_requests, scheduler_message
+from webhook.audit.verdict import Judged, judge, locate
 from webhook.policy import Inventory
+from webhook.policy.allocator import DOES_NOT_FIT
+from webhook.policy.demand import Demand
 from webhook.policy.inventory import Offer
-from webhook.policy.nodes import (
-    UNSCHEDULABLE_TAINT,
-    NodeView,
-    Taint,
-    affinity_matches,
-    required_terms,
-    selector_matches,
-    untolerated,
-)
+from webhook.policy.nodes import UNSCHEDULABLE_TAINT, NodeView, Taint, required_terms, untolerated
 from webhook.policy.products import base_model
 from webhook.policy.resources import parse_resource
-from webhook.policy.supply import Supply
+from webhook.policy.supply import NodeGroup, Supply
 from webhook.policy.supply.served import offered as offered_names
 
 __all__ = [
@@ -123,6 +118,11 @@ class Capacity:
         self._diagnosed: dict[str, list[Reason]] = {}
         # The allocator's view of the same nodes (the inventory's supply unless given).
         self.fit_now = FitNow(supply or inventory.supply, inventory.dra)
+        self._views = {v.name: v for v in self.nodes}
+        # The nodes that exist: where a pod that never runs is told which filter fails.
+        self._existing = replace(
+            self.fit_now.supply, groups=tuple(g for g in self.fit_now.supply.groups if g.node_names)
+        )
         for pool in inventory.pools:
             for node_name in pool.nodes:
                 for offer in pool.offers:
@@ -171,47 +171,58 @@ class Capacity:
         return found
 
     def _diagnose(self, spec: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
-        # Names a DeviceClass serves where no node's device plugin does: the allocator's.
-        served = served_by_dra(requests, self.fit_now.supply, self._offering)
-        plugin = {r: n for r, n in requests.items() if r not in served}
-        missing = [r for r in plugin if r not in self._offering]
-        if missing:
-            return [self._not_offered(r, spec) for r in missing]
-        offering = self.fit_now.dra_nodes() if served else []
-        if plugin:
-            # The nodes that offer the scarcest of the requested resources, then the others.
-            first = min(plugin, key=lambda r: len(self._offering[r]))
-            offering = [n for n in self._offering[first] if all(r in n.gpus for r in plugin)]
-            if not offering:
-                return [self._not_together(plugin)]
-        selector, affinity = spec.get("nodeSelector"), spec.get("affinity")
-        selected = [
-            n
-            for n in offering
-            if selector_matches(selector, n.labels) and affinity_matches(affinity, n)
-        ]
-        if not selected:
-            return [self._selection(spec, requests, offering)]
-        tolerations = spec.get("tolerations") or ()
-        admitted = [n for n in selected if not untolerated(n, tolerations)]
-        if not admitted:
-            return [self._taints(spec, requests, selected)]
-        reasons = self._shared_above_one(requests, admitted)
-        # The allocator decides, on the empty nodes (could it ever run here?), then with what
-        # is in use now (does it wait for the holders, or for something else?).
+        # The allocator decides: ever (an empty cluster, every node group), on the existing
+        # nodes empty, and now with what is in use (webhook/audit/verdict.py).
         demand = gpu_demand(spec, requests)
-        could = self.fit_now.fitting(demand, admitted)
-        if not could:
-            if served:
-                return [*reasons, dra_too_large(self.fit_now, demand, admitted)]
-            return [*reasons, *self._too_large(requests, admitted)]
-        fitting = self.fit_now.fitting(demand, could, self.fit_now.usage(self.held))
-        if not fitting and served:
-            return [*reasons, held_by_claims(served, self.fit_now.supply)]
-        if not fitting:
+        supply = self.fit_now.supply
+        served = served_by_dra(requests, supply, self._offering)
+        judged = judge(demand, supply, self.fit_now.usage(self.held))
+        if judged.ever.outcome == DOES_NOT_FIT:
+            return self._never(spec, requests, demand, judged, served)
+        if not judged.could:
+            return [self._scale_up(requests, judged)]
+        could = [self._view(g) for g in judged.could]
+        reasons = self._shared_above_one(requests, could)
+        if not judged.now and served:
+            return [*reasons, held_by_claims(served, supply)]
+        if not judged.now:
             # The holders it waits for are those of the nodes it could run on.
             return [*reasons, self._full(requests, could)]
-        return [*reasons, self._elsewhere(requests, fitting)]
+        return [*reasons, self._elsewhere(requests, [self._view(g) for g in judged.now])]
+
+    def _never(
+        self,
+        spec: Mapping[str, Any],
+        requests: Mapping[str, int],
+        demand: Demand,
+        judged: Judged,
+        served: Sequence[str],
+    ) -> list[Reason]:
+        """Why the demand fits no node group even on an empty cluster: the first filter
+        that leaves no existing node, as the allocator answers each part of the demand."""
+        fault = locate(demand, self._existing, judged)
+        if fault.missing:
+            return [self._not_offered(r) for r in fault.missing]
+        if not fault.offering:
+            return [self._not_together(fault.per_name)]
+        offering = [self._view(g) for g in fault.offering]
+        if not fault.selected:
+            return [self._selection(spec, requests, offering)]
+        selected = [self._view(g) for g in fault.selected]
+        if not fault.admitted:
+            return [self._taints(spec, requests, selected)]
+        admitted = [self._view(g) for g in fault.admitted]
+        reasons = self._shared_above_one(requests, admitted)
+        if served:
+            return [*reasons, dra_too_large(fault.answers, demand)]
+        return [*reasons, *self._too_large(requests, admitted)]
+
+    def _view(self, group: NodeGroup) -> NodeView:
+        """The node of an existing group, as the messages read nodes."""
+        found = self._views.get(group.node)
+        if found is not None:
+            return found
+        return NodeView(group.node, group.labels, group.taints, group.allocatable)
 
     def diagnose_refused(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
         """Why the kubelet refused a pod at admission (``UnexpectedAdmissionError``)."""
@@ -236,37 +247,34 @@ class Capacity:
 
     # --- one Reason per finding --------------------------------------------------------
 
-    def _can_appear(self, resource: str, spec: Mapping[str, Any]) -> list[str]:
-        """The pools at zero that will offer ``resource`` on nodes the pod's selector admits."""
-        selector = spec.get("nodeSelector") or {}
-        pools = []
-        for pool, offer in self.inventory.advertising(resource):
-            if not pool.at_zero:
-                continue
-            if offer.selector is not None and selector.get(offer.selector[0]) not in (
-                None,
-                offer.selector[1],
-            ):
-                continue
-            pools.append(pool.describe())
-        return list(dict.fromkeys(pools))
+    def _scale_up(self, requests: Mapping[str, int], judged: Judged) -> Reason:
+        """It fits no existing node, even empty, but a node group able to appear."""
+        described = {f"pool {p.name}": p.describe() for p in self.inventory.pools}
+        pools = list(dict.fromkeys(described.get(g.key, g.key) for g in judged.appearing))
+        resource = next((r for r in requests if r not in self._offering), None)
+        if resource is None:
+            what = "no node can run it yet (the nodes that advertise " + ", ".join(sorted(requests))
+            what += " do not admit it, or have too few)"
+        else:
+            form = parse_resource(resource)
+            what = f"no node advertises {resource}"
+            if form is not None and form.profile:
+                what += f" (MIG {form.profile} instances)"
+            what += " yet"
+        return Reason(
+            "scale-up",
+            f"{what}: it waits for the autoscaler to add a node of {_listed(pools)}",
+            "nothing to change while the node comes; if none comes, read the autoscaler's "
+            "events for the pod: the node group or NodePool must promise the labels the pod "
+            "selects and the resource it asks for (docs/autoscaling.md)",
+            {"resource": resource or ", ".join(sorted(requests)), "pools": _listed(pools)},
+        )
 
-    def _not_offered(self, resource: str, spec: Mapping[str, Any]) -> Reason:
+    def _not_offered(self, resource: str) -> Reason:
         form = parse_resource(resource)
         what = resource
         if form is not None and form.profile:
             what = f"{resource} (MIG {form.profile} instances)"
-        pools = self._can_appear(resource, spec)
-        if pools:
-            return Reason(
-                "scale-up",
-                f"no node advertises {what} yet: it waits for the autoscaler to add a node of "
-                f"{_listed(pools)}",
-                "nothing to change while the node comes; if none comes, read the autoscaler's "
-                "events for the pod: the node group or NodePool must promise the labels the pod "
-                "selects and the resource it asks for (docs/autoscaling.md)",
-                {"resource": resource, "pools": _listed(pools)},
-            )
         offered = offered_names(self.inventory)
         if form is None:
             fix = f"ask for one of the offered names: {resource} is no name the device plugin uses"
@@ -291,10 +299,10 @@ class Capacity:
             {"resource": resource, "offered": offered},
         )
 
-    def _not_together(self, requests: Mapping[str, int]) -> Reason:
-        names = " and ".join(sorted(requests))
+    def _not_together(self, offered: Mapping[str, Sequence[NodeGroup]]) -> Reason:
+        names = " and ".join(sorted(offered))
         per_name = "; ".join(
-            f"{r}: {_listed([n.name for n in self._offering[r]])}" for r in sorted(requests)
+            f"{r}: {_listed([g.node for g in groups])}" for r, groups in sorted(offered.items())
         )
         return Reason(
             "not-together",
