@@ -2,9 +2,9 @@
 
 No node advertises such a name in ``status.allocatable``: the scheduler makes one claim of the
 pod's extended resources and allocates it from the class's devices (docs/allocator.md). The
-audit's early checks, which read the device plugin's names on the nodes, leave these names to
-the allocator: whether the pod could ever run on a node (``too-large``, with the allocator's
-words), and whether the devices are held now (``full``).
+audit's verdict is the allocator's for every name (``webhook/audit/verdict.py``); these are
+the words for such names: why the pod could never run (``too-large``, with the allocator's
+words), and that the devices are held now (``full``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,22 @@
-"""Why a GPU pod is stuck, in GPU terms, computed from the nodes and the pods that hold slots.
+"""Why a GPU pod is stuck, in GPU terms: the allocator's verdict, and the holders of its slots.
 
-For a pod that is not bound to a node, the checks follow the scheduler's own filters in
-order, and stop at the first that leaves no node, because that is the one to fix first:
+Whether an unbound pod could run is the allocator's answer (``webhook/audit/verdict.py``,
+docs/allocator.md): never (no node group, existing or able to appear, even empty), only on a
+node to come, on an existing node were it empty, or now. Each reason's words come from what
+the allocator refuses, filter by filter, in this order:
 
-1. ``scale-up``: a resource no node advertises yet, that a pool with no node (an autoscaled
-   pool the policy declares, or a Karpenter NodePool: docs/autoscaling.md) will offer once
-   the autoscaler adds its node, and whose product the pod's nodeSelector admits: it waits as
-   it should (a warning, not a failure);
-   ``not-offered``: a resource name (or MIG profile) no node advertises and no such pool
-   would either: no node will ever serve it;
-2. ``not-together``: each is advertised, but no node advertises all the pod asks for;
-3. ``selection``: its nodeSelector / required node affinity matches no node that offers it;
-4. ``taints``: every node left has a NoSchedule / NoExecute taint (or a cordon) it does not
+1. ``not-offered``: a resource name (or MIG profile) no node group has any of, or that only
+   nodes to come have and none its selection admits: no node will ever serve it;
+2. ``not-together``: each is offered, but no node group has them all;
+3. ``selection``: its nodeSelector / required node affinity admits no group that offers it;
+4. ``taints``: every group left has a NoSchedule / NoExecute taint (or a cordon) it does not
    tolerate;
-5. ``too-large``: it fits none of those nodes even were they empty (the allocator's answer
-   on an empty cluster, the webhook's: ``webhook.audit.now``), as when it asks for more than
-   any of them has;
-6. ``full``: it fits none of them now, with what the bound pods that have not finished
-   request and the allocated claims hold (the allocator's answer with that usage): the
-   holders are named, oldest first;
-7. ``elsewhere``: it fits one of them now: what keeps it Pending is not its GPU request.
+5. ``too-large``: it fits none of those even empty, as when it asks for more than any has;
+6. ``scale-up``: it fits only a node group able to appear (an autoscaled pool, a Karpenter
+   NodePool: docs/autoscaling.md): it waits as it should (a warning, not a failure);
+7. ``full``: it fits an existing node were it empty, none now with what bound pods and
+   allocated claims hold: the holders are named, oldest first;
+8. ``elsewhere``: it fits one of them now: what keeps it Pending is not its GPU request.
 
 Beside those, ``shared-above-one``: it asks for more than one shared GPU where the device
 plugin refuses that (``failRequestsGreaterThanOne``), so it would fail at the kubelet once
@@ -119,10 +116,6 @@ class Capacity:
         # The allocator's view of the same nodes (the inventory's supply unless given).
         self.fit_now = FitNow(supply or inventory.supply, inventory.dra)
         self._views = {v.name: v for v in self.nodes}
-        # The nodes that exist: where a pod that never runs is told which filter fails.
-        self._existing = replace(
-            self.fit_now.supply, groups=tuple(g for g in self.fit_now.supply.groups if g.node_names)
-        )
         for pool in inventory.pools:
             for node_name in pool.nodes:
                 for offer in pool.offers:
@@ -199,13 +192,17 @@ class Capacity:
         served: Sequence[str],
     ) -> list[Reason]:
         """Why the demand fits no node group even on an empty cluster: the first filter
-        that leaves no existing node, as the allocator answers each part of the demand."""
-        fault = locate(demand, self._existing, judged)
+        that leaves no group, as the allocator answers each part of the demand."""
+        fault = locate(demand, self.fit_now.supply, judged)
         if fault.missing:
             return [self._not_offered(r) for r in fault.missing]
         if not fault.offering:
             return [self._not_together(fault.per_name)]
         offering = [self._view(g) for g in fault.offering]
+        absent = [r for r in requests if r not in self._offering]
+        if not fault.selected and absent and not any(g.node_names for g in fault.offering):
+            # Only nodes to come offer it, and none its selection admits: it is not offered.
+            return [self._not_offered(r) for r in absent]
         if not fault.selected:
             return [self._selection(spec, requests, offering)]
         selected = [self._view(g) for g in fault.selected]
@@ -218,7 +215,7 @@ class Capacity:
         return [*reasons, *self._too_large(requests, admitted)]
 
     def _view(self, group: NodeGroup) -> NodeView:
-        """The node of an existing group, as the messages read nodes."""
+        """The node of a group (a pool's key for nodes to come), as the messages read nodes."""
         found = self._views.get(group.node)
         if found is not None:
             return found

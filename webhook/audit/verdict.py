@@ -102,7 +102,7 @@ def judge(demand: Demand, supply: Supply, usage: Usage) -> Judged:
 
 @dataclass(frozen=True)
 class Fault:
-    """Where a demand that never fits fails, filter by filter, on the existing groups:
+    """Where a demand that never fits fails, filter by filter, on every group:
     ``missing`` the names no group has any of; ``offering`` the groups that have one of each
     name; ``selected`` those of them its node selection admits; ``admitted`` those of them
     whose taints it tolerates; ``closest`` the answers of the whole demand on ``admitted``."""
@@ -115,20 +115,21 @@ class Fault:
     answers: tuple[Answer, ...]
 
 
-def locate(demand: Demand, existing: Supply, judged: Judged) -> Fault:
-    """Which filter keeps ``demand`` off every existing group (see the module docstring)."""
+def locate(demand: Demand, supply: Supply, judged: Judged) -> Fault:
+    """Which filter keeps ``demand`` off every group of ``supply``, existing or able to
+    appear (see the module docstring)."""
     names = sorted(demand.resources)
     bare = unplaced(demand)
     offered: dict[str, tuple[NodeGroup, ...]] = {}
     for name in names:
-        _, answers = _answers(only_one_of(bare, [name]), existing)
+        _, answers = _answers(only_one_of(bare, [name]), supply)
         offered[name] = tuple(_passing(answers))
     missing = tuple(n for n in names if not offered[n])
     empty: tuple[NodeGroup, ...] = ()
     if missing:
         return Fault(missing, offered, empty, empty, empty, ())
     every = only_one_of(bare, names)
-    _, answers = _answers(every, existing)
+    _, answers = _answers(every, supply)
     offering = tuple(_passing(answers))
     if not offering:
         return Fault((), offered, empty, empty, empty, ())
@@ -139,12 +140,12 @@ def locate(demand: Demand, existing: Supply, judged: Judged) -> Fault:
         required_terms=demand.required_terms,
     )
     keys = {g.key for g in offering}
-    _, answers = _answers(placed, existing)
+    _, answers = _answers(placed, supply)
     selected = tuple(g for g in _passing(answers) if g.key in keys)
     if not selected:
         return Fault((), offered, offering, empty, empty, ())
     keys = {g.key for g in selected}
-    _, answers = _answers(replace(placed, tolerations=demand.tolerations), existing)
+    _, answers = _answers(replace(placed, tolerations=demand.tolerations), supply)
     admitted = tuple(g for g in _passing(answers) if g.key in keys)
     keys = {g.key for g in admitted}
     closest = tuple((g, f) for g, f in judged.answers if g.key in keys)
