@@ -430,3 +430,20 @@ def test_resources_no_node_has_together_are_too_large_not_full(run: Runner) -> N
     assert "asks for 2 nvidia.com/gpu, but no node that could run it has more than 1" in (
         finding.message
     )
+
+
+def test_a_pod_larger_than_any_node_a_pool_can_add_never_runs(run: Runner) -> None:
+    """The allocator judges the pools at zero as the webhook does: 9 GPUs where a node of
+    either pool has 4 is no wait for the autoscaler (it was called scale-up before the
+    allocator decided, though no node it adds could run it)."""
+    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu": 9}))
+    assert finding.result == "fail" and finding.reasons == ("too-large",)
+    assert "it asks for 9 nvidia.com/gpu, but no node that could run it has more than 4" in (
+        finding.message
+    )
+
+
+def test_a_pool_too_small_for_the_pod_is_no_wait_but_one_that_fits_is(run: Runner) -> None:
+    # 3 GPUs: a node of either pool has 4, so it waits for one (the same pod as above, smaller).
+    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu": 3}))
+    assert finding.result == "warn" and finding.reasons == ("scale-up",)
