@@ -16,6 +16,7 @@ from tests.core.policy.allocator.world import (
     device_class,
     exactly,
     node,
+    partitionable,
     pod,
     resource_slice,
     supply_of,
@@ -60,30 +61,6 @@ def two(name: str, count: int, **fields: Any) -> dict[str, Any]:
 
 WHOLE = 'device.attributes["gpu.nvidia.com"].type == "gpu"'
 PART = 'device.attributes["gpu.nvidia.com"].type == "mig"'
-
-
-def partitionable(gpus: int) -> list[dict[str, Any]]:
-    """``gpus`` partitionable GPUs as NVIDIA's driver publishes them: each a whole device
-    and two halves (MIG devices), all consuming one counter set of 40Gi of memory."""
-    counters, devices = [], []
-    for g in range(gpus):
-        counters.append({"name": f"gpu-{g}", "counters": {"memory": {"value": "40Gi"}}})
-
-        def takes(memory: str, g: int = g) -> list[dict[str, Any]]:
-            return [{"counterSet": f"gpu-{g}", "counters": {"memory": {"value": memory}}}]
-
-        devices.append(device(f"gpu-{g}", {"type": "gpu"}, consumesCounters=takes("40Gi")))
-        for half in range(2):
-            devices.append(
-                device(f"gpu-{g}-mig-{half}", {"type": "mig"}, consumesCounters=takes("20Gi"))
-            )
-    out = [
-        resource_slice("parts-c", "parts", [], nodeName="n", sharedCounters=counters),
-        resource_slice("parts-d", "parts", devices, nodeName="n"),
-    ]
-    for found in out:  # one pool of two slices: the API server takes no counters with devices
-        found["spec"]["pool"]["resourceSliceCount"] = 2
-    return out
 
 
 TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
