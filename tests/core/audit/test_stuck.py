@@ -447,3 +447,18 @@ def test_a_pool_too_small_for_the_pod_is_no_wait_but_one_that_fits_is(run: Runne
     # 3 GPUs: a node of either pool has 4, so it waits for one (the same pod as above, smaller).
     finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu": 3}))
     assert finding.result == "warn" and finding.reasons == ("scale-up",)
+
+
+def test_an_affinity_no_pool_promises_is_no_wait(run: Runner) -> None:
+    """A label the pools at zero do not promise: no node the autoscaler adds matches, as the
+    webhook judges the same pod (it was called scale-up before the allocator decided)."""
+    count_above_4 = {"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [count_above_4]}]
+            }
+        }
+    }
+    finding = _autoscaled(run, apod("w", gpu=GPU1, affinity=affinity))
+    assert finding.result == "fail" and finding.reasons == ("not-offered",)
