@@ -58,6 +58,7 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Answer = tuple[int, bytes, list[tuple[str, str]]]
 
 EXTENSION = "gpu_policy"
+DIRECT = "gpu_policy_direct"
 PATHS = (MUTATE_PATH, VALIDATE_PATH, HEALTHZ_PATH, READYZ_PATH, METRICS_PATH)
 _REVIEW_PATHS: tuple[tuple[Endpoint, str], ...] = (
     ("mutate", MUTATE_PATH),
@@ -220,7 +221,16 @@ def create_app(
     app.register_error_handler(Exception, _internal_error)
     # Flask's documented place for WSGI middleware: Flask.__call__ calls app.wsgi_app.
     app.wsgi_app = LeanReviews(app.wsgi_app, reviews, http_errors)  # type: ignore[method-assign]
+    app.extensions[DIRECT] = DirectReviews(reviews)
     return app
+
+
+def direct_reviews(app: object) -> DirectReviews | None:
+    """The reviews of ``app`` for a server that reads their requests itself, when ``app`` is
+    the webhook's (``create_app``); None for any other WSGI app."""
+    extensions = getattr(app, "extensions", None)
+    found = extensions.get(DIRECT) if isinstance(extensions, dict) else None
+    return found if isinstance(found, DirectReviews) else None
 
 
 def start_webhook(
@@ -267,17 +277,24 @@ class _ReviewEndpoint:
     def __call__(self, environ: dict[str, Any]) -> Answer:
         """The answer to the review in ``environ``: counted, logged, serialized."""
         started = time.perf_counter()
-        state = self.state
-        state.maybe_reload()
         content_type = environ.get("CONTENT_TYPE", "")
         if not _is_json(content_type):
-            metrics.record_bad_request("unsupported-media-type")
-            shown = repr(content_type[:60]) if content_type else "none"
-            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415)
+            return self.answer(content_type, b"", started)
         # What Flask's request.get_data() does: RequestEntityTooLarge (413) by Content-Length;
         # a body streamed without one (gunicorn sets wsgi.input_terminated) is read up to the
         # limit plus one byte; ClientDisconnected (400) for a body cut short.
         body = get_input_stream(environ, max_content_length=self.read_limit).read()
+        return self.answer(content_type, body, started)
+
+    def answer(self, content_type: str, body: bytes, started: float) -> Answer:
+        """The answer to a review of ``content_type`` whose whole ``body`` was read (at most
+        ``read_limit`` bytes), received from ``started`` (``time.perf_counter()``) on."""
+        state = self.state
+        state.maybe_reload()
+        if not _is_json(content_type):
+            metrics.record_bad_request("unsupported-media-type")
+            shown = repr(content_type[:60]) if content_type else "none"
+            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415)
         snapshot = state.snapshot
         try:
             outcome = handle(
@@ -346,6 +363,31 @@ class LeanReviews:
             status, body, headers = _internal_answer(exc, "POST", environ["PATH_INFO"])
         start_response(_status_line(status), headers)
         return [body]
+
+
+class DirectReviews:
+    """``POST /mutate`` and ``POST /validate`` answered from a request's content type and body.
+
+    ``webhook.server.worker`` reads a review request itself (``webhook.server.direct``) and
+    answers it here: the same :class:`_ReviewEndpoint` the Flask views and
+    :class:`LeanReviews` call, the same answers, metrics and log lines, without the WSGI
+    environ. Every request it does not read itself goes to the WSGI app as before.
+    """
+
+    def __init__(self, reviews: Mapping[str, _ReviewEndpoint]) -> None:
+        """Answer the ``reviews`` (path -> endpoint)."""
+        self.reviews = dict(reviews)
+        self.paths = frozenset(self.reviews)
+
+    def answer(self, path: str, content_type: str, body: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
+        """Status line (``"200 OK"``), headers and body of the answer to a whole review
+        request on ``path`` (one of ``paths``)."""
+        started = time.perf_counter()
+        try:
+            status, answer, headers = self.reviews[path].answer(content_type, body, started)
+        except Exception as exc:
+            status, answer, headers = _internal_answer(exc, "POST", path)
+        return _status_line(status), headers, answer
 
 
 @functools.cache

@@ -60,7 +60,9 @@ from gunicorn import http, sock
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from webhook.certs.serving import ClientDeadlines
-from webhook.server.response import use_one_write_responses
+from webhook.server.app import DirectReviews, direct_reviews
+from webhook.server.direct import ReviewHead, read_review_head
+from webhook.server.response import answer_bytes, use_one_write_responses
 from webhook.server.settings import Settings
 
 __all__ = ["AnsweredFirstPool", "ReviewWorker"]
@@ -193,6 +195,7 @@ class _Progress:
     buffer: bytearray = field(default_factory=bytearray)
     first_class: bool = False
     streamed: bool = False  # the request's body is read as it comes (chunked, Expect)
+    request: bytes = b""  # the whole request gathered by the last step
     answered: bool = False  # the last step answered a request
 
 
@@ -212,6 +215,14 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         settings = Settings.from_env()
         self.deadlines = ClientDeadlines(settings.handshake_timeout, settings.read_timeout)
         self.max_body = settings.max_body_bytes
+        self.direct: DirectReviews | None = None
+
+    def load_wsgi(self) -> None:
+        """gunicorn's loading of the app, and its reviews when it is the webhook's: their
+        requests are answered without gunicorn's parser and the WSGI app
+        (:meth:`_answer_directly`)."""
+        super().load_wsgi()
+        self.direct = direct_reviews(self.wsgi)
 
     def init_process(self) -> None:
         """gthread's start in the worker process, each answer sent in one write
@@ -280,16 +291,62 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return _DEFER
         if step == "close":
             return False
+        request, progress.request = progress.request, b""
         if not progress.first_class and not progress.streamed:
             # A whole request is here: it goes back to the pool as first class (gthread
             # submits a connection again at once when its parser holds bytes), so that the
             # threads kept for new connections only ever do their short steps.
+            conn.parser.unreader.unread(request)
             progress.first_class = True
             return True
-        keep = super().handle(conn)
+        head = None
+        if self.direct is not None and not progress.streamed:
+            head = read_review_head(request, self.direct.paths)
+        if head is not None:
+            keep = self._answer_directly(conn, head)
+        else:
+            conn.parser.unreader.unread(request)
+            keep = super().handle(conn)
         progress.first_class = True  # it has answered
         progress.answered = True
         return keep
+
+    def _answer_directly(self, conn: Any, head: ReviewHead) -> bool:
+        """Answer the review ``head`` read from the request's bytes, as gthread's
+        ``handle_request`` would (the ``pre_request`` hook, the request count and its
+        restart, keep-alive or close), with one write; True to keep the connection."""
+        direct = self.direct
+        assert direct is not None  # noqa: S101 - checked by the caller
+        self.cfg.pre_request(self, head)
+        self.nr += 1
+        if self.nr >= self.max_requests and self.alive:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False
+        close = (
+            head.must_close
+            or not self.alive
+            or not self.cfg.keepalive
+            or len(self.keepalived_conns) >= self.max_keepalived
+        )
+        status, headers, body = direct.answer(head.path, head.content_type, head.body)
+        data = answer_bytes(status, close, headers, body)
+        try:
+            self._send(conn.sock, data)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            self.log.debug("closing a connection from %s: %s", conn.client, exc)
+            return False
+        return not close
+
+    def _send(self, tls: Any, data: bytes) -> None:
+        """``data`` on the non-blocking socket: at once when it fits (always, for an answer
+        on a connection whose client reads), else waiting up to the read deadline."""
+        try:
+            sent = tls.send(data)
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+            sent = 0  # TLS takes the same bytes again (its moving write buffer)
+        if sent < len(data):
+            tls.settimeout(self.deadlines.read)
+            tls.sendall(data[sent:])
 
     def _step(self, conn: Any, progress: _Progress) -> str:
         """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request)."""
@@ -307,7 +364,8 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
                 progress.request_started = now
         elif now - progress.request_started > self.deadlines.read:
             return self._too_slow(conn, "request headers and body", self.deadlines.read)
-        conn.sock.setblocking(False)
+        if conn.sock.gettimeout() != 0.0:  # a system call each time: only when needed
+            conn.sock.setblocking(False)
         # The rest of a request that has begun usually follows within a millisecond (a client
         # may send its head and its body in two writes): wait that long on this thread, as
         # next_request_soon does, rather than hand the connection to the poller and back.
@@ -325,7 +383,7 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             if progress.request_started is None:
                 progress.request_started = time.monotonic()
         progress.streamed = self._streamed(progress.buffer)
-        conn.parser.unreader.unread(bytes(progress.buffer))
+        progress.request = bytes(progress.buffer)
         progress.request_started = None
         progress.buffer = bytearray()
         return "ready"

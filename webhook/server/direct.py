@@ -1,0 +1,116 @@
+"""Reading a review request's head straight from the bytes the worker gathered.
+
+The worker (``webhook.server.worker``) gathers each request whole before it answers it. For
+the requests every review is (``POST /mutate`` or ``POST /validate``, HTTP/1.1, a
+``Content-Length`` body that is all here), it answers from those bytes itself, without
+gunicorn's parser, WSGI environ and response objects and without Flask
+(docs/server.md, "One HTTP path, or two", has the measurement). :func:`read_review_head`
+decides which requests those are, and is strict: anything it does not recognise as such a
+request (another method, path or version, a malformed or oversized head, a header gunicorn
+would refuse, ``Transfer-Encoding``, ``Expect``, ``Upgrade``, two ``Content-Length`` or
+``Content-Type`` headers, a length that is not the body's, bytes of a next request after the
+body) is left to gunicorn and the Flask app, which answer it as they always have. So this
+reads only well-formed requests, and it never answers an error itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container
+from dataclasses import dataclass
+
+__all__ = ["ReviewHead", "read_review_head"]
+
+_HEAD_END = b"\r\n\r\n"
+# gunicorn's limits, as webhook.server.gunicorn_conf sets them: a head beyond them is left
+# to gunicorn, which refuses it.
+MAX_REQUEST_LINE = 2048
+MAX_FIELDS = 50
+MAX_FIELD_SIZE = 8190
+
+# RFC 9110 section 5.6.2: a field name is a token.
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# What gunicorn refuses in a field value (RFC 9110 section 5.5), and what it refuses in a
+# request target (RFC 9112 section 3.2): bytes outside visible ASCII.
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_BAD_TARGET = re.compile(rb"[^\x21-\x7e]")
+# Fields that make a request something else than a body of Content-Length bytes, answered at
+# once: gunicorn reads these (a chunked body, 100-continue, an HTTP/2 upgrade).
+_LEFT_TO_GUNICORN = frozenset(
+    (b"transfer-encoding", b"expect", b"upgrade", b"http2-settings", b"te", b"trailer")
+)
+
+
+@dataclass
+class ReviewHead:
+    """A review request read by :func:`read_review_head`.
+
+    ``must_close`` starts as the client's ``Connection: close``; gunicorn's ``pre_request``
+    hook may set it too (``webhook.server.shutdown.close_after_answer``), as it does on
+    gunicorn's own requests, whose attribute of that name it shares with ``method`` and
+    ``path``.
+    """
+
+    path: str
+    content_type: str
+    body: bytes
+    must_close: bool = False
+    method: str = "POST"
+
+
+def read_review_head(data: bytes, paths: Container[str]) -> ReviewHead | None:
+    """The review request that ``data`` is, exactly and whole; None for anything else.
+
+    ``data``: every byte received for the request (head and body). ``paths``: the review
+    paths (the query, which the API server adds, is ignored as gunicorn's ``PATH_INFO``
+    does).
+    """
+    end = data.find(_HEAD_END)
+    if end < 0:
+        return None
+    lines = data[:end].split(b"\r\n")
+    request_line = lines[0]
+    if len(request_line) > MAX_REQUEST_LINE or len(lines) - 1 > MAX_FIELDS:
+        return None
+    parts = request_line.split(b" ")
+    if len(parts) != 3 or parts[0] != b"POST" or parts[2] != b"HTTP/1.1":
+        return None
+    target = parts[1]
+    if not target.startswith(b"/") or _BAD_TARGET.search(target):
+        return None
+    path = target.split(b"?", 1)[0].decode("ascii")
+    if path not in paths:
+        return None
+    length: int | None = None
+    content_type: bytes | None = None
+    must_close = False
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or len(line) + 2 > MAX_FIELD_SIZE or not _TOKEN.fullmatch(name):
+            return None  # also a folded line (it starts with a space)
+        value = value.strip(b" \t")
+        if _BAD_VALUE.search(value):
+            return None
+        key = name.lower()
+        if key in _LEFT_TO_GUNICORN or b"_" in key:
+            # gunicorn drops or refuses names with "_" (its header_map setting).
+            return None
+        if key == b"content-length":
+            if length is not None or not value.isdigit():
+                return None
+            length = int(value)
+        elif key == b"content-type":
+            if content_type is not None:
+                return None
+            content_type = value
+        elif key == b"connection":
+            must_close = b"close" in (token.strip(b" \t").lower() for token in value.split(b","))
+    body_start = end + len(_HEAD_END)
+    if length is None or len(data) - body_start != length:
+        return None
+    return ReviewHead(
+        path=path,
+        content_type=content_type.decode("latin-1") if content_type is not None else "",
+        body=data[body_start:],
+        must_close=must_close,
+    )
