@@ -28,12 +28,15 @@ MAX_REQUEST_LINE = 2048
 MAX_FIELDS = 50
 MAX_FIELD_SIZE = 8190
 
-# RFC 9110 section 5.6.2: a field name is a token.
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-# What gunicorn refuses in a field value (RFC 9110 section 5.5), and what it refuses in a
-# request target (RFC 9112 section 3.2): bytes outside visible ASCII.
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-_BAD_TARGET = re.compile(rb"[^\x21-\x7e]")
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # a field name (RFC 9110 section 5.6.2)
+# A head gunicorn would read the same way, in one match: the request line of a POST over
+# HTTP/1.1 with a target of visible ASCII (RFC 9112 section 3.2), then fields whose names are
+# tokens and whose values hold no control characters but HTAB (RFC 9110 section 5.5: what
+# gunicorn refuses), no folded lines. The fields are then read by _FIELD.
+_HEAD = re.compile(
+    rb"POST (/[\x21-\x7e]*) HTTP/1\.1((?:\r\n" + _TOKEN + rb":[\t\x20-\x7e\x80-\xff]*)*)"
+)
+_FIELD = re.compile(rb"\r\n(" + _TOKEN + rb"):([^\r]*)")
 # Fields that make a request something else than a body of Content-Length bytes, answered at
 # once: gunicorn reads these (a chunked body, 100-continue, an HTTP/2 upgrade).
 _LEFT_TO_GUNICORN = frozenset(
@@ -58,43 +61,34 @@ class ReviewHead:
     method: str = "POST"
 
 
-def read_review_head(data: bytes, paths: Container[str]) -> ReviewHead | None:
+def read_review_head(data: bytes, paths: Container[str], max_body: int) -> ReviewHead | None:
     """The review request that ``data`` is, exactly and whole; None for anything else.
 
     ``data``: every byte received for the request (head and body). ``paths``: the review
     paths (the query, which the API server adds, is ignored as gunicorn's ``PATH_INFO``
-    does).
+    does). ``max_body``: a longer body is left to the WSGI app, which refuses it (413).
     """
     end = data.find(_HEAD_END)
-    if end < 0:
+    if end < 0 or end > MAX_FIELD_SIZE:  # no line of a shorter head is over gunicorn's limits
         return None
-    lines = data[:end].split(b"\r\n")
-    request_line = lines[0]
-    if len(request_line) > MAX_REQUEST_LINE or len(lines) - 1 > MAX_FIELDS:
+    head = _HEAD.fullmatch(data, 0, end)
+    if head is None:
         return None
-    parts = request_line.split(b" ")
-    if len(parts) != 3 or parts[0] != b"POST" or parts[2] != b"HTTP/1.1":
-        return None
-    target = parts[1]
-    if not target.startswith(b"/") or _BAD_TARGET.search(target):
+    target = head.group(1)
+    if len(target) + 15 > MAX_REQUEST_LINE:  # "POST " + target + " HTTP/1.1"
         return None
     path = target.split(b"?", 1)[0].decode("ascii")
     if path not in paths:
         return None
+    fields = _FIELD.findall(head.group(2))
+    if len(fields) > MAX_FIELDS:
+        return None
     length: int | None = None
     content_type: bytes | None = None
     must_close = False
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or len(line) + 2 > MAX_FIELD_SIZE or not _TOKEN.fullmatch(name):
-            return None  # also a folded line (it starts with a space)
-        value = value.strip(b" \t")
-        if _BAD_VALUE.search(value):
-            return None
+    for name, raw in fields:
         key = name.lower()
-        if key in _LEFT_TO_GUNICORN or b"_" in key:
-            # gunicorn drops or refuses names with "_" (its header_map setting).
-            return None
+        value = raw.strip(b" \t")
         if key == b"content-length":
             if length is not None or not value.isdigit():
                 return None
@@ -105,8 +99,11 @@ def read_review_head(data: bytes, paths: Container[str]) -> ReviewHead | None:
             content_type = value
         elif key == b"connection":
             must_close = b"close" in (token.strip(b" \t").lower() for token in value.split(b","))
+        elif key in _LEFT_TO_GUNICORN or b"_" in key:
+            # gunicorn drops or refuses names with "_" (its header_map setting).
+            return None
     body_start = end + len(_HEAD_END)
-    if length is None or len(data) - body_start != length:
+    if length is None or length > max_body or len(data) - body_start != length:
         return None
     return ReviewHead(
         path=path,

@@ -301,7 +301,7 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return True
         head = None
         if self.direct is not None and not progress.streamed:
-            head = read_review_head(request, self.direct.paths)
+            head = read_review_head(request, self.direct.paths, self.max_body)
         if head is not None:
             keep = self._answer_directly(conn, head)
         else:
