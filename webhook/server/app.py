@@ -219,8 +219,6 @@ def create_app(
     http_errors = _HTTPErrors(settings.max_body_bytes)
     app.register_error_handler(HTTPException, http_errors)
     app.register_error_handler(Exception, _internal_error)
-    # Flask's documented place for WSGI middleware: Flask.__call__ calls app.wsgi_app.
-    app.wsgi_app = LeanReviews(app.wsgi_app, reviews, http_errors)  # type: ignore[method-assign]
     app.extensions[DIRECT] = DirectReviews(reviews)
     return app
 
@@ -318,53 +316,6 @@ class _ReviewEndpoint:
         return _response(self(request.environ))
 
 
-class LeanReviews:
-    """``POST /mutate`` and ``POST /validate`` without Flask's per-request machinery.
-
-    Installed as ``app.wsgi_app``: it answers exactly those two method-and-path pairs with the
-    same :class:`_ReviewEndpoint` the Flask views call, and the same error answers
-    (:class:`_HTTPErrors`, :func:`_internal_answer`), and hands every other request (other
-    paths and methods, ``/mutate/``, HEAD, OPTIONS) to Flask unchanged. So the bodies, status
-    lines, headers, metrics and log lines are Flask's, which tests/server/test_lean.py checks
-    request by request.
-
-    What it saves: Flask's request context (push and pop, the Request and Response objects,
-    URL adapter and routing, session, signals, teardown). Measured with bench/wsgi_call.py (the
-    app called in process with the environ of a 3.8 KB pod CREATE): a review took ~150 us
-    through Flask's path and ~65-70 us through this one, against ~28 us for a bare WSGI
-    callable. Under gunicorn over one keep-alive TLS connection (bench/latency.py, runs of the
-    old and new code taking turns) the /mutate p50 went from a median 1.40x the bare WSGI
-    callable's to 1.21x, and the server's CPU per review from ~670 to ~520 us (docs/performance.md,
-    "Performance").
-    """
-
-    def __init__(
-        self, flask: WSGIApp, reviews: Mapping[str, _ReviewEndpoint], http_errors: _HTTPErrors
-    ) -> None:
-        """Answer the ``reviews`` (path -> endpoint) here, everything else with ``flask``."""
-        self.flask = flask
-        self.reviews = dict(reviews)
-        self.http_errors = http_errors
-
-    def __call__(
-        self, environ: dict[str, Any], start_response: Callable[..., Any]
-    ) -> Iterable[bytes]:
-        """The WSGI call."""
-        review = self.reviews.get(environ.get("PATH_INFO", ""))
-        if review is None or environ.get("REQUEST_METHOD") != "POST":
-            return self.flask(environ, start_response)
-        try:
-            status, body, headers = review(environ)
-        except HTTPException as exc:
-            status, body, headers = self.http_errors.answer(
-                exc, "POST", environ["PATH_INFO"], environ
-            )
-        except Exception as exc:
-            status, body, headers = _internal_answer(exc, "POST", environ["PATH_INFO"])
-        start_response(_status_line(status), headers)
-        return [body]
-
-
 class DirectReviews:
     """``POST /mutate`` and ``POST /validate`` answered from a request's content type and body.
 
@@ -379,7 +330,9 @@ class DirectReviews:
         self.reviews = dict(reviews)
         self.paths = frozenset(self.reviews)
 
-    def answer(self, path: str, content_type: str, body: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
+    def answer(
+        self, path: str, content_type: str, body: bytes
+    ) -> tuple[str, list[tuple[str, str]], bytes]:
         """Status line (``"200 OK"``), headers and body of the answer to a whole review
         request on ``path`` (one of ``paths``)."""
         started = time.perf_counter()

@@ -80,7 +80,25 @@ def read_review_head(data: bytes, paths: Container[str], max_body: int) -> Revie
     path = target.split(b"?", 1)[0].decode("ascii")
     if path not in paths:
         return None
-    fields = _FIELD.findall(head.group(2))
+    fields = _read_fields(head.group(2))
+    if fields is None:
+        return None
+    length, content_type, must_close = fields
+    body_start = end + len(_HEAD_END)
+    if length is None or length > max_body or len(data) - body_start != length:
+        return None
+    return ReviewHead(
+        path=path,
+        content_type=content_type.decode("latin-1") if content_type is not None else "",
+        body=data[body_start:],
+        must_close=must_close,
+    )
+
+
+def _read_fields(text: bytes) -> tuple[int | None, bytes | None, bool] | None:
+    """Content-Length, Content-Type and ``Connection: close`` of the fields in ``text``
+    (matched by ``_HEAD``); None for fields that leave the request to gunicorn."""
+    fields = _FIELD.findall(text)
     if len(fields) > MAX_FIELDS:
         return None
     length: int | None = None
@@ -102,12 +120,4 @@ def read_review_head(data: bytes, paths: Container[str], max_body: int) -> Revie
         elif key in _LEFT_TO_GUNICORN or b"_" in key:
             # gunicorn drops or refuses names with "_" (its header_map setting).
             return None
-    body_start = end + len(_HEAD_END)
-    if length is None or length > max_body or len(data) - body_start != length:
-        return None
-    return ReviewHead(
-        path=path,
-        content_type=content_type.decode("latin-1") if content_type is not None else "",
-        body=data[body_start:],
-        must_close=must_close,
-    )
+    return length, content_type, must_close
