@@ -33,11 +33,22 @@ changes two things, the least that bounds every way a client holds a thread:
   connection soon after the answer (the validating call right after the mutating one; the next
   pod's). So the thread that answered waits a little (``LINGER``) for it and serves it itself
   (:meth:`ReviewWorker.next_request_soon`), but only while no other connection waits for a
-  thread, and never with all of its worker's threads: a review on another connection never
-  waits behind a lingering thread for more than one ``LINGER_SLICE``.
+  thread, and never with all of its worker's threads. The lingering thread sleeps in one
+  ``poll`` on its connection and on the pool's wake-up pipe, which the pool writes to when
+  another connection is submitted while a thread lingers: it wakes once, for the request or
+  for the other connection (which then never waits behind it), not every millisecond to look.
 
 * **One write per answer** (``webhook.server.response``): the head and the body of a response
   leave in one TLS record, not two.
+
+* **Reviews answered from the gathered bytes.** The step has the whole request in hand; when it
+  is a review as the API server sends it (``webhook.server.direct.read_review_head``: ``POST
+  /mutate`` or ``/validate``, HTTP/1.1, a ``Content-Length`` body, nothing unusual), the worker
+  answers it through the app's ``DirectReviews`` and writes the answer itself
+  (:meth:`ReviewWorker._answer_directly`): no gunicorn parser, WSGI environ, response object
+  or Flask request, and no switch of the socket to blocking mode and back. Every other
+  request goes to gunicorn and the Flask app as before. gunicorn's access log (off in the
+  server's config) does not see these reviews; each has its own log line.
 
 Only HTTP/1.1 over TLS is stepped this way (the webhook serves no HTTP/2: its context offers
 no ALPN); anything else is left to gthread as it is.
@@ -45,6 +56,8 @@ no ALPN); anything else is left to gthread as it is.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import select
 import ssl
@@ -69,10 +82,8 @@ __all__ = ["AnsweredFirstPool", "ReviewWorker"]
 
 _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
 
-# How long a thread that answered waits for the next request on the same connection (seconds),
-# and how often it checks meanwhile whether another connection needs a thread.
+# How long a thread that answered waits for the next request on the same connection (seconds).
 LINGER = 0.010
-LINGER_SLICE = 0.001
 # How long a thread waits for the rest of a request whose first bytes are here (seconds).
 REST_OF_REQUEST = 0.010
 
@@ -92,6 +103,11 @@ class AnsweredFirstPool:
         self._new: deque[_Work] = deque()
         self._new_running = 0
         self._lingering = 0
+        # Written to when a connection is submitted while a thread lingers: the lingering
+        # threads poll it with their connection (ReviewWorker._readable_soon).
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
         self.threads = threads
         self._shutdown = False
         self._threads = [
@@ -110,7 +126,24 @@ class AnsweredFirstPool:
                 raise RuntimeError("cannot submit after shutdown")
             (self._answered if answered else self._new).append((future, fn, args))
             self._cond.notify_all()
+            wake = self._lingering > 0
+        if wake:
+            with contextlib.suppress(BlockingIOError):  # full: the lingerers wake anyway
+                os.write(self._wake_write, b"\0")
         return future
+
+    @property
+    def wake_fd(self) -> int:
+        """Readable when a connection was submitted while a thread lingered (see
+        :meth:`clear_wake`)."""
+        return self._wake_read
+
+    def clear_wake(self) -> None:
+        """Empty the wake-up pipe: a lingering thread found no connection waiting after all
+        (another thread took it), and must not be woken again by the same write."""
+        with self._cond, contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 4096):
+                pass
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop the threads once the queued work is done (``cancel_futures``: drop it)."""
@@ -144,6 +177,9 @@ class AnsweredFirstPool:
         """The thread no longer waits on its connection."""
         with self._cond:
             self._lingering -= 1
+            last = self._lingering == 0
+        if last:
+            self.clear_wake()  # a write no lingering thread read would wake the next one
 
     def _take(self) -> tuple[_Work, bool] | None:
         """The next work and whether it is a new connection's; None when shut down."""
@@ -209,6 +245,8 @@ def first_class(conn: Any) -> bool:
 class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type hints
     """gunicorn's gthread worker stepping handshakes and requests without blocking."""
 
+    alive: bool  # gunicorn's: False once the worker is to stop
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """gthread's worker, with the time limits and body limit of the server's settings."""
         super().__init__(*args, **kwargs)
@@ -264,14 +302,19 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return False
         try:
             # poll, not select: a worker may hold more than FD_SETSIZE (1024) descriptors.
+            fd = conn.sock.fileno()
             waiting = select.poll()
-            waiting.register(conn.sock.fileno(), select.POLLIN)
+            waiting.register(fd, select.POLLIN)
+            waiting.register(pool.wake_fd, select.POLLIN)
             while self.alive and pool.quiet():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                if waiting.poll(min(left, LINGER_SLICE) * 1000):
+                events = waiting.poll(left * 1000)
+                if any(ready == fd for ready, _ in events):
                     return True  # bytes, or the end: the caller finds out which
+                if events and pool.quiet():
+                    pool.clear_wake()  # the connection that woke it is taken already
             return False
         finally:
             pool.stop_lingering()
@@ -299,11 +342,12 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             conn.parser.unreader.unread(request)
             progress.first_class = True
             return True
+        direct = self.direct
         head = None
-        if self.direct is not None and not progress.streamed:
-            head = read_review_head(request, self.direct.paths, self.max_body)
-        if head is not None:
-            keep = self._answer_directly(conn, head)
+        if direct is not None and not progress.streamed:
+            head = read_review_head(request, direct.paths, self.max_body)
+        if direct is not None and head is not None:
+            keep = self._answer_directly(conn, direct, head)
         else:
             conn.parser.unreader.unread(request)
             keep = super().handle(conn)
@@ -311,12 +355,10 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
         progress.answered = True
         return keep
 
-    def _answer_directly(self, conn: Any, head: ReviewHead) -> bool:
+    def _answer_directly(self, conn: Any, direct: DirectReviews, head: ReviewHead) -> bool:
         """Answer the review ``head`` read from the request's bytes, as gthread's
         ``handle_request`` would (the ``pre_request`` hook, the request count and its
         restart, keep-alive or close), with one write; True to keep the connection."""
-        direct = self.direct
-        assert direct is not None  # noqa: S101 - checked by the caller
         self.cfg.pre_request(self, head)
         self.nr += 1
         if self.nr >= self.max_requests and self.alive:
