@@ -80,8 +80,11 @@ from bench.latency import GUNICORN, build_go, start_go, start_other  # noqa: E40
 
 if TYPE_CHECKING:
     from tests.support.controlplane import ControlPlane
+    from tests.support.gunicorn import Server
+    from webhook.certs.issue import CertPaths
 
 SETUPS: tuple[str, ...] = ("none", "go", "ours")  # + "before" with --before
+GO_PATCH = "go+patch"  # with --go-patch: Go answering /mutate with our patch
 CONNECTIONS: tuple[int, ...] = (1, 8)  # --clients
 HELM = _REPO / ".cache" / "tools" / "helm"
 CHART = _REPO / "charts" / "gpu-policy-webhook"
@@ -90,8 +93,9 @@ NO_SCHEDULER = "bench-unscheduled"
 
 
 def namespace(setup: str) -> str:
-    """The namespace whose pods ``setup``'s webhooks (if any) are called for."""
-    return f"bench-{setup}"
+    """The namespace whose pods ``setup``'s webhooks (if any) are called for (also the name of
+    its webhook configurations)."""
+    return "bench-" + setup.replace("+", "-")
 
 
 def pod_body(setup: str) -> bytes:
@@ -258,7 +262,7 @@ def register(plane: ControlPlane, setup: str, url: str, ca_pem: bytes) -> None:
     bundle = base64.b64encode(ca_pem).decode()
     for config in chart_webhook_configurations():
         obj = copy.deepcopy(config)
-        obj["metadata"] = {"name": f"bench-{setup}"}
+        obj["metadata"] = {"name": namespace(setup)}
         for hook in obj["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": url + path, "caBundle": bundle}
@@ -283,6 +287,49 @@ def wait_until_called(plane: ControlPlane, setup: str, timeout: float = 30) -> N
         if time.monotonic() > deadline:
             raise SystemExit(f"the API server did not call the {setup} webhook in {timeout} s")
         time.sleep(0.2)
+
+
+def our_mutate_answer() -> dict[str, Any]:
+    """The fields this webhook's /mutate answer has for the benchmark's pod besides the uid
+    and ``allowed`` (the JSON Patch, its type, the audit annotation), worked out in process
+    with the bundled example policy the server serves: what ``go+patch`` answers, so that the
+    API server does for Go's answer what it does for ours (apply the patch, ...)."""
+    from webhook.admission import handle
+    from webhook.server import Settings
+    from webhook.server.state import PolicyState
+
+    pod = json.loads(pod_body(GO_PATCH))
+    pod["metadata"]["name"] = "bench-0"
+    kind = {"group": "", "version": "v1", "kind": "Pod"}
+    resource = {"group": "", "version": "v1", "resource": "pods"}
+    request = {
+        "uid": "0",
+        "kind": kind,
+        "resource": resource,
+        "requestKind": kind,
+        "requestResource": resource,
+        "name": "bench-0",
+        "namespace": namespace(GO_PATCH),
+        "operation": "CREATE",
+        "userInfo": {"username": "admin"},
+        "object": pod,
+        "dryRun": False,
+    }
+    doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    snapshot = PolicyState(Settings.from_env()).snapshot
+    outcome = handle(
+        "mutate",
+        json.dumps(doc).encode(),
+        policy=snapshot.policy,
+        inventory=snapshot.inventory,
+        max_bytes=7 << 20,
+    )
+    response = dict(json.loads(outcome.body)["response"])
+    if "patch" not in response:
+        raise SystemExit("our /mutate answer to the benchmark's pod has no patch")
+    for name in ("uid", "allowed"):
+        response.pop(name)
+    return response
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,7 +375,7 @@ def report(rows: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
             r = rows[setup][c]
             rounds = "/".join(f"{x:.0f}" for x in r["round_p50_us"])
             lines.append(
-                f"{setup:<6} {c:>7} {r['pods']:>7,} "
+                f"{setup:<8} {c:>5} {r['pods']:>7,} "
                 f"{r['p50_us']:>8,.0f} {r['p99_us']:>8,.0f}   {rounds}"
             )
     lines.append("")
@@ -341,14 +388,18 @@ def report(rows: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
                 f" {added(rows, setup, c, 'p99_us'):>10,.0f}"
             )
     lines.append("")
-    for setup in webhooks[1:]:
-        for c in CONNECTIONS:
-            p50 = added(rows, setup, c, "p50_us") / added(rows, "go", c, "p50_us")
-            p99 = added(rows, setup, c, "p99_us") / added(rows, "go", c, "p99_us")
-            lines.append(
-                f"{setup}/Go, {c} client{'s' if c > 1 else ''}: added p50 {p50:.2f}x,"
-                f" added p99 {p99:.2f}x"
-            )
+    baselines = [("go", "Go")] + ([(GO_PATCH, "Go+patch")] if GO_PATCH in SETUPS else [])
+    for base, label in baselines:
+        for setup in webhooks:
+            if setup in ("go", base):
+                continue
+            for c in CONNECTIONS:
+                p50 = added(rows, setup, c, "p50_us") / added(rows, base, c, "p50_us")
+                p99 = added(rows, setup, c, "p99_us") / added(rows, base, c, "p99_us")
+                lines.append(
+                    f"{setup}/{label}, {c} client{'s' if c > 1 else ''}: added p50 {p50:.2f}x,"
+                    f" added p99 {p99:.2f}x"
+                )
     return lines
 
 
@@ -400,6 +451,30 @@ def make_namespaces(plane: ControlPlane) -> None:
                 raise
 
 
+def start_webhooks(
+    args: argparse.Namespace, binary: Path, tmp: Path, certs: CertPaths
+) -> list[Server]:
+    """The webhook servers of ``SETUPS[1:]``, in that order, started."""
+    from tests.support.gunicorn import start
+
+    servers = [start_go(binary, tmp, certs)]
+    servers.append(
+        start(
+            tmp,
+            certs,
+            workers=GUNICORN.workers,
+            threads=GUNICORN.threads,
+            log_level=GUNICORN.log_level,
+        )
+    )
+    if args.before is not None:
+        servers.append(start_other(args.before, tmp, certs))
+    if args.go_patch:
+        answer = json.dumps(our_mutate_answer())
+        servers.append(start_go(binary, tmp, certs, "-mutate-answer", answer))
+    return servers
+
+
 def main() -> None:
     """Start the control plane and both webhooks, register them, measure, print."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -409,14 +484,21 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
     p.add_argument("--before", type=Path, help="a directory with another version's webhook/")
     p.add_argument("--clients", default="1,8", help="client counts, e.g. 1,8,32")
+    p.add_argument(
+        "--go-patch",
+        action="store_true",
+        help="a setup go+patch: the Go webhook answering /mutate with our patch",
+    )
     args = p.parse_args()
     global SETUPS, CONNECTIONS  # noqa: PLW0603 - the client processes are forked after this
     if args.before is not None:
         SETUPS = (*SETUPS, "before")
+    if args.go_patch:
+        SETUPS = (*SETUPS, GO_PATCH)
     CONNECTIONS = tuple(int(c) for c in args.clients.split(","))
 
     from tests.support.controlplane import ControlPlane, assets_dir
-    from tests.support.gunicorn import start, stop
+    from tests.support.gunicorn import stop
     from webhook.certs.issue import write_certs
 
     assets = assets_dir()
@@ -439,18 +521,7 @@ def main() -> None:
             from kubernetes import client
 
             version = client.VersionApi(plane.client).get_code().git_version
-            servers.append(start_go(binary, tmp, certs))
-            servers.append(
-                start(
-                    tmp,
-                    certs,
-                    workers=GUNICORN.workers,
-                    threads=GUNICORN.threads,
-                    log_level=GUNICORN.log_level,
-                )
-            )
-            if args.before is not None:
-                servers.append(start_other(args.before, tmp, certs))
+            servers.extend(start_webhooks(args, binary, tmp, certs))
             make_namespaces(plane)
             ca_pem = certs.ca_cert.read_bytes()
             for setup, server in zip(SETUPS[1:], servers, strict=True):
@@ -511,6 +582,21 @@ def main() -> None:
                     }
                     for setup in SETUPS[2:]
                 },
+                **(
+                    {
+                        "over_go_patch": {
+                            setup: {
+                                f"{c}-clients": added(rows, setup, c, "p50_us")
+                                / added(rows, GO_PATCH, c, "p50_us")
+                                for c in CONNECTIONS
+                            }
+                            for setup in SETUPS[2:]
+                            if setup != GO_PATCH
+                        }
+                    }
+                    if GO_PATCH in SETUPS
+                    else {}
+                ),
             },
         )
         print(f"written to {args.out}")
