@@ -51,7 +51,9 @@ class OneWriteResponse(wsgi.Response):  # type: ignore[misc]  # gunicorn has no 
             connection = "close"
         else:
             connection = "keep-alive"
-        headers = _first_lines(f"{self.req.version[0]}.{self.req.version[1]}", self.status, connection)
+        headers = _first_lines(
+            f"{self.req.version[0]}.{self.req.version[1]}", self.status, connection
+        )
         if self.chunked:
             headers.append("Transfer-Encoding: chunked\r\n")
         return headers
