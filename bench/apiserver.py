@@ -23,12 +23,18 @@ only such pods through) and names a scheduler that does not run, so that nothing
 
 Clients: 1, then 8 processes (``--clients 1,8,32`` for other counts), each with one kept-alive
 TLS connection to the API server (admin client certificate), creating the next pod when the
-answer is in, in the setups' namespaces in turn: the setups are interleaved request by
-request, so a change of the machine's load (other work shares it) meets them all alike. After
-each run the pods are deleted (not timed). Printed per setup and client count, from every
-round pooled: the pods created and the p50 and p99 in microseconds (and each round's p50);
-then what each webhook adds to ``none``
-(p50 and p99) and the ratio ours/Go of the added p50 and p99.
+answer is in, in the setups' namespaces in turn, each turn in a new order: the setups are
+interleaved request by request, so a change of the machine's load (other work shares it) meets
+them all alike, and none always follows the same other one (a create leaves work behind in the
+API server and etcd that the next one meets). After each run the pods are deleted (not timed).
+Printed per setup and client count, from every round pooled: the pods created and the p50 and
+p99 in microseconds (and each round's p50); then what each webhook adds to ``none`` (p50 and
+p99) and the ratio ours/Go of the added p50 and p99.
+
+With ``--go-patch`` a setup ``go+patch``: the Go webhook answering ``/mutate`` with the JSON
+Patch (and audit annotation) this webhook answers for the benchmark's pod, worked out in
+process: the API server then does the same work with Go's answers as with ours (applying the
+patch, a larger pod to validate and store), and ``ours/Go+patch`` compares the servers alone.
 
     export KUBEBUILDER_ASSETS="$(python3 scripts/control_plane.py 1.36.2 .cache/control-plane)"
     .venv/bin/python bench/apiserver.py                    # 5 rounds of 6 s per client count
@@ -65,11 +71,13 @@ import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
+import random  # noqa: E402
 import ssl  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import textwrap  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
@@ -164,19 +172,28 @@ def _cause(body: bytes) -> str:
     return message[:60] + " ... " + message[-100:] if len(message) > 170 else message
 
 
+def setup_order(idx: int) -> Iterator[int]:
+    """The setups' indexes in the order client ``idx`` takes them: every setup once per
+    cycle, each cycle in a new order (the same for a given ``idx``), so that no setup always
+    comes right after the same other one (a create leaves work behind in the API server and
+    etcd, e.g. the watch events of the new pod, which the next create meets)."""
+    shuffle = random.Random(idx).shuffle
+    cycle = list(range(len(SETUPS)))
+    while True:
+        shuffle(cycle)
+        yield from cycle
+
+
 def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) -> None:
-    """Create pods until ``stop_at``, in each setup's namespace in turn (starting at the
-    ``idx``-th); report each setup's latencies via ``out``."""
+    """Create pods until ``stop_at``, in each setup's namespace in turn (:func:`setup_order`);
+    report each setup's latencies via ``out``."""
     bodies = [pod_body(s) for s in SETUPS]
     paths = [f"/api/v1/namespaces/{namespace(s)}/pods" for s in SETUPS]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     conn = api.connect()
     latencies: dict[str, list[float]] = {s: [] for s in SETUPS}
     errors: dict[str, int] = {}
-    turn = idx
-    while True:
-        i = turn % len(SETUPS)
-        turn += 1
+    for i in setup_order(idx):
         start = time.monotonic()
         if start >= stop_at:
             break
