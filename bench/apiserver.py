@@ -306,17 +306,29 @@ def wait_until_called(plane: ControlPlane, setup: str, timeout: float = 30) -> N
         time.sleep(0.2)
 
 
-def our_mutate_answer() -> dict[str, Any]:
+def our_mutate_answer(plane: ControlPlane) -> dict[str, Any]:
     """The fields this webhook's /mutate answer has for the benchmark's pod besides the uid
     and ``allowed`` (the JSON Patch, its type, the audit annotation), worked out in process
     with the bundled example policy the server serves: what ``go+patch`` answers, so that the
-    API server does for Go's answer what it does for ours (apply the patch, ...)."""
+    API server does for Go's answer what it does for ours (apply the patch, ...).
+
+    The pod is the one the API server hands the webhooks: defaulted and through the built-in
+    admission plugins (a dry-run create where no webhook is registered). A patch worked out on
+    the pod as the client sends it would be another patch (``add /spec/tolerations`` would
+    replace the tolerations DefaultTolerationSeconds adds, which makes the API server run the
+    admission chain again and call the webhook a second time).
+    """
+    from kubernetes import client
+
     from webhook.admission import handle
     from webhook.server import Settings
     from webhook.server.state import PolicyState
 
-    pod = json.loads(pod_body(GO_PATCH))
-    pod["metadata"]["name"] = "bench-0"
+    made = client.CoreV1Api(plane.client).create_namespaced_pod(
+        namespace("none"), json.loads(pod_body("none")), dry_run="All", _preload_content=False
+    )
+    pod = json.loads(made.data)
+    pod["metadata"]["namespace"] = namespace(GO_PATCH)
     kind = {"group": "", "version": "v1", "kind": "Pod"}
     resource = {"group": "", "version": "v1", "resource": "pods"}
     request = {
@@ -325,7 +337,7 @@ def our_mutate_answer() -> dict[str, Any]:
         "resource": resource,
         "requestKind": kind,
         "requestResource": resource,
-        "name": "bench-0",
+        "name": pod["metadata"]["name"],
         "namespace": namespace(GO_PATCH),
         "operation": "CREATE",
         "userInfo": {"username": "admin"},
@@ -469,7 +481,7 @@ def make_namespaces(plane: ControlPlane) -> None:
 
 
 def start_webhooks(
-    args: argparse.Namespace, binary: Path, tmp: Path, certs: CertPaths
+    plane: ControlPlane, args: argparse.Namespace, binary: Path, tmp: Path, certs: CertPaths
 ) -> list[Server]:
     """The webhook servers of ``SETUPS[1:]``, in that order, started."""
     from tests.support.gunicorn import start
@@ -487,8 +499,10 @@ def start_webhooks(
     if args.before is not None:
         servers.append(start_other(args.before, tmp, certs))
     if args.go_patch:
-        answer = json.dumps(our_mutate_answer())
-        servers.append(start_go(binary, tmp, certs, "-mutate-answer", answer))
+        answer = our_mutate_answer(plane)
+        ops = json.loads(base64.b64decode(answer["patch"]))
+        print("go+patch answers /mutate with:", ", ".join(f"{o['op']} {o['path']}" for o in ops))
+        servers.append(start_go(binary, tmp, certs, "-mutate-answer", json.dumps(answer)))
     return servers
 
 
@@ -538,8 +552,8 @@ def main() -> None:
             from kubernetes import client
 
             version = client.VersionApi(plane.client).get_code().git_version
-            servers.extend(start_webhooks(args, binary, tmp, certs))
             make_namespaces(plane)
+            servers.extend(start_webhooks(plane, args, binary, tmp, certs))
             ca_pem = certs.ca_cert.read_bytes()
             for setup, server in zip(SETUPS[1:], servers, strict=True):
                 register(plane, setup, f"https://127.0.0.1:{server.port}", ca_pem)
