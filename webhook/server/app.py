@@ -254,9 +254,10 @@ def start_webhook(
 class _ReviewEndpoint:
     """``POST /mutate`` or ``/validate`` on the WSGI environ alone: the path every review takes.
 
-    Called by :class:`LeanReviews` (every review a server answers) and by the Flask view
-    (``view``: the reference the tests compare with). Raises Werkzeug's ``HTTPException`` for
-    a body over the limit or cut short; the caller answers it with :class:`_HTTPErrors`.
+    Called by :class:`DirectReviews` (every review the worker reads itself) and by the Flask
+    view (``view``: every other review, and the reference the tests compare with). Raises
+    Werkzeug's ``HTTPException`` for a body over the limit or cut short; the caller answers it
+    with :class:`_HTTPErrors`.
     """
 
     def __init__(
@@ -320,9 +321,9 @@ class DirectReviews:
     """``POST /mutate`` and ``POST /validate`` answered from a request's content type and body.
 
     ``webhook.server.worker`` reads a review request itself (``webhook.server.direct``) and
-    answers it here: the same :class:`_ReviewEndpoint` the Flask views and
-    :class:`LeanReviews` call, the same answers, metrics and log lines, without the WSGI
-    environ. Every request it does not read itself goes to the WSGI app as before.
+    answers it here: the same :class:`_ReviewEndpoint` the Flask views call, the same answers,
+    metrics and log lines (tests/core/server/test_direct.py), without the WSGI environ. Every
+    request it does not read itself goes to the Flask app.
     """
 
     def __init__(self, reviews: Mapping[str, _ReviewEndpoint]) -> None:
