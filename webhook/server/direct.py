@@ -108,7 +108,8 @@ def _read_fields(text: bytes) -> tuple[int | None, bytes | None, bool] | None:
         key = name.lower()
         value = raw.strip(b" \t")
         if key == b"content-length":
-            if length is not None or not value.isdigit():
+            # More digits than any body here (and int() refuses over 4,300): gunicorn's.
+            if length is not None or not value.isdigit() or len(value) > 18:
                 return None
             length = int(value)
         elif key == b"content-type":

@@ -342,3 +342,31 @@ def test_generated_requests_are_answered_as_flask_does(
     direct = through.run(case, direct=True, caplog=caplog)
     if direct is not None:
         assert_same(through.run(case, direct=False, caplog=caplog), direct)
+
+
+_HEAD = (
+    b"POST /mutate?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"HTTP/1.1", b"HTTP/1.0"),
+        (b"POST /mutate", b"POST  /mutate"),
+        (b"Host: 127.0.0.1", b"Host: 127.0.0.1\r\n folded"),
+        (b"Host: 127.0.0.1", b"Ho st: 127.0.0.1"),
+        (b"Host: 127.0.0.1", b"Host: 127.0.0.1\x00"),
+        (b"Host: 127.0.0.1", b"X_Forwarded: 1"),
+        (b"Host: 127.0.0.1", b"Upgrade: h2c"),
+        (b"Content-Length: 2", b"Content-Length: 2\r\nContent-Length: 2"),
+        (b"Content-Length: 2", b"Content-Length: " + b"0" * 5000 + b"2"),
+        (b"Content-Type: application/json", b"Content-Type: a\r\nContent-Type: b"),
+        (b"{}", b"{}GET / HTTP/1.1\r\n\r\n"),  # a pipelined next request
+        (b"?timeout=10s", b"?t=\x7f"),
+    ],
+)
+def test_the_head_reader_leaves_anything_unusual_to_gunicorn(old: bytes, new: bytes) -> None:
+    assert read_review_head(_HEAD, {"/mutate"}, LIMIT) is not None
+    assert read_review_head(_HEAD.replace(old, new), {"/mutate"}, LIMIT) is None
