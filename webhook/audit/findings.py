@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from webhook.policy.decision import RULES, Status
+from webhook.policy.decision import Status
+from webhook.policy.rules import RULES
 
 __all__ = [
     "AUDIT_RULES",
@@ -91,6 +92,17 @@ def format_age(seconds: int | None) -> str:
     if minutes:
         return f"{minutes}m {secs}s"
     return f"{secs}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One cause of a stuck pod: a code, what is wrong, what to do, and details for reports."""
+
+    code: str
+    message: str
+    fix: str
+    details: Mapping[str, str] = field(default_factory=dict)
+    nodes: tuple[str, ...] = ()  # the full nodes, for the node capacity findings
 
 
 @dataclass(frozen=True, slots=True, order=True)
