@@ -19,8 +19,8 @@ class DocumentError(PolicyError):
 
     def __init__(self, source: str, line: int | None, reason: str) -> None:
         """Keep the line; the message is the PolicyError's."""
-        self.line = line
         super().__init__(source, f"line {line}" if line is not None else "", reason)
+        self.line = line
 
 
 def one_line(exc: BaseException) -> str:
