@@ -38,7 +38,7 @@ def problems(tmp_path: Path, text: str) -> list[str]:
     path.write_text(text)
     with pytest.raises(SuiteError) as info:
         SuiteLoader().load(path)
-    return [f"{p.line}: {p.message}" for p in info.value.problems]
+    return [f"{p.line}: {p.reason}" for p in info.value.problems]
 
 
 def case(body: str) -> str:
@@ -379,6 +379,6 @@ def test_discovery(tmp_path: Path) -> None:
         "a/b/gpu-policy-test.yaml",
         "a/other.yaml",
     ]
-    assert [(p.path, p.message) for p in missing] == [
+    assert [(p.source, p.reason) for p in missing] == [
         (str(tmp_path / "nope"), "no such file or directory")
     ]
