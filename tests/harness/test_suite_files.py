@@ -194,6 +194,16 @@ def test_problems_in_an_object_file_name_both_files(tmp_path: Path) -> None:
     )
 
 
+def test_every_non_object_of_an_object_file_is_reported_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "two.yaml").write_text("just text\n---\nkind: Pod\n---\n7\n")
+    found = problems(tmp_path, case("- name: a\n  object: two.yaml\n  expect: allowed\n"))
+    where = tmp_path / "two.yaml"
+    assert found == [
+        f"7: case 'a': object {where}:1: a document is not a Kubernetes object",
+        f"7: case 'a': object {where}:5: a document is not a Kubernetes object",
+    ]
+
+
 def test_a_policy_that_does_not_load_is_a_problem_of_the_suite(tmp_path: Path) -> None:
     (tmp_path / "policy.yaml").write_text("apiVersion: gpu-policy.io/v1alpha1\nkind: Nope\n")
     text = HEAD.replace(str(CLUSTERS / "seed003-l20-t4" / "policy.yaml"), "policy.yaml")

@@ -16,7 +16,6 @@ import yaml
 
 from webhook.files import (
     Document,
-    DocumentError,
     kubernetes_objects,
     load_inventory,
     load_policy,
@@ -365,10 +364,11 @@ class SuiteLoader:
         if path not in self._manifests:
             try:
                 self._manifests[path] = kubernetes_objects(read_text(path), source=str(path))
-            except DocumentError as exc:
-                raise SuiteError([problem(str(path), exc.line, exc.reason)]) from None
             except PolicyError as exc:
-                raise SuiteError([problem(str(path), None, exc.reason)]) from None
+                # Every object of the file that is not one, each with its line.
+                raise SuiteError(
+                    [problem(str(path), d.line, d.reason) for d in exc.diagnostics]
+                ) from None
         return self._manifests[path]
 
     def _expect(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Self
 
 Severity = Literal["error", "warning"]
 
@@ -43,7 +43,10 @@ class Diagnostic:
     line: int | None = None
 
     def __str__(self) -> str:
-        return located(self.source, self.field, self.reason, self.line)
+        # A problem with a whole YAML document has no field inside it: its field is its line,
+        # ``line N``, named once (``file: line N: reason``).
+        line = None if self.field == f"line {self.line}" else self.line
+        return located(self.source, self.field, self.reason, line)
 
     def as_dict(self) -> dict[str, object]:
         """The diagnostic for JSON output."""
@@ -89,12 +92,15 @@ class PolicyError(ValueError):
         """One error for several problems (at least one); the first names the error."""
         found = tuple(diagnostics)
         first = found[0]
-        error = cls(first.source, first.field, first.reason, line=first.line)
-        error.diagnostics = tuple(
-            Diagnostic(d.source, d.field, _one_line(d.reason), "error", d.line) for d in found
+        return PolicyError(first.source, first.field, first.reason, line=first.line).carrying(found)
+
+    def carrying(self, diagnostics: Iterable[Diagnostic]) -> Self:
+        """This error, reporting ``diagnostics`` (its own first one among them) as its problems."""
+        self.diagnostics = tuple(
+            Diagnostic(d.source, d.field, _one_line(d.reason), "error", d.line) for d in diagnostics
         )
-        error.args = (error._message(),)
-        return error
+        self.args = (self._message(),)
+        return self
 
 
 # The device plugin's ignored fields were PolicyWarnings before diagnostics had one shape.
