@@ -71,7 +71,7 @@ def test_where_a_device_plugin_serves_the_name_its_dra_devices_do_not_count_and_
     )
     dra_pool = next(p for p in found.pools if p.device_class)
     assert dra_pool.nodes == ("dra",) and dra_pool.offers[0].devices == 1
-    (problem,) = found.disagreements
+    (problem,) = map(str, found.disagreements)
     assert problem.startswith("node both: nvidia.com/gpu comes from its device plugin")
     assert "serves it from the device plugin alone there" in problem
 
@@ -98,7 +98,7 @@ def test_a_selector_that_does_not_compile_is_a_disagreement_and_selects_nothing(
     broken = device_class("broken", "device.driver ==", extended="nvidia.com/gpu")
     found = inventory([node("a")], [broken], [slice_("a", dra_gpu(0))])
     assert found.pools == ()
-    assert any("does not compile" in d for d in found.disagreements)
+    assert any("does not compile" in str(d) for d in found.disagreements)
 
 
 def test_a_dra_only_cluster_serves_a_gpu_pod_and_refuses_more_than_a_node_has():

@@ -23,8 +23,8 @@ def located(source: str, field: str, reason: str, line: int | None = None) -> st
     and warnings name where they come from."""
     where = f"{source}:{line}" if line else source
     if field:
-        where = f"{where}: {field}"
-    return f"{where}: {reason}"
+        where = f"{where}: {field}" if where else field
+    return f"{where}: {reason}" if where else reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,12 @@ class PolicyError(ValueError):
 
 # The device plugin's ignored fields were PolicyWarnings before diagnostics had one shape.
 PolicyWarning = Diagnostic
+
+
+def warning(source: str, reason: str, field: str = "") -> Diagnostic:
+    """A warning about ``source`` (a node, a ResourceSlice, a NodePool, a file): what the
+    webhook reads from it loads, but not as it seems to say."""
+    return Diagnostic(source, field, reason, "warning")
 
 
 class Diagnostics:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.policy.dra import Device, DeviceClass, DraSnapshot
+from webhook.policy.errors import Diagnostic, warning
 from webhook.policy.inventory.model import Offer, Pool, PoolOrigin
 from webhook.policy.nodes import node_selector_matches
 from webhook.policy.products import (
@@ -64,7 +65,9 @@ class _ClusterNodes:
     allocatable: Mapping[str, Mapping[str, Any]]
 
 
-def dra_pools(dra: DraSnapshot, nodes: Iterable[Mapping[str, Any]]) -> tuple[list[Pool], list[str]]:
+def dra_pools(
+    dra: DraSnapshot, nodes: Iterable[Mapping[str, Any]]
+) -> tuple[list[Pool], list[Diagnostic]]:
     """Pools of the devices DeviceClasses select, where a class serves a GPU resource name.
 
     One pool per (class, GPU model, MIG profile); its offer counts the devices, and the most
@@ -105,7 +108,7 @@ def _dra_pool(
     kind: tuple[str | None, str | None],
     devices: list[Device],
     cluster: _ClusterNodes,
-) -> tuple[Pool | None, list[str]]:
+) -> tuple[Pool | None, list[Diagnostic]]:
     """The pool of ``devices`` (all of ``kind``: GPU model, MIG profile) of ``device_class``,
     None when a device plugin serves each of its names on all of its nodes; and those nodes."""
     model, profile = kind
@@ -121,7 +124,7 @@ def _dra_pool(
     if model is not None:
         product = product_value(model, ResourceForm(profile, False), replicas=1, renamed=False)
     offers = []
-    problems = []
+    problems: list[Diagnostic] = []
     served: set[str] = set()
     for form in forms:
         counts = {}
@@ -131,10 +134,13 @@ def _dra_pool(
                 counts[node] = count
                 continue
             problems.append(
-                f"node {node}: {form.name} comes from its device plugin (allocatable {raw}) and "
-                f"from DRA (DeviceClass {device_class.name}, {count} devices): the scheduler "
-                "serves it from the device plugin alone there; give each name one source: stop "
-                "the device plugin on the node, or drop extendedResourceName from the class"
+                warning(
+                    f"node {node}",
+                    f"{form.name} comes from its device plugin (allocatable {raw}) and from DRA "
+                    f"(DeviceClass {device_class.name}, {count} devices): the scheduler serves "
+                    "it from the device plugin alone there; give each name one source: stop "
+                    "the device plugin on the node, or drop extendedResourceName from the class",
+                )
             )
         total = sum(counts.values()) + everywhere
         if not total:
