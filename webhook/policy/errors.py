@@ -48,16 +48,6 @@ class Diagnostic:
         line = None if self.field == f"line {self.line}" else self.line
         return located(self.source, self.field, self.reason, line)
 
-    def as_dict(self) -> dict[str, object]:
-        """The diagnostic for JSON output."""
-        return {
-            "source": self.source,
-            "field": self.field,
-            "line": self.line,
-            "severity": self.severity,
-            "reason": self.reason,
-        }
-
 
 def _one_line(reason: str) -> str:
     # One line, whatever the reason quotes (PyYAML's messages span several): the server logs
@@ -103,10 +93,6 @@ class PolicyError(ValueError):
         return self
 
 
-# The device plugin's ignored fields were PolicyWarnings before diagnostics had one shape.
-PolicyWarning = Diagnostic
-
-
 def warning(source: str, reason: str, field: str = "") -> Diagnostic:
     """A warning about ``source`` (a node, a ResourceSlice, a NodePool, a file): what the
     webhook reads from it loads, but not as it seems to say."""
@@ -142,10 +128,6 @@ class Diagnostics:
         """Every error a nested reader raised joins this collection."""
         self.items.extend(exc.diagnostics)
 
-    def extend(self, found: Iterable[Diagnostic]) -> None:
-        """Problems another reader collected join this collection."""
-        self.items.extend(found)
-
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
         """The errors found so far."""
@@ -155,9 +137,6 @@ class Diagnostics:
     def warnings(self) -> tuple[Diagnostic, ...]:
         """The warnings found so far."""
         return tuple(d for d in self.items if d.severity == "warning")
-
-    def __bool__(self) -> bool:
-        return bool(self.errors)
 
     def __iter__(self) -> Iterator[Diagnostic]:
         return iter(self.items)
