@@ -200,7 +200,8 @@ def _explain(
         return
     field = path_of(where, parts)
     if kind == "type":
-        types = [expected] if isinstance(expected, str) else list(expected)
+        # A null stands for the default where it is allowed: the reason names what to write.
+        types = [t for t in ([expected] if isinstance(expected, str) else expected) if t != "null"]
         names = " or ".join(_TYPE_WORDS.get(t, t) for t in types)
         reason = f"must be {names}, not {shown(instance)}"
     elif kind == "enum":

@@ -92,12 +92,16 @@ def _sharing_policy(
     """A SharingPolicy: its structure checked against the spec's schema, then every section
     read; every problem of both is raised at once."""
     diags = Diagnostics(source)
-    raw = doc.get("spec")
-    spec: Mapping[str, Any] = schema.check(raw or {}, SPEC_SCHEMA, diags, "spec") or {}
+    raw = doc.get("spec") or {}
+    spec = schema.check(raw, SPEC_SCHEMA, diags, "spec")
+    if not isinstance(spec, Mapping):
+        diags.check()  # a spec that is not a mapping: nothing in it can be read
+        spec = {}
     dp = spec.get("devicePlugin")
-    if not (isinstance(raw, Mapping) and raw.get("devicePlugin") is not None):
+    # Not there at all is a problem of its own; one of the wrong type is noted already.
+    if dp is None and raw.get("devicePlugin") is None:
         diags.error(DEVICE_PLUGIN, "required: the device plugin's config")
-    configs, ref, plugin_source = sections.device_plugin(dp or {}, diags, read)
+    configs, ref, plugin_source = sections.device_plugin(dp, diags, read)
     default = (dp or {}).get("defaultConfig")
     sections.check_keys(configs, ((f"{DEVICE_PLUGIN}.defaultConfig", default),), diags)
     mutation = spec.get("mutation") or {}

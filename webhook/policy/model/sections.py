@@ -116,12 +116,15 @@ def _configmap_ref(body: Mapping[str, Any], diags: Diagnostics) -> ConfigMapRef 
 
 
 def device_plugin(
-    body: Mapping[str, Any], diags: Diagnostics, read: Callable[[str], str] | None
+    body: Mapping[str, Any] | None, diags: Diagnostics, read: Callable[[str], str] | None
 ) -> tuple[dict[str, PluginConfig], ConfigMapRef | None, PluginSource]:
     """The configs ``spec.devicePlugin`` gives, the ConfigMap to watch, and the configs' texts.
 
-    A device-plugin config that cannot be used adds every problem it has to ``diags``.
+    A device-plugin config that cannot be used adds every problem it has to ``diags``; no
+    ``body`` (the section is missing or at fault: noted already) gives nothing.
     """
+    if body is None:
+        return {}, None, PluginSource({})
     given = [k for k in _CONFIG_KEYS if k in body]
     ref = _configmap_ref(body, diags)
     if len(given) > 1:
