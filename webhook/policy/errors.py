@@ -11,7 +11,7 @@ seems to say) travel with the value that was read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, Self
 
@@ -112,17 +112,13 @@ class Diagnostics:
         self.source = source
         self.items: list[Diagnostic] = []
 
-    def error(
-        self, field: str, reason: str, *, line: int | None = None, source: str | None = None
-    ) -> None:
+    def error(self, field: str, reason: str, *, line: int | None = None) -> None:
         """Note that ``field`` cannot be used, and why."""
-        self.items.append(Diagnostic(source or self.source, field, reason, "error", line))
+        self.items.append(Diagnostic(self.source, field, reason, "error", line))
 
-    def warn(
-        self, field: str, reason: str, *, line: int | None = None, source: str | None = None
-    ) -> None:
+    def warn(self, field: str, reason: str, *, line: int | None = None) -> None:
         """Note that ``field`` loads but is ignored or misleading, and why."""
-        self.items.append(Diagnostic(source or self.source, field, reason, "warning", line))
+        self.items.append(Diagnostic(self.source, field, reason, "warning", line))
 
     def absorb(self, exc: PolicyError) -> None:
         """Every error a nested reader raised joins this collection."""
@@ -137,9 +133,6 @@ class Diagnostics:
     def warnings(self) -> tuple[Diagnostic, ...]:
         """The warnings found so far."""
         return tuple(d for d in self.items if d.severity == "warning")
-
-    def __iter__(self) -> Iterator[Diagnostic]:
-        return iter(self.items)
 
     def check(self) -> None:
         """Raise one PolicyError carrying every error found, if there is any."""
