@@ -18,8 +18,6 @@ import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, get_args
 
-import jsonschema
-
 from webhook.policy.errors import Diagnostics
 from webhook.policy.text import shown
 
@@ -147,6 +145,10 @@ def check(value: object, schema: Schema, diags: Diagnostics, where: str) -> Any:
     wrong type: the key is left out; an item of a list: the whole list), so that a reader of
     the copy finds only values of the declared types and falls back on its defaults.
     """
+    # Imported here: it costs about a quarter of a second of CPU (attrs, referencing), which
+    # only a reading of a SharingPolicy needs, not every command that imports the core.
+    import jsonschema
+
     validator = jsonschema.Draft7Validator(schema)
     clean = copy.deepcopy(value)
     for error in validator.iter_errors(value):
