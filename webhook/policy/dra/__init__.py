@@ -24,6 +24,7 @@ from webhook.policy.dra.objects import (
     DeviceClass,
     DeviceTaint,
     ResourceSlice,
+    dra_product,
 )
 from webhook.policy.dra.parse import (
     parse_allocation,
@@ -47,6 +48,7 @@ __all__ = [
     "DraSnapshot",
     "ResourceSlice",
     "Selectors",
+    "dra_product",
     "dra_snapshot",
     "parse_allocation",
     "parse_device_class",
