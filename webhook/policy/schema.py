@@ -103,6 +103,14 @@ def strings(description: str | None = None, *, null: bool = True) -> Schema:
     return _described({"type": "array", "items": {"type": "string"}}, description, null)
 
 
+def names(description: str | None = None) -> Schema:
+    """A list of names (namespaces): strings, or numbers YAML read from a name of digits,
+    which the reader turns back into the name."""
+    return _described(
+        {"type": ["array", "null"], "items": {"type": ["string", "integer"]}}, description
+    )
+
+
 def items(of: Schema, description: str | None = None, *, null: bool = True) -> Schema:
     """A list whose every item has the shape ``of``."""
     return _described({"type": "array", "items": of}, description, null)

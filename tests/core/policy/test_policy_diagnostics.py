@@ -112,3 +112,16 @@ def test_the_collector_keeps_warnings_apart_and_raises_every_error() -> None:
         diags.check()
     assert str(caught.value) == "f.yaml:3: b: wrong; f.yaml: c: also wrong"
     assert caught.value.line == 3
+
+
+def test_a_namespace_of_digits_is_read_as_its_name() -> None:
+    """YAML reads `exemptNamespaces: [2024]` as a number: it is still the namespace 2024."""
+    policy = parse_policy(
+        _policy(exemptNamespaces=[2024, "ml"], isolation={"exemptNamespaces": [7]}),
+        source="p.yaml",
+    )
+    assert policy.exempt_namespaces == {"2024", "ml"}
+    assert policy.isolation.exempt_namespaces == {"7"}
+    assert _problems(_policy(exemptNamespaces=[{"name": "ml"}])) == [
+        ("spec.exemptNamespaces[0]", "must be a string or an integer, not {'name': 'ml'}")
+    ]

@@ -123,7 +123,7 @@ def _sharing_policy(
         node_label=(dp or {}).get("nodeLabel", DEFAULT_NODE_LABEL),
         enforcement=spec.get("enforcement", "enforce"),
         default_intent=spec.get("defaultIntent", "any"),
-        exempt_namespaces=frozenset(spec.get("exemptNamespaces", ("kube-system",))),
+        exempt_namespaces=frozenset(map(str, spec.get("exemptNamespaces", ("kube-system",)))),
         rewrite_resource_names=mutation.get("rewriteResourceNames", True),
         inject_node_selection=sections.node_selection(mutation.get("injectNodeSelection")),
         tolerations=tolerations,

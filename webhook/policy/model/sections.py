@@ -188,7 +188,7 @@ def dra(spec: Mapping[str, Any], diags: Diagnostics) -> DraPolicy:
     return DraPolicy(
         device_class_suffixes=tuple(s.strip(".") for s in suffixes),
         fail_requests_greater_than_one=body.get("failRequestsGreaterThanOne", True),
-        admin_access_namespaces=frozenset(body.get("adminAccessNamespaces", ())),
+        admin_access_namespaces=frozenset(map(str, body.get("adminAccessNamespaces", ()))),
         dual_published_nodes=body.get("dualPublishedNodes", "warn"),
     )
 
@@ -200,7 +200,9 @@ def isolation(spec: Mapping[str, Any]) -> Isolation:
     raw = body.get("mode", "off")
     return Isolation(
         mode="off" if raw is False else raw,
-        exempt_namespaces=frozenset(body.get("exemptNamespaces", DEFAULT_ISOLATION_EXEMPT)),
+        exempt_namespaces=frozenset(
+            map(str, body.get("exemptNamespaces", DEFAULT_ISOLATION_EXEMPT))
+        ),
     )
 
 

@@ -89,7 +89,7 @@ DRA_SCHEMA = schema.mapping(
         "deviceClassSuffixes": schema.strings(
             "Which DeviceClasses are GPU classes (a name, or one ending in .<suffix>)."
         ),
-        "adminAccessNamespaces": schema.strings("Where claims may set adminAccess: true."),
+        "adminAccessNamespaces": schema.names("Where claims may set adminAccess: true."),
         "failRequestsGreaterThanOne": schema.boolean(
             "A request that shares its device asks for one device, one share."
         ),
@@ -104,7 +104,7 @@ ISOLATION_SCHEMA = schema.mapping(
     {
         # YAML 1.1 reads a bare `off` as false: the reader takes it for the mode it was meant to be.
         "mode": schema.choice(ISOLATION_MODES, aliases=(False,)),
-        "exemptNamespaces": schema.strings(),
+        "exemptNamespaces": schema.names(),
     },
     "Containers that ask for no GPU (docs/isolation.md).",
 )
@@ -113,7 +113,7 @@ SPEC_SCHEMA = schema.mapping(
     {
         "devicePlugin": DEVICE_PLUGIN_SCHEMA,
         "mutation": MUTATION_SCHEMA,
-        "exemptNamespaces": schema.strings("Namespaces the policy does not apply to."),
+        "exemptNamespaces": schema.names("Namespaces the policy does not apply to."),
         "pools": schema.items(
             POOL_SCHEMA,
             "GPU node pools the policy declares; with minNodes or maxNodes, pools an "
