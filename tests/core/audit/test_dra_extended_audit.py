@@ -7,13 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.core.audit.objects import NOW
 from webhook.audit import Collector, audit
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, assemble
 
-DRA_A100 = Path(__file__).resolve().parents[3] / "examples" / "clusters" / "dra-a100"
+CLUSTERS = Path(__file__).resolve().parents[3] / "examples" / "clusters"
+DRA_A100 = CLUSTERS / "dra-a100"
 
 
 def _pending(gpus: int) -> dict[str, Any]:
@@ -43,6 +45,30 @@ def _pending(gpus: int) -> dict[str, Any]:
             ],
         },
     }
+
+
+def _audit(cluster: Path, pod: dict[str, Any]) -> Any:
+    """The audit of ``pod`` with the cluster's Node objects (the device plugin's view of
+    each node) and its DRA objects, collected as a listing gives them."""
+    policy = load_policy(cluster / "policy.yaml")
+    items = yaml.safe_load((cluster / "nodes.yaml").read_text())["items"]
+    collector = Collector()
+    collector.add_all([i for i in items if i["kind"] != "Node"])
+    collector.add_all([pod])
+    nodes = [i for i in items if i["kind"] == "Node"]
+    result = audit(collector, nodes, policy=policy, now=NOW)
+    (stuck,) = [f for f in result.findings if f.rule == "gpu-pod-scheduled"]
+    return stuck
+
+
+def test_a_name_the_device_plugin_and_a_device_class_both_serve() -> None:
+    """Two T4 nodes advertise one nvidia.com/gpu each; an H100 node's 8 GPUs come from a
+    DeviceClass serving the same name. A pod asking for 2 fits the H100 node, as the scheduler
+    places it (NodeResourcesFit leaves the name to DRA there): before the allocator decided,
+    the audit counted only the device plugin's slots and called it too-large."""
+    stuck = _audit(CLUSTERS / "mixed-t4-dra-h100", _pending(2))
+    assert stuck.reasons == ("elsewhere",)
+    assert "dgx-h100-01" in stuck.message
 
 
 @pytest.mark.parametrize(("gpus", "reason"), [(9, "too-large"), (2, "elsewhere")])
