@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -356,9 +357,11 @@ def test_pod_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
 AUTOSCALED = REPO / "examples" / "clusters" / "autoscaled"
 
 
-def _autoscaled(run: Runner, pod: dict[str, Any], **kwargs: Any) -> Finding:
+def _autoscaled(
+    run: Runner, pod: dict[str, Any], *, extra: Sequence[dict[str, Any]] = (), **kwargs: Any
+) -> Finding:
     policy = load_policy(AUTOSCALED / "policy.yaml")
-    nodes = yaml.safe_load((AUTOSCALED / "nodes.yaml").read_text())["items"]
+    nodes = [*yaml.safe_load((AUTOSCALED / "nodes.yaml").read_text())["items"], *extra]
     collector = Collector()
     collector.add_all([pod])
     return _finding(audit(collector, nodes, policy=policy, now=NOW, **kwargs), "gpu-pod-scheduled")
@@ -462,3 +465,12 @@ def test_an_affinity_no_pool_promises_is_no_wait(run: Runner) -> None:
     }
     finding = _autoscaled(run, apod("w", gpu=GPU1, affinity=affinity))
     assert finding.result == "fail" and finding.reasons == ("not-offered",)
+
+
+def test_a_pod_too_large_for_the_nodes_that_exist_waits_for_a_pool_that_fits(run: Runner) -> None:
+    """3 GPUs: the one GPU node that exists has 1, a node of either pool at zero has 4. The
+    scheduler leaves it Pending until the autoscaler adds such a node: a wait, not a failure
+    (the old checks judged the existing nodes alone and called it too-large)."""
+    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu": 3}), extra=[node("gpu-1")])
+    assert finding.result == "warn" and finding.reasons == ("scale-up",)
+    assert "no node can run it yet" in finding.message and "pool gpu-t4" in finding.message
