@@ -30,7 +30,7 @@ from certs_helpers import (
     serials,
 )
 
-from webhook.certs import issue, rotation
+from webhook.certs import issue, rotation, trust
 from webhook.kube.certs import KubeCertStore
 
 MINUTE = dt.timedelta(minutes=1)
@@ -42,7 +42,7 @@ def assert_in_step(cluster: Cluster, *replicas: Replica) -> None:
     data = secret_data(cluster.kube)
     published = bundles(cluster.kube)
     assert len(set(published)) == 1, "every webhook entry holds the same caBundle"
-    assert published[0] == rotation.ca_bundle(rotation.SecretContent(data))
+    assert published[0] == trust.ca_bundle(trust.SecretContent(data))
     for replica in replicas:
         assert replica.file("tls.crt") == data["tls.crt"]
         assert replica.file("tls.key") == data["tls.key"]

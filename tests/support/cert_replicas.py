@@ -33,7 +33,7 @@ from tests.support.gunicorn import (
     stop,
     wait_until_serving,
 )
-from webhook.certs import rotation
+from webhook.certs import trust
 
 REVIEW = json.dumps(
     {
@@ -135,7 +135,7 @@ class Handshakes:
         validating = self.api.read_validating_webhook_configuration(self.names[1])
         bundles = [h.client_config.ca_bundle for h in (*mutating.webhooks, *validating.webhooks)]
         decoded = [base64.b64decode(b) if b else None for b in bundles]
-        return rotation.pem_bundle(rotation.trusted_by_all(decoded))
+        return trust.pem_bundle(trust.trusted_by_all(decoded))
 
     def _run(self) -> None:
         while not self._stop.is_set():
