@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TOOLS  := .cache/tools
 
-.PHONY: run test lint types arch pytest harness chart tools bench clean certs image
+.PHONY: run test test-fast lint types arch pytest harness chart tools bench clean certs image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ run: $(STAMP)
 
 ## make test: every check CI runs.
 test: lint types arch pytest harness
+
+## make test-fast: the core tier alone (tests/core: no process, no control plane), under a minute.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q tests/core
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -190,7 +190,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=300)
     args = parser.parse_args()
 
-    from tests.policy.allocator.world import demand_of, supply_of
+    from tests.core.policy.allocator.world import demand_of, supply_of
     from webhook.policy.allocator import fit_anywhere
 
     kinds = ("plugin", "dra", "mixed")

@@ -6,11 +6,12 @@ For each example cluster (``examples/clusters/<name>``: policy, node dump), with
 1. **Reviews sent.** The chart is rendered twice with the real ``helm`` (isolation off; on, with
    ``webhook.isolation.gpuNodeTaints`` printed from the cluster's nodes as ``gpu-policy
    inventory --gpu-node-taints`` prints it), and the pod webhook's ``matchConditions`` are
-   evaluated (the ``cel`` library, as ``tests/chart/test_chart_match_conditions.py`` does) on a
-   fixed mix of 1,000 pod creations: 100 GPU pods, 40 pods of agents with a catch-all toleration
-   (one DaemonSet pod per node and agent), 30 pods that tolerate ``nvidia.com/gpu`` without a GPU
-   request, 10 in ``gpu-operator`` tolerating everything, 820 plain pods. Printed: how many are
-   sent with isolation off (the baseline) and on, and how many of those the webhook changes.
+   evaluated (the ``cel`` library, as ``tests/system/chart/test_chart_match_conditions.py``
+   does) on a fixed mix of 1,000 pod creations: 100 GPU pods, 40 pods of agents with a catch-all
+   toleration (one DaemonSet pod per node and agent), 30 pods that tolerate ``nvidia.com/gpu``
+   without a GPU request, 10 in ``gpu-operator`` tolerating everything, 820 plain pods. Printed:
+   how many are sent with isolation off (the baseline) and on, and how many of those the webhook
+   changes.
 2. **Engine time.** ``review()`` over all the pods each configuration sends, in milliseconds
    per 1,000 creations (the baseline, isolation off, in the same run).
 3. **Latency of one extra call.** The webhook under gunicorn (``tests.support.gunicorn``, one

@@ -2,7 +2,7 @@
 
 Starts a control plane of its own (tests/support/controlplane.py; ``KUBEBUILDER_ASSETS`` must
 name the binaries, docs/testing-control-plane.md), or uses a running one (``--kubeconfig``),
-runs ``--scenarios`` scenarios of ``--seed`` (tests/oracle/scenarios.py) in batches of worlds
+runs ``--scenarios`` scenarios of ``--seed`` (tests/core/oracle/scenarios.py) in batches of worlds
 side by side, and prints the agreement overall, by category (device plugin, DRA, mixed) and
 by feature, then every disagreement: its kind and the folder that ``gpu-policy review
 --policy policy.yaml --nodes world.yaml pod.yaml`` replays (docs/oracle.md).
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from tests.oracle.runner import AGREE, Outcome, Runner  # noqa: E402
-from tests.oracle.scenarios import scenarios  # noqa: E402
+from tests.cluster.oracle.runner import AGREE, Outcome, Runner  # noqa: E402
+from tests.core.oracle.scenarios import scenarios  # noqa: E402
 from tests.support.controlplane import ControlPlane, assets_dir  # noqa: E402
 
 

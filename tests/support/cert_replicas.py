@@ -1,5 +1,5 @@
 """Replicas of the webhook in the self-managed certificate mode, and clients that trust only
-what the webhook configurations publish: shared by tests/robustness/test_robust_cert_replicas.py
+what the webhook configurations publish: shared by tests/system/robustness/test_robust_cert_replicas.py
 and bench/reliability.py.
 
 :class:`Replicas` starts and restarts webhook servers like pods (a new TLS folder each time, as

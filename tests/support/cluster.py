@@ -465,7 +465,7 @@ def live_cluster(control_plane: ControlPlane) -> Iterator[LiveCluster]:
 
 
 def _crd(vendored: dict[str, Any]) -> dict[str, Any]:
-    """The CustomResourceDefinition of one vendored schema file (tests/audit/crd_schema.py)."""
+    """The CustomResourceDefinition of one vendored schema file (tests/core/audit/crd_schema.py)."""
     group, version = vendored["apiVersion"].split("/")
     kind = vendored["kind"]
     return {

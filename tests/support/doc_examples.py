@@ -6,7 +6,7 @@ are what it prints, stdout and stderr together as a terminal shows them. A line 
 output stands for lines left out. Blocks that only show what to type are ```` ```sh ````, and
 recorded measurements (benchmarks) are ```` ```text ````: neither is run.
 
-``tests/docs/test_examples.py`` runs every example that needs no cluster. An example that needs
+``tests/system/docs/test_examples.py`` runs every example that needs no cluster. An example that needs
 an API server is listed in :data:`CLUSTER_EXAMPLES` with the test that runs it against the real
 control plane and compares its output here with :func:`assert_prints`.
 """
@@ -26,7 +26,7 @@ VOLATILE = (
 
 # Examples that need a cluster: command -> the test (its pytest node id) that runs them
 # against the real control plane and compares what they print.
-_INSTALL = "tests/e2e/test_install.py::test_the_examples_through_the_api_server"
+_INSTALL = "tests/system/e2e/test_install.py::test_the_examples_through_the_api_server"
 CLUSTER_EXAMPLES: dict[str, str] = {
     "kubectl create -f examples/manifests/pod-gpu-2-shared-denied.yaml": _INSTALL,
     "kubectl create -f examples/manifests/pod-annotation-product-l20.yaml": _INSTALL,
@@ -36,7 +36,7 @@ CLUSTER_EXAMPLES: dict[str, str] = {
     "examples/manifests/deployment-gpu-2-denied.yaml": _INSTALL,
 }
 # docs/quota.md's worked example, on the control plane of its test.
-_QUOTA = "tests/kube/test_quota_controlplane.py::test_the_worked_example_of_docs_quota_prints_what_it_shows"
+_QUOTA = "tests/cluster/kube/test_quota_controlplane.py::test_the_worked_example_of_docs_quota_prints_what_it_shows"
 CLUSTER_EXAMPLES |= {
     command: _QUOTA
     for command in (

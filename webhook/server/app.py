@@ -308,7 +308,7 @@ class LeanReviews:
     same :class:`_ReviewEndpoint` the Flask views call, and the same error answers
     (:class:`_HTTPErrors`, :func:`_internal_answer`), and hands every other request (other
     paths and methods, ``/mutate/``, HEAD, OPTIONS) to Flask unchanged. So the bodies, status
-    lines, headers, metrics and log lines are Flask's, which tests/server/test_lean.py checks
+    lines, headers, metrics and log lines are Flask's, which tests/core/server/test_lean.py checks
     request by request.
 
     What it saves: Flask's request context (push and pop, the Request and Response objects,

@@ -1,0 +1,173 @@
+"""Properties (hypothesis) that hold for any body a client can send.
+
+* Any bytes and any JSON: ``handle`` answers or raises RequestError, nothing else.
+* A captured AdmissionReview with one subtree replaced by arbitrary JSON: the same, and an
+  answer is never an engine error (verdict "error" would be a 500 for something a client sent).
+* A GPU pod with arbitrary resources: the mutating answer's patch applies to the object and the
+  validating endpoint allows the patched pod whenever it allows... the original's decision.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support.reviewdata import fixture_ids, load, with_gpu
+from webhook.admission import Outcome, RequestError, handle
+from webhook.files import load_policy
+from webhook.policy import inventory_from_policy
+from webhook.policy.decision import API_SERVER_VALIDATED_RULES
+
+POLICY = load_policy(None)
+ENGINE: dict[str, Any] = {"policy": POLICY, "inventory": inventory_from_policy(POLICY)}
+DOCS = [load(*ids) for ids in fixture_ids()]
+GPU_DOCS = [with_gpu(d, 1) for d in DOCS]
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+endpoints = st.sampled_from(["mutate", "validate"])
+
+
+def answer_or_request_error(endpoint: str, body: Any) -> Outcome | None:
+    try:
+        outcome = handle(endpoint, body, **ENGINE)  # type: ignore[arg-type]
+    except RequestError as exc:
+        assert exc.status in (400, 413)
+        assert "\n" not in str(exc)
+        return None
+    assert outcome.verdict != "error", repr(outcome.error)
+    sent = json.loads(outcome.body)
+    assert sent["kind"] == "AdmissionReview"
+    assert isinstance(sent["response"]["allowed"], bool)
+    return outcome
+
+
+@given(endpoint=endpoints, body=st.binary(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes(endpoint: str, body: bytes) -> None:
+    answer_or_request_error(endpoint, body)
+
+
+@given(endpoint=endpoints, value=json_values)
+@settings(max_examples=300, deadline=None)
+def test_any_json(endpoint: str, value: Any) -> None:
+    answer_or_request_error(endpoint, json.dumps(value).encode())
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+@st.composite
+def mangled_reviews(draw: st.DrawFn) -> dict[str, Any]:
+    """A captured review (with or without a GPU) with some subtrees replaced or removed."""
+    doc = copy.deepcopy(draw(st.sampled_from(DOCS + GPU_DOCS)))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in _paths(doc) if p]
+        path = draw(st.sampled_from(paths))
+        parent = doc
+        for step in path[:-1]:
+            parent = parent[step]
+        if draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = draw(json_values)
+    return doc
+
+
+@given(endpoint=endpoints, doc=mangled_reviews())
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_mangled_reviews(endpoint: str, doc: dict[str, Any]) -> None:
+    answer_or_request_error(endpoint, json.dumps(doc).encode())
+
+
+quantities = st.sampled_from([0, 1, 2, 3, "1", "2", "500m", "1.5", -1, 1.0, "x", None, True])
+names = st.sampled_from(
+    [
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-1g.5gb",
+        "nvidia.com/mig-3g.20gb",
+        "nvidia.com/gpuu",
+        "nvidia.com/hostdev",
+        "cpu",
+    ]
+)
+sections = st.dictionaries(names, quantities, max_size=3)
+
+
+@given(
+    base=st.sampled_from([d for d in DOCS if d["request"]["operation"] == "CREATE"]),
+    resources=st.lists(
+        st.fixed_dictionaries({}, optional={"limits": sections, "requests": sections}),
+        min_size=1,
+        max_size=3,
+    ),
+    annotations=st.dictionaries(
+        st.sampled_from(
+            ["gpu-policy.io/sharing", "gpu-policy.io/product", "gpu-policy.io/mig-profile"]
+        ),
+        st.sampled_from(["shared", "exclusive", "any", "NVIDIA-L20", "Tesla-T4", "1g.5gb", "x"]),
+        max_size=2,
+    ),
+)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_mutate_then_validate(
+    base: dict[str, Any], resources: list[dict[str, Any]], annotations: dict[str, str]
+) -> None:
+    doc = copy.deepcopy(base)
+    pod = doc["request"]["object"]
+    template = pod["spec"]["containers"][0]
+    pod["spec"]["containers"] = [
+        {**copy.deepcopy(template), "name": f"c{i}", "resources": r}
+        for i, r in enumerate(resources)
+    ]
+    if annotations:
+        pod["metadata"]["annotations"] = annotations
+    original = copy.deepcopy(pod)
+    mutate = answer_or_request_error("mutate", json.dumps(doc).encode())
+    assert mutate is not None
+    if not mutate.allowed:
+        # /mutate denies only what the API server's validation would refuse, and says what
+        # /validate says about the same pod.
+        assert API_SERVER_VALIDATED_RULES.intersection(mutate.failed)
+        validate = answer_or_request_error("validate", json.dumps(doc).encode())
+        assert validate is not None and not validate.allowed
+        assert validate.response["response"]["status"] == mutate.response["response"]["status"]
+        return
+    response = mutate.response["response"]
+    if "patch" in response:
+        ops = json.loads(base64.b64decode(response["patch"]))
+        doc["request"]["object"] = jsonpatch.apply_patch(pod, ops)
+    assert pod == original  # nothing is modified in place
+    validate = answer_or_request_error("validate", json.dumps(doc).encode())
+    assert validate is not None
+    # A mutated pod passes validation and needs no further mutation.
+    if "patch" in response:
+        assert validate.allowed
+        assert "pending-mutations" not in validate.response["response"].get("auditAnnotations", {})

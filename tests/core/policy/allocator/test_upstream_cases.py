@@ -1,0 +1,616 @@
+"""Cases of upstream's allocator tests, ported as table tests.
+
+Each case names the case of ``structured/internal/allocatortesting/allocator_testing.go``
+(k8s.io/dynamic-resource-allocation v0.36.2, ``TestAllocator``) it ports: the same claims,
+classes, slices and node, and upstream's expectation: a result (fits), no result (does not
+fit) or an error (the scheduler fails the pod). Cases that need devices allocated already are
+left out: the webhook judges an empty cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.core.policy.allocator.world import (
+    claim,
+    demand_of,
+    device,
+    device_class,
+    exactly,
+    node,
+    resource_slice,
+    supply_of,
+)
+from webhook.policy.allocator import fit
+
+A = "driver-a"
+B = "driver-b"
+NODE = node("node-1", {"region": "region-1"})
+CLASS_A = device_class("class-a", driver=A)
+CLASS_B = device_class("class-b", driver=B)
+
+
+def one_device(
+    name: str = "slice-1", pool: str = "pool-1", driver: str = A, **spec: Any
+) -> dict[str, Any]:
+    spec.setdefault("nodeName", "node-1")
+    return resource_slice(name, pool, [device("device-1")], driver=driver, **spec)
+
+
+def memory(name: str, size: str) -> dict[str, Any]:
+    return device(name, capacity={"memory": {"value": size}})
+
+
+def at_least(size: str) -> str:
+    return f'device.capacity["{A}"].memory.compareTo(quantity("{size}")) >= 0'
+
+
+def sub(name: str, cls: str, count: int = 1, **fields: Any) -> dict[str, Any]:
+    body = {"name": name, "deviceClassName": cls, "count": count, **fields}
+    if "selectors" in fields:
+        body["selectors"] = [{"cel": {"expression": e}} for e in fields["selectors"]]
+    return body
+
+
+def counters(name: str, pool: str, sets: dict[str, dict[str, str]], **spec: Any) -> dict[str, Any]:
+    shared = [
+        {"name": n, "counters": {k: {"value": v} for k, v in c.items()}} for n, c in sets.items()
+    ]
+    return resource_slice(name, pool, [], driver=A, sharedCounters=shared, **spec)
+
+
+def consuming(name: str, counter_set: str, **amounts: str) -> dict[str, Any]:
+    return device(
+        name,
+        consumesCounters=[
+            {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in amounts.items()}}
+        ],
+    )
+
+
+def pool_of(count: int, *slices: dict[str, Any]) -> list[dict[str, Any]]:
+    for found in slices:
+        found["spec"]["pool"]["resourceSliceCount"] = count
+    return list(slices)
+
+
+TAINT_NO_SCHEDULE = {"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}
+TAINT_NO_EXECUTE = {"key": "taint-key", "value": "taint-value-2", "effect": "NoExecute"}
+TOLERATE_NO_EXECUTE = {"key": "taint-key", "operator": "Exists", "effect": "NoExecute"}
+
+FITS, NOT, ERROR = "fits", "does-not-fit", "error"
+
+
+def small_and_large(first: str, second: str) -> list[dict[str, Any]]:
+    """``small-and-large``: a request for 1Gi and one for 2Gi, devices of both sizes."""
+    sizes = {"1Gi": "device-1", "2Gi": "device-2"}
+    devices = [memory(sizes[first], first), memory(sizes[second], second)]
+    return [
+        claim(
+            "claim-0",
+            exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
+            exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
+        ),
+        CLASS_A,
+        resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1"),
+    ]
+
+
+def shareable(value: int, *, policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A device that allows multiple allocations, with capacity ``capacity-0``; by default
+    the request policy of ``withCapacityRequestPolicyRange``: default 2, range 2..4 step 2."""
+    policy = policy or {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
+    capacity = {"capacity-0": {"value": str(value), "requestPolicy": policy}}
+    return device("device-1", allowMultipleAllocations=True, capacity=capacity)
+
+
+def asking(amount: int, claim_name: str = "claim-0") -> dict[str, Any]:
+    """A claim for one device of class-a and ``amount`` of its capacity-0."""
+    capacity = {"requests": {"capacity-0": str(amount)}}
+    return claim(claim_name, exactly("req-0", "class-a", capacity=capacity))
+
+
+def two_tainted() -> dict[str, Any]:
+    """``tainted-two-devices``: one device tainted NoSchedule, one NoExecute."""
+    devices = [
+        device("device-1", taints=[TAINT_NO_SCHEDULE]),
+        device("device-2", taints=[TAINT_NO_EXECUTE]),
+    ]
+    return resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1")
+
+
+CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
+    "simple": ([claim("claim-0", exactly("req-0", "class-a")), CLASS_A, one_device()], FITS, ""),
+    "other-node": (
+        [claim("claim-0", exactly("req-0", "class-a")), CLASS_A, one_device(nodeName="node-2")],
+        NOT,
+        "",
+    ),
+    "small-and-large": (small_and_large("1Gi", "2Gi"), FITS, ""),
+    # The large device comes first: taken for the small request, then given back.
+    "small-and-large-backtrack-requests": (small_and_large("2Gi", "1Gi"), FITS, ""),
+    "devices-split-across-different-slices": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", 2)),
+            CLASS_A,
+            one_device("slice-1", "pool-1"),
+            one_device("slice-2", "pool-2"),
+        ],
+        FITS,
+        "",
+    ),
+    "duplicate-slice": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            CLASS_A,
+            *pool_of(2, one_device("slice-1"), one_device("slice-1-2")),
+        ],
+        ERROR,  # both slices of the pool name their device device-1: the pool is invalid
+        "invalid resource pools were encountered",
+    ),
+    "not-enough-suitable-devices": (
+        [claim("claim-0", exactly("req-0", "class-a", 2)), CLASS_A, one_device()],
+        NOT,
+        "",
+    ),
+    "unknown-class": (
+        [claim("claim-0", exactly("req-0", "class-b")), CLASS_A, one_device()],
+        ERROR,
+        "could not retrieve device class class-b",
+    ),
+    "all-devices-single": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", allocationMode="All")),
+            CLASS_A,
+            one_device(),
+        ],
+        FITS,
+        "",
+    ),
+    "all-devices-of-the-incomplete-pool": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", allocationMode="All")),
+            CLASS_A,
+            *pool_of(2, one_device()),
+        ],
+        ERROR,
+        "is currently being updated",
+    ),
+    "all-devices-no-slices": (
+        [claim("claim-0", exactly("req-0", "class-a", allocationMode="All")), CLASS_A],
+        NOT,
+        "",
+    ),
+    "network-attached-device": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            CLASS_A,
+            one_device(
+                nodeName=None,
+                nodeSelector={
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "region", "operator": "In", "values": ["region-1"]}
+                            ]
+                        }
+                    ]
+                },
+            ),
+        ],
+        FITS,
+        "",
+    ),
+    "unsuccessful-allocation-network-attached-device": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            CLASS_A,
+            one_device(
+                nodeName=None,
+                nodeSelector={
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "region", "operator": "In", "values": ["region-2"]}
+                            ]
+                        }
+                    ]
+                },
+            ),
+        ],
+        NOT,
+        "",
+    ),
+    "local-and-network-attached-devices": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", 2)),
+            CLASS_A,
+            one_device(),
+            one_device("slice-2", "pool-2", nodeName=None, allNodes=True),
+        ],
+        FITS,
+        "",
+    ),
+    "several-different-drivers": (
+        [
+            claim("claim-0", exactly("req-0", "class-a"), exactly("req-1", "class-b")),
+            CLASS_A,
+            CLASS_B,
+            one_device(),
+            one_device("slice-2", driver=B),
+        ],
+        FITS,
+        "",
+    ),
+    "with-constraint-non-existent-attribute": (
+        [
+            claim(
+                "claim-0",
+                exactly("req-0", "class-a"),
+                constraints=[{"matchAttribute": f"{A}/no-such-attribute"}],
+            ),
+            CLASS_A,
+            one_device(),
+        ],
+        NOT,
+        "",
+    ),
+    "with-constraint-not-matching-int-attribute": (
+        [
+            claim(
+                "claim-0",
+                exactly("req-0", "class-a", 2),
+                constraints=[{"matchAttribute": f"{A}/numa"}],
+            ),
+            CLASS_A,
+            resource_slice(
+                "slice-1",
+                "pool-1",
+                [device("device-1", {"numa": 1}), device("device-2", {"numa": 2})],
+                driver=A,
+                nodeName="node-1",
+            ),
+        ],
+        NOT,
+        "",
+    ),
+    "with-constraint-for-request-retry": (
+        [
+            claim(
+                "claim-0",
+                exactly("req-0", "class-a"),
+                exactly("req-1", "class-a"),
+                constraints=[{"requests": ["req-0"], "matchAttribute": f"{A}/numa"}],
+            ),
+            CLASS_A,
+            resource_slice(
+                "slice-1",
+                "pool-1",
+                [device("device-1"), device("device-2", {"numa": 1})],
+                driver=A,
+                nodeName="node-1",
+            ),
+        ],
+        FITS,  # req-0 must take device-2 (device-1 has no numa): the search backtracks
+        "",
+    ),
+    "invalid-CEL-one-device": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", selectors=["noSuchVar"])),
+            CLASS_A,
+            one_device(),
+        ],
+        ERROR,
+        "undeclared reference",  # as upstream: a compile error
+    ),
+    "too-many-devices-single-request": (
+        [claim("claim-0", exactly("req-0", "class-a", 500)), CLASS_A, one_device()],
+        ERROR,
+        "exceeds the claim limit of 32",
+    ),
+    "prioritized-list-first-unavailable": (
+        [
+            claim(
+                "claim-0",
+                {
+                    "name": "req-0",
+                    "firstAvailable": [sub("sub-0", "class-b"), sub("sub-1", "class-a")],
+                },
+            ),
+            CLASS_A,
+            CLASS_B,
+            one_device(),
+        ],
+        FITS,
+        "",
+    ),
+    "prioritized-list-non-available": (
+        [
+            claim(
+                "claim-0",
+                {
+                    "name": "req-0",
+                    "firstAvailable": [sub("sub-0", "class-b", 2), sub("sub-1", "class-a", 2)],
+                },
+            ),
+            CLASS_A,
+            CLASS_B,
+            one_device(),
+            one_device("slice-2", "pool-2", driver=B),
+        ],
+        NOT,
+        "",
+    ),
+    "prioritized-list-with-backtracking": (
+        [
+            claim(
+                "claim-0",
+                {
+                    "name": "req-0",
+                    "firstAvailable": [
+                        sub("sub-0", "class-a", selectors=[at_least("8Gi")]),
+                        sub("sub-1", "class-a", selectors=[at_least("4Gi")]),
+                    ],
+                },
+                exactly("req-1", "class-a", selectors=[at_least("8Gi")]),
+            ),
+            CLASS_A,
+            resource_slice(
+                "slice-1", "pool-1", [memory("device-1", "8Gi")], driver=A, nodeName="node-1"
+            ),
+            resource_slice(
+                "slice-2", "pool-2", [memory("device-2", "4Gi")], driver=A, nodeName="node-1"
+            ),
+        ],
+        FITS,
+        "",
+    ),
+    "prioritized-list-too-many-in-first-subrequest": (
+        [
+            claim(
+                "claim-0",
+                {
+                    "name": "req-0",
+                    "firstAvailable": [sub("sub-0", "class-b", 500), sub("sub-1", "class-a")],
+                },
+            ),
+            CLASS_A,
+            CLASS_B,
+            one_device(),
+        ],
+        FITS,
+        "",
+    ),
+    "partitionable-devices-single-device": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            CLASS_A,
+            *pool_of(
+                2,
+                resource_slice(
+                    "slice-1",
+                    "pool-1",
+                    [consuming("device-1", "counter-set-1", memory="4Gi")],
+                    driver=A,
+                    nodeName="node-1",
+                ),
+                counters(
+                    "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
+                ),
+            ),
+        ],
+        FITS,
+        "",
+    ),
+    "partitionable-devices-multiple-devices (over the counters)": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", 2)),
+            CLASS_A,
+            *pool_of(
+                2,
+                resource_slice(
+                    "slice-1",
+                    "pool-1",
+                    [
+                        consuming("device-1", "counter-set-1", memory="4Gi"),
+                        consuming("device-2", "counter-set-1", memory="6Gi"),
+                    ],
+                    driver=A,
+                    nodeName="node-1",
+                ),
+                counters(
+                    "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
+                ),
+            ),
+        ],
+        NOT,
+        "",
+    ),
+    "partitionable-devices-per-device-node-selection-nodename": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            CLASS_A,
+            resource_slice(
+                "slice-1",
+                "pool-1",
+                [
+                    device("device-1", nodeName="node-2"),
+                    device("device-2", nodeName="node-1"),
+                ],
+                driver=A,
+                perDeviceNodeSelection=True,
+            ),
+        ],
+        FITS,
+        "",
+    ),
+    "tainted-two-devices": (
+        [claim("claim-0", exactly("req-0", "class-a")), CLASS_A, two_tainted()],
+        NOT,
+        "",
+    ),
+    "tainted-two-devices-tolerated": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", tolerations=[TOLERATE_NO_EXECUTE])),
+            CLASS_A,
+            two_tainted(),
+        ],
+        FITS,
+        "",
+    ),
+    "tainted-no-effect": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            CLASS_A,
+            resource_slice(
+                "slice-1",
+                "pool-1",
+                [
+                    device(
+                        "device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]
+                    ),
+                ],
+                driver=A,
+                nodeName="node-1",
+            ),
+        ],
+        FITS,
+        "",
+    ),
+    "tainted-all-devices-single": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", allocationMode="All")),
+            CLASS_A,
+            resource_slice(
+                "slice-1",
+                "pool-1",
+                [device("device-1", taints=[TAINT_NO_SCHEDULE])],
+                driver=A,
+                nodeName="node-1",
+            ),
+        ],
+        NOT,
+        "",
+    ),
+    "with-constraint": (
+        [
+            claim(
+                "claim-0",
+                exactly("req-0", "class-a"),
+                exactly("req-1", "class-a"),
+                constraints=[
+                    {"matchAttribute": f"{A}/numa"},
+                    {"matchAttribute": f"{A}/driverVersion"},
+                    {"matchAttribute": f"{A}/stringAttribute"},
+                    {"matchAttribute": f"{A}/boolAttribute"},
+                ],
+            ),
+            CLASS_A,
+            resource_slice(
+                "slice-1",
+                "pool-1",
+                [
+                    device(
+                        name,
+                        {
+                            "driverVersion": "v:1.0.0",
+                            "numa": 1,
+                            "stringAttribute": "value",
+                            "boolAttribute": True,
+                        },
+                    )
+                    for name in ("device-1", "device-2")
+                ],
+                driver=A,
+                nodeName="node-1",
+            ),
+        ],
+        FITS,
+        "",
+    ),
+    "separate-claims-share-device (without admin access)": (
+        [
+            claim("claim-0", exactly("req-0", "class-a")),
+            claim("claim-1", exactly("req-0", "class-a")),
+            CLASS_A,
+            one_device(),
+        ],
+        NOT,
+        "",
+    ),
+    "admin-access-enabled (two claims, one device)": (
+        [
+            claim("claim-0", exactly("req-0", "class-a", adminAccess=True)),
+            claim("claim-1", exactly("req-0", "class-a", adminAccess=True)),
+            CLASS_A,
+            one_device(),
+        ],
+        FITS,
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-range-policy-with-capacity-request": (
+        [
+            asking(1),
+            asking(1, "claim-1"),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+        ],
+        FITS,  # both rounded up to 2: the device's 4 hold them
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-range-policy-step": (
+        [
+            asking(3),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+        ],
+        FITS,  # 3 rounded up to 4
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-exceeded-consumable-capacity-request": (
+        [
+            asking(1),
+            asking(2, "claim-1"),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(2)], driver=A, nodeName="node-1"),
+        ],
+        NOT,
+        "",
+    ),
+    "consumable-capacity-multi-allocatable-device-with-request-over-max-sharing-policy": (
+        [
+            asking(6),
+            CLASS_A,
+            resource_slice("slice-1", "pool-1", [shareable(10)], driver=A, nodeName="node-1"),
+        ],
+        NOT,  # the policy's max is 4, whatever the device has
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("prune", [False, True], ids=["plain", "pruned"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_upstream_case(name: str, prune: bool) -> None:
+    objs, expected, message = CASES[name]
+    supply = supply_of([NODE, *objs])
+    result = fit(demand_of(objs), supply.groups[0], supply, budget_s=5, prune=prune)
+    if expected == ERROR:
+        assert result.outcome == "does-not-fit"
+        assert message in result.reason
+        return
+    assert result.outcome == expected, (result.reason, result.detail)
+    assert not result.error
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_pruning_changes_no_answer(name: str) -> None:
+    # Outcome, reason, detail and error: the counting before the search only skips searches
+    # that find nothing (docs/allocator.md, "Pruning").
+    objs, _, _ = CASES[name]
+    supply = supply_of([NODE, *objs])
+    demand = demand_of(objs)
+    plain = fit(demand, supply.groups[0], supply, budget_s=5, prune=False)
+    assert fit(demand, supply.groups[0], supply, budget_s=5, prune=True) == plain

@@ -1,0 +1,99 @@
+"""The allocator with what the cluster uses now (``Usage``): the audit's "does it fit now"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.core.policy.allocator.world import (
+    claim,
+    demand_of,
+    device,
+    device_class,
+    exactly,
+    node,
+    pod,
+    resource_slice,
+    supply_of,
+)
+from webhook.policy.allocator import fit_anywhere
+from webhook.policy.allocator.result import Verdict
+from webhook.policy.allocator.usage import EMPTY, Usage
+
+GPU_CLASS = device_class("gpu.nvidia.com")
+DRIVER = "gpu.nvidia.com"
+
+
+def _verdict(objs: list[dict[str, Any]], usage: Usage = EMPTY) -> Verdict:
+    wanted = [o for o in objs if o["kind"] in ("Pod", "ResourceClaim")]
+    return fit_anywhere(demand_of(wanted), supply_of(objs), budget_s=5.0, usage=usage)
+
+
+def _two_gpu_node(name: str) -> list[dict[str, Any]]:
+    devices = [device("gpu-0"), device("gpu-1")]
+    return [node(name), resource_slice(f"{name}-gpus", name, devices, nodeName=name)]
+
+
+def test_allocated_devices_are_in_use() -> None:
+    world = [*_two_gpu_node("a"), GPU_CLASS, claim("c", exactly("gpu", "gpu.nvidia.com"))]
+    assert _verdict(world).fits  # the empty cluster: the webhook's question
+    one = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
+    assert _verdict(world, one).fits
+    both = Usage(devices=frozenset({(DRIVER, "a", "gpu-0"), (DRIVER, "a", "gpu-1")}))
+    refused = _verdict(world, both)
+    assert refused.outcome == "does-not-fit"
+    assert refused.closest is not None and refused.closest.reason == "cannot allocate all claims"
+
+
+def test_a_full_node_leaves_its_twin_to_fit() -> None:
+    # Nodes of one shape are judged once on an empty cluster; in use, each on its own.
+    world = [
+        *_two_gpu_node("a"),
+        *_two_gpu_node("b"),
+        GPU_CLASS,
+        claim("c", exactly("gpu", "gpu.nvidia.com", 2)),
+    ]
+    usage = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
+    found = _verdict(world, usage)
+    assert found.fits and found.group == "b"
+    answers = dict(found.answers)
+    assert not answers["a"].fits and answers["b"].fits
+
+
+def test_bound_pods_hold_extended_resources() -> None:
+    world = [node("a", gpu=2), pod("p", {"nvidia.com/gpu": 2})]
+    assert _verdict(world).fits
+    held = _verdict(world, Usage(requested={"a": {"nvidia.com/gpu": 1}}))
+    assert held.outcome == "does-not-fit"
+    assert held.closest is not None
+    assert held.closest.reason == "Insufficient nvidia.com/gpu"
+    assert "node group a has 2 of which bound pods request 1" in held.closest.detail
+    # What is held on another node changes nothing here.
+    assert _verdict(world, Usage(requested={"b": {"nvidia.com/gpu": 2}})).fits
+
+
+def test_an_allocated_partition_consumes_the_whole_gpus_counters() -> None:
+    counters = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
+    part = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "6Gi"}}}
+    devices = [
+        device("gpu-0", {"type": "gpu"}, consumesCounters=[counters]),
+        device("gpu-0-mig-0", {"type": "mig"}, consumesCounters=[part]),
+    ]
+    sets = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}]
+    slices = [
+        resource_slice("a30-gpus", "a30", devices, nodeName="a30"),
+        resource_slice("a30-counters", "a30", [], nodeName="a30", sharedCounters=sets),
+    ]
+    for found in slices:
+        found["spec"]["pool"]["resourceSliceCount"] = 2
+    whole = claim(
+        "c",
+        exactly(
+            "gpu", "gpu.nvidia.com", selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"']
+        ),
+    )
+    world = [node("a30"), GPU_CLASS, *slices, whole]
+    assert _verdict(world).fits
+    # The partition is allocated to another claim: its 6Gi are gone from the counter set,
+    # so the whole GPU (24Gi) cannot be allocated, though no claim holds it.
+    used = Usage(devices=frozenset({(DRIVER, "a30", "gpu-0-mig-0")}))
+    assert _verdict(world, used).outcome == "does-not-fit"
