@@ -246,6 +246,18 @@ def _container(name: str, limits: dict[str, str], *, main: bool) -> dict[str, An
     return out
 
 
+def _volumes() -> list[dict[str, Any]]:
+    """The volumes the main container mounts (an API server refuses a mount of a volume the
+    pod does not have)."""
+    return [
+        {"name": "models", "persistentVolumeClaim": {"claimName": "models"}},
+        {
+            "name": "kube-api-access",
+            "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+        },
+    ]
+
+
 def _managed(manager: str, created: str) -> list[dict[str, Any]]:
     return [
         {
@@ -419,7 +431,7 @@ class Cluster:
             "restartPolicy": "OnFailure" if scenario.kind in ("Job", "CronJob") else "Always",
             "serviceAccountName": "default",
             "schedulerName": "default-scheduler",
-            "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": "models"}}],
+            "volumes": _volumes(),
             "tolerations": [*_STANDARD_TOLERATIONS],
         }
         annotations: dict[str, str] = {}
@@ -603,6 +615,7 @@ class Cluster:
             "restartPolicy": "Always",
             "serviceAccountName": "default",
             "schedulerName": "default-scheduler",
+            "volumes": _volumes(),
             "tolerations": [*_STANDARD_TOLERATIONS],
         }
         template = {"metadata": {"labels": {"app": name, "team": namespace}}, "spec": spec}

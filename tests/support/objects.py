@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
-    from tests.support.apiserver import FakeApiServer
     from tests.support.cluster import LiveCluster
 
 # (product, memory MiB, family, MIG capable) as GFD writes them.
@@ -316,7 +315,7 @@ sharing:
 #: The example cluster the live tests serve: 8 nodes (L20 and T4, time-sliced) and the
 #: device-plugin ConfigMap of its rollout.
 EXAMPLE_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "seed003-l20-t4"
-#: (namespace, name) of the device-plugin ConfigMap in the fake.
+#: (namespace, name) of the device-plugin ConfigMap in the live tests' cluster.
 PLUGIN_CONFIGMAP = ("gpu-operator", "device-plugin-config")
 
 
@@ -331,7 +330,7 @@ def example_cluster(
     return nodes, configmap
 
 
-def load_example_cluster(cluster: FakeApiServer | LiveCluster) -> dict[str, Any]:
+def load_example_cluster(cluster: LiveCluster) -> dict[str, Any]:
     """Add EXAMPLE_CLUSTER's nodes and its ConfigMap (as PLUGIN_CONFIGMAP) to ``cluster``;
     return the ConfigMap as stored."""
     nodes, configmap = example_cluster()

@@ -1,7 +1,7 @@
-"""The certificate manager against the fake API server, through the real ``kubernetes`` client.
+"""The certificate manager against the real API server, through the real ``kubernetes`` client.
 
 Each "replica" is a ``CertManager`` with its own TLS directory (what one pod's server serves),
-all sharing one fake cluster: first start, a second replica, replicas racing, a deleted Secret,
+all sharing one cluster: first start, a second replica, replicas racing, a deleted Secret,
 a caBundle edited by hand, a CA rotation, a missing configuration and a refusing API server.
 The readiness check is the one /readyz runs, given the certificate the replica's files hold.
 """
