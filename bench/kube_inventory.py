@@ -2,7 +2,7 @@
 
 Starts a real control plane (``tests/support/controlplane.py``, from ``KUBEBUILDER_ASSETS``) in
 a process of its own, loaded with ``--nodes`` GFD-labelled GPU nodes (about 8 KB of JSON each,
-as real nodes are, from ``tests.support.objects.cluster``) and ``--pods`` GPU pods (and as
+as real nodes are, from ``tests.objects.cluster``) and ``--pods`` GPU pods (and as
 many other pods), with the controllers stopped once the namespaces are made (no kubelet
 heartbeats the nodes: nothing may taint them meanwhile). Then it measures each client variant
 in a fresh process, so that CPU and memory are the client's alone:
@@ -62,8 +62,8 @@ def serve(nodes: int, pods: int) -> None:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
+    from tests.objects import TIME_SLICING_CONFIG, cluster, configmap, listed_pod
     from tests.support.controlplane import ControlPlane, assets_dir, create_node
-    from tests.support.objects import TIME_SLICING_CONFIG, cluster, configmap, pod
 
     assets = assets_dir()
     if assets is None:
@@ -90,14 +90,14 @@ def serve(nodes: int, pods: int) -> None:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda node: create_node(plane, node), cluster(nodes)))
             made = [
-                pod(
+                listed_pod(
                     f"job-{i:05d}",
                     f"team-{i % 20}",
                     gpu={"nvidia.com/gpu": "1"},
                     node=_node(i, nodes),
                 )
                 for i in range(pods)
-            ] + [pod(f"web-{i:05d}", "web", node=_node(i, nodes)) for i in range(pods)]
+            ] + [listed_pod(f"web-{i:05d}", "web", node=_node(i, nodes)) for i in range(pods)]
             list(
                 pool.map(
                     lambda obj: core.create_namespaced_pod(

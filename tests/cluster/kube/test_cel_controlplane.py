@@ -19,8 +19,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import claim_template, exactly
 from tests.cluster.kube.test_dra_controlplane import bound_to, delete_pod, scheduling_failure
+from tests.objects import claim_template, exactly
 from tests.support.controlplane import ControlPlane
 from webhook.policy.dra import parse_resource_slice
 from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector

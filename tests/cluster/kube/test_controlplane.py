@@ -16,10 +16,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.objects import configmap_ref_policy, example_cluster
 from tests.support import gunicorn
 from tests.support.cli import run_cli
 from tests.support.controlplane import ControlPlane
-from tests.support.objects import configmap_ref_policy, example_cluster
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs
 

@@ -29,7 +29,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import (
+from tests.objects import (
     GPU_CLASS_CEL,
     claim_template,
     device_class,

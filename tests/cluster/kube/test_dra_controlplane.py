@@ -23,10 +23,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.objects import load, with_gpu
 from tests.support import gunicorn
 from tests.support.controlplane import ControlPlane, assets_dir
 from tests.support.paths import REPO
-from tests.support.reviewdata import load, with_gpu
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs
 from webhook.files import cluster_from_text

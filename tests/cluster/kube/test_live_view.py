@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
+from tests.objects import (
+    configmap_ref_policy,
+    listed_pod,
+    load_example_cluster,
+    time_slicing_config,
+)
 from tests.support.cli import run_cli
 from tests.support.cluster import LiveCluster
 from tests.support.kube_helpers import MakeSource
-from tests.support.objects import (
-    configmap_ref_policy,
-    load_example_cluster,
-    pod,
-    time_slicing_config,
-)
 from webhook.files import load_policy
 from webhook.kube.snapshot import live_view
 from webhook.policy import review
@@ -32,7 +32,7 @@ def _policy(tmp_path: Path) -> Path:
 
 def test_inventory_command_reads_the_live_cluster(cluster: LiveCluster, tmp_path: Path) -> None:
     load_example_cluster(cluster)
-    cluster.add(pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
+    cluster.add(listed_pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
     result = run_cli(
         "inventory",
         "--policy",

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import LiveCluster
-from tests.support.kube_helpers import FAST, MakeSource, wait_until
-from tests.support.objects import (
+from tests.objects import (
     TIME_SLICING_CONFIG,
     configmap,
     cpu_node,
     gpu_node,
-    pod,
+    listed_pod,
     time_slicing_config,
 )
+from tests.support.cluster import LiveCluster
+from tests.support.kube_helpers import FAST, MakeSource, wait_until
 from webhook.kube import ClusterState, WatchTimings
 
 NS, CM = "gpu-operator", "device-plugin-config"
@@ -45,10 +45,10 @@ def seed(cluster: LiveCluster) -> None:
     cluster.add(gpu_node("gpu-a", "a100-80", config_key="any"))
     cluster.add(gpu_node("gpu-b", "l20", gpus=4, replicas=4, config_key="l20"))
     cluster.add(cpu_node("cpu-a"))
-    cluster.add(pod("train", gpu={"nvidia.com/gpu": "2"}, node="gpu-a"))
-    cluster.add(pod("queued", gpu={"nvidia.com/gpu": "1"}))
-    cluster.add(pod("done", gpu={"nvidia.com/gpu": "1"}, node="gpu-a", phase="Succeeded"))
-    cluster.add(pod("web", node="cpu-a"))
+    cluster.add(listed_pod("train", gpu={"nvidia.com/gpu": "2"}, node="gpu-a"))
+    cluster.add(listed_pod("queued", gpu={"nvidia.com/gpu": "1"}))
+    cluster.add(listed_pod("done", gpu={"nvidia.com/gpu": "1"}, node="gpu-a", phase="Succeeded"))
+    cluster.add(listed_pod("web", node="cpu-a"))
     cluster.add(configmap(CM, NS, {"any": TIME_SLICING_CONFIG}))
     cluster.add(configmap("unrelated", NS, {"x": "y"}))
 
@@ -169,7 +169,7 @@ def test_resume_uses_the_bookmark_resource_version(
     assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
     # Changes to other kinds move the global resourceVersion past the nodes' last event;
     # a bookmark tells the nodes watch so, and it resumes from there.
-    cluster.add(pod("other", node="cpu-a"))
+    cluster.add(listed_pod("other", node="cpu-a"))
     cluster.add(configmap("another", NS, {}))
     target = cluster.bookmark()
     nodes = source.watchers["nodes"]
@@ -346,7 +346,7 @@ def test_pod_lifecycle(cluster: LiveCluster, make_source: MakeSource) -> None:
 
     cluster.modify("Pod", "train", finish, namespace="ml")  # leaves the selector: DELETED
     assert source.wait_for(lambda s: [p["name"] for p in s.gpu_pods] == ["queued"], 30)
-    cluster.add(pod("init", gpu={"cpu": "1"}, init_gpu={"nvidia.com/mig-1g.10gb": "1"}))
+    cluster.add(listed_pod("init", gpu={"cpu": "1"}, init_gpu={"nvidia.com/mig-1g.10gb": "1"}))
     assert source.wait_for(lambda s: len(s.gpu_pods) == 2, 30)
     init = next(p for p in source.current.gpu_pods if p["name"] == "init")  # type: ignore[union-attr]
     assert init["initContainers"] == [

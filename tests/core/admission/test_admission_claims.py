@@ -6,15 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from tests.builders import (
+from tests.objects import (
     claim_template,
     dra_gpu,
     exactly,
     nvidia_classes,
     resource_claim,
     resource_slice,
+    review,
 )
-from tests.support.reviewdata import review
 from webhook.admission import handle
 from webhook.policy import Inventory, Policy
 from webhook.policy.dra import dra_snapshot

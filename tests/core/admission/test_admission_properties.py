@@ -18,7 +18,7 @@ import jsonpatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.reviewdata import fixture_ids, load, with_gpu
+from tests.objects import fixture_ids, load, with_gpu
 from webhook.admission import Outcome, RequestError, handle
 from webhook.files import load_policy
 from webhook.policy import inventory_from_policy

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tests.builders import (
+from tests.core.audit.conftest import make_policy
+from tests.objects import (
+    NOW,
     claim_template,
     dra_gpu,
     exactly,
@@ -13,8 +15,6 @@ from tests.builders import (
     resource_claim,
     resource_slice,
 )
-from tests.core.audit.conftest import make_policy
-from tests.core.audit.objects import NOW
 from webhook.audit import Collector, audit, reports
 from webhook.policy import inventory_from_nodes
 from webhook.policy.dra import dra_snapshot

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import (
+from tests.objects import (
     MIG_CLASS_CEL,
     claim_template,
     ctr,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.builders import gpu, pod
 from tests.core.policy.test_dra import GPU_CLASS_CEL, device_class, slice_
 from tests.core.policy.test_dra import gpu as dra_gpu
+from tests.objects import gpu, pod
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy import inventory_from_nodes, review

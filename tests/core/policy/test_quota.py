@@ -15,7 +15,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import (
+from tests.objects import (
     claim_template,
     ctr,
     device_class,

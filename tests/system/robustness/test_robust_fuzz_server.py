@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.reviewdata import fixture_ids, load, with_gpu
+from tests.objects import fixture_ids, load, with_gpu
 from tests.system.robustness.robust_server import (
     FUZZ_TALLY,
     Server,
