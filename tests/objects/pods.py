@@ -15,12 +15,15 @@ NOW = datetime(2025, 7, 14, 8, 18, 53, tzinfo=UTC)
 def pod(
     *containers: dict[str, Any],
     name: str = "p",
-    namespace: str = "default",
+    namespace: str | None = "default",
     annotations: dict[str, str] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
-    """A Pod with the given containers (see ``ctr``) and extra spec fields."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    """A Pod with the given containers (see ``ctr``) and extra spec fields; ``namespace``
+    None leaves it to the request (a create in a test's own namespace)."""
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
     if annotations:
         meta["annotations"] = annotations
     return {

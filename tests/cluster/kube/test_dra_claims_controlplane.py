@@ -32,9 +32,11 @@ from kubernetes.client.exceptions import ApiException
 from tests.objects import (
     GPU_CLASS_CEL,
     claim_template,
+    ctr,
     device_class,
     dra_gpu,
     exactly,
+    pod,
     resource_slice,
 )
 from tests.support import gunicorn
@@ -72,17 +74,12 @@ def dra_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Iterato
 
 def claim_pod(name: str, template: str) -> dict[str, Any]:
     """A pod whose one container uses the claim made from ``template``."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-        },
-    }
+    return pod(
+        ctr(resources={"claims": [{"name": "gpu"}]}),
+        name=name,
+        namespace=None,
+        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}],
+    )
 
 
 def claim_deployment(name: str, template: str) -> dict[str, Any]:
