@@ -31,6 +31,7 @@ from tests.objects.config import (
 from tests.objects.dra import (
     GPU_CLASS_CEL,
     MIG_CLASS_CEL,
+    allocated_claim,
     claim_template,
     device_class,
     dra_gpu,
@@ -70,6 +71,7 @@ __all__ = [
     "TEMPLATE_KINDS",
     "TIME_SLICING_CONFIG",
     "VERSIONS",
+    "allocated_claim",
     "claim_template",
     "cluster",
     "configmap",

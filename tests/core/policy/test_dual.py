@@ -13,6 +13,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from tests.objects import allocated_claim
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_policy, read_text
 from webhook.policy import review
@@ -65,26 +66,7 @@ def test_a_node_whose_device_plugin_stopped_is_not_dual_published() -> None:
 
 
 def _alloc(devices: list[str]) -> Any:
-    return parse_allocation(
-        {
-            "metadata": {"namespace": "ml", "name": "claim"},
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [
-                            {
-                                "request": "gpu",
-                                "driver": "gpu.nvidia.com",
-                                "pool": "h100-dual",
-                                "device": d,
-                            }
-                            for d in devices
-                        ]
-                    }
-                }
-            },
-        }
-    )
+    return parse_allocation(allocated_claim("claim", "h100-dual", *devices))
 
 
 def _plugin_pod(gpus: int, phase: str = "Running") -> dict[str, Any]:
