@@ -11,5 +11,5 @@
 * ``waiting``: polling for state that has no event to wait on.
 
 Tests import these as ``tests.support.<module>``; so do the scripts in bench/. Nothing here
-imports a test module or bench/.
+imports a test module or bench/; objects are built with ``tests.objects``.
 """

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from tests.objects import ctr, pod, review
 from tests.support.controlplane import ControlPlane
 from tests.support.gunicorn import (
     Server,
@@ -35,26 +36,8 @@ from tests.support.gunicorn import (
 )
 from webhook.certs import trust
 
-REVIEW = json.dumps(
-    {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "0",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "u"},
-            "object": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "p"},
-                "spec": {"containers": [{"name": "c", "image": "i"}]},
-            },
-        },
-    }
-).encode()
+#: A review of a pod without GPUs: the webhook lets it through unchanged.
+REVIEW = json.dumps(review(pod(ctr("c", image="i")), namespace="default")).encode()
 
 
 def insecure() -> ssl.SSLContext:
