@@ -53,9 +53,9 @@ from webhook.admission.request import (
     parse_review,
 )
 from webhook.policy import Decision, Inventory, Policy, review
-from webhook.policy.decision import API_SERVER_VALIDATED_RULES
 from webhook.policy.engine.scope import POD, mutate_skip, validate_skip
 from webhook.policy.records import per_review_record
+from webhook.policy.rules import API_SERVER_VALIDATED_RULES
 
 Endpoint = Literal["mutate", "validate"]
 Verdict = Literal["allowed", "denied", "error"]

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from webhook.policy.decision import RULES, Status
+from webhook.policy.decision import Status
+from webhook.policy.rules import RULES
 
 __all__ = [
     "AUDIT_RULES",

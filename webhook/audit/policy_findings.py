@@ -11,7 +11,8 @@ from webhook.audit.findings import Finding, Ref, worst
 from webhook.audit.owners import Group
 from webhook.contract import MUTATIONS_ANNOTATION
 from webhook.policy import Decision
-from webhook.policy.decision import RULES, RuleResult
+from webhook.policy.decision import RuleResult
+from webhook.policy.rules import RULES
 
 # What to change, per engine rule; where to change it depends on the object (see _where).
 _RULE_FIXES = {

@@ -20,7 +20,8 @@ from webhook.cli.common import (
     add_colour_argument,
     use_colour,
 )
-from webhook.cli.render import paint, table
+from webhook.cli.render import paint, table, to_json
+from webhook.harness.json_report import results_document
 from webhook.harness.report import STYLES, details, display_path, junit_xml, summary, write_junit
 from webhook.harness.run import CaseResult, run_suites
 from webhook.harness.runners import KubeRunner, LocalRunner, Runner, ServerRunner, WebhookClient
@@ -67,6 +68,14 @@ def add_parser(sub: Any) -> None:
         metavar="PATTERN",
         help="run only cases whose suite/case matches (substring, or a glob with * ? [); "
         "repeatable",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text: the results table and failure details; json: one document with every "
+        "case's expectation, answer and differences (for scripts)",
     )
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
     p.add_argument(
@@ -133,7 +142,6 @@ def _runner(args: argparse.Namespace) -> Runner:
 def run(args: argparse.Namespace) -> int:
     """Run the selected cases of every suite found; the exit code."""
     start = time.perf_counter()
-    colour = use_colour(args.colour)
     try:
         runner = _runner(args)
     except (ValueError, OSError) as exc:
@@ -152,6 +160,33 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     if args.junit:
         write_junit(args.junit, junit_xml(results, problems, seconds=seconds, mode=runner.mode))
+    if args.output == "json":
+        doc = results_document(
+            results, problems, deselected=deselected, seconds=seconds, mode=runner.mode
+        )
+        print(to_json(doc))
+    else:
+        _print_text(results, args, deselected=deselected, problems=len(problems), seconds=seconds)
+    if problems:
+        return EXIT_USAGE
+    if not results:
+        what = f" matches -k {' '.join(args.keywords)}" if args.keywords else " found"
+        raise UsageError(f"no case{what}", command="test")
+    if any(r.status in ("fail", "error") for r in results):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _print_text(
+    results: Sequence[CaseResult],
+    args: argparse.Namespace,
+    *,
+    deselected: int,
+    problems: int,
+    seconds: float,
+) -> None:
+    """The results table, the failure details, golden files written and the closing line."""
+    colour = use_colour(args.colour)
     if results:
         print(results_table(results, colour=colour))
         print()
@@ -165,19 +200,11 @@ def run(args: argparse.Namespace) -> int:
         summary(
             results,
             deselected=deselected,
-            problems=len(problems),
+            problems=problems,
             seconds=seconds,
             colour=colour,
         )
     )
-    if problems:
-        return EXIT_USAGE
-    if not results:
-        what = f" matches -k {' '.join(args.keywords)}" if args.keywords else " found"
-        raise UsageError(f"no case{what}", command="test")
-    if any(r.status in ("fail", "error") for r in results):
-        return EXIT_FAILED
-    return EXIT_OK
 
 
 # The widest the suite, case, expected and got columns grow; longer text is cut. GOT fits

@@ -23,7 +23,7 @@ from tests.support.json_paths import paths, put
 from webhook.admission import Outcome, RequestError, handle
 from webhook.files import load_policy
 from webhook.policy import inventory_from_policy
-from webhook.policy.decision import API_SERVER_VALIDATED_RULES
+from webhook.policy.rules import API_SERVER_VALIDATED_RULES
 
 POLICY = load_policy(None)
 ENGINE: dict[str, Any] = {"policy": POLICY, "inventory": inventory_from_policy(POLICY)}

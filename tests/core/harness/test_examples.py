@@ -10,7 +10,7 @@ import pytest
 from tests.support.harness import SUITES
 from webhook.harness import Case, LocalRunner, Suite, load_suites, run_suites
 from webhook.policy import NODE_SELECTION_MODES, RULES, review
-from webhook.policy.decision import WARNING_RULES
+from webhook.policy.rules import WARNING_RULES
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.core.policy.test_dra import GPU_CLASS_CEL, device_class, slice_
-from tests.core.policy.test_dra import gpu as dra_gpu
-from tests.objects import gpu, pod
+from tests.objects import GPU_CLASS_CEL, device_class, dra_gpu, gpu, pod, resource_slice
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy import inventory_from_nodes, review
@@ -39,7 +37,7 @@ def test_the_devices_a_class_selects_are_a_pool_under_its_extended_resource_name
     found = inventory(
         [node("a"), node("b")],
         [GPU_CLASS],
-        [slice_("a", dra_gpu(0), dra_gpu(1)), slice_("b", dra_gpu(0))],
+        [resource_slice("a", dra_gpu(0), dra_gpu(1)), resource_slice("b", dra_gpu(0))],
     )
     (pool,) = found.pools
     (offer,) = pool.offers
@@ -59,7 +57,7 @@ def test_the_devices_a_class_selects_are_a_pool_under_its_extended_resource_name
 
 def test_a_class_without_an_extended_resource_name_is_no_pool():
     mig = device_class("mig.nvidia.com", "device.attributes['gpu.nvidia.com'].type == 'mig'")
-    found = inventory([node("a")], [mig], [slice_("a", dra_gpu(0))])
+    found = inventory([node("a")], [mig], [resource_slice("a", dra_gpu(0))])
     assert found.pools == ()
 
 
@@ -67,7 +65,7 @@ def test_where_a_device_plugin_serves_the_name_its_dra_devices_do_not_count_and_
     found = inventory(
         [node("both", {"nvidia.com/gpu": "1"}), node("dra")],
         [GPU_CLASS],
-        [slice_("both", dra_gpu(0), dra_gpu(1)), slice_("dra", dra_gpu(0))],
+        [resource_slice("both", dra_gpu(0), dra_gpu(1)), resource_slice("dra", dra_gpu(0))],
     )
     dra_pool = next(p for p in found.pools if p.device_class)
     assert dra_pool.nodes == ("dra",) and dra_pool.offers[0].devices == 1
@@ -77,16 +75,16 @@ def test_where_a_device_plugin_serves_the_name_its_dra_devices_do_not_count_and_
 
 
 def test_devices_every_node_reaches_add_to_each_node():
-    fabric = slice_("x", dra_gpu(5))
+    fabric = resource_slice("x", dra_gpu(5))
     del fabric["spec"]["nodeName"]
     fabric["spec"]["allNodes"] = True
-    found = inventory([node("a")], [GPU_CLASS], [slice_("a", dra_gpu(0)), fabric])
+    found = inventory([node("a")], [GPU_CLASS], [resource_slice("a", dra_gpu(0)), fabric])
     (offer,) = found.pools[0].offers
     assert (offer.devices, offer.most_on_a_node) == (2, 2)
 
 
 def test_a_slice_node_selector_picks_nodes_by_their_labels():
-    rack = slice_("rack", dra_gpu(0), dra_gpu(1))
+    rack = resource_slice("rack", dra_gpu(0), dra_gpu(1))
     del rack["spec"]["nodeName"]
     term = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
     rack["spec"]["nodeSelector"] = {"nodeSelectorTerms": [term]}
@@ -96,7 +94,7 @@ def test_a_slice_node_selector_picks_nodes_by_their_labels():
 
 def test_a_selector_that_does_not_compile_is_a_disagreement_and_selects_nothing():
     broken = device_class("broken", "device.driver ==", extended="nvidia.com/gpu")
-    found = inventory([node("a")], [broken], [slice_("a", dra_gpu(0))])
+    found = inventory([node("a")], [broken], [resource_slice("a", dra_gpu(0))])
     assert found.pools == ()
     assert any("does not compile" in d for d in found.disagreements)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -201,3 +203,45 @@ def test_usage_errors(write_suite: Callable[..., Path], tmp_path: Path) -> None:
     result = cli("test", str(empty))
     assert result.returncode == 2
     assert "no suite files here" in result.stderr
+
+
+def test_json_output_carries_every_case_answer_and_difference(
+    write_suite: Callable[..., Path],
+) -> None:
+    suite = write_suite(BROKEN)
+    result = cli("test", str(suite), "-o", "json")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)  # the document alone on stdout: no table, no closing line
+    assert doc["summary"] | {"seconds": 0} == {
+        "passed": 2,
+        "failed": 1,
+        "skipped": 1,
+        "errors": 0,
+        "deselected": 0,
+        "suiteFileErrors": 0,
+        "seconds": 0,
+    }
+    by_name = {c["case"]: c for c in doc["cases"]}
+    broken = by_name["two-shared-gpus"]
+    assert (broken["status"], broken["line"]) == ("fail", 10)
+    assert broken["got"]["allowed"] is False
+    assert broken["got"]["failed"] == ["gpu-shared-request-above-one"]
+    assert 'container "server" asks for 2 nvidia.com/gpu' in broken["got"]["message"]
+    assert broken["differences"][0]["what"] == "expected allowed, got denied"
+    assert by_name["later"]["skipReason"] == "not written yet"
+    assert by_name["later"]["got"] is None
+
+
+def test_two_json_runs_differ_only_in_their_timings(write_suite: Callable[..., Path]) -> None:
+    suite = write_suite(CASES)
+
+    def without_times() -> Any:
+        doc = json.loads(cli("test", str(suite), "-o", "json").stdout)
+        doc["summary"].pop("seconds")
+        for case in doc["cases"]:
+            case.pop("seconds")
+        return doc
+
+    first = without_times()
+    assert first == without_times()
+    assert [c["status"] for c in first["cases"]] == ["pass", "pass", "pass", "skip"]

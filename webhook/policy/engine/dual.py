@@ -22,7 +22,7 @@ from webhook.policy.allocator import DOES_NOT_FIT, fit_anywhere
 from webhook.policy.decision import Decision, RuleResult
 from webhook.policy.demand import pod_demand
 from webhook.policy.dual import DualNode, dual_published
-from webhook.policy.engine.mutation import MUTABLE, mutated_copy
+from webhook.policy.engine.mutation import MUTABLE, mutated_copy, template_changes
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
 from webhook.policy.patch import diff
@@ -41,15 +41,19 @@ class Guard:
     spec: dict[str, Any] | None = None
     change: str = ""
 
-    def applied(self, decision: Decision, obj: Mapping[str, Any], workload: Workload) -> Decision:
-        """``decision`` with the affinity written in (a Pod: into its mutated copy and patch; a
-        pod template: as a change its pods will get), when the pod is allowed and mutated."""
-        if self.spec is None or not decision.allowed or decision.enforcement == "audit":
+    def _writes(self, decision: Decision) -> bool:
+        # Only an allowed pod is mutated, and nothing is written under enforcement audit.
+        return self.spec is not None and decision.allowed and decision.enforcement != "audit"
+
+    def applied_to_pod(
+        self, decision: Decision, obj: Mapping[str, Any], workload: Workload
+    ) -> Decision:
+        """``decision`` on a Pod with the affinity written into its mutated copy and patch,
+        when the pod is allowed and mutated."""
+        if not self._writes(decision):
             return decision
+        assert self.spec is not None  # _writes says so
         changes = (*decision.changes, self.change)
-        if decision.kind != "Pod":
-            warning = f"pods created from this {decision.kind} will be changed: {self.change}"
-            return replace(decision, changes=changes, warnings=(*decision.warnings, warning))
         base = decision.mutated if decision.mutated is not None else obj
         spec = dict(_spec_at(base, workload))
         spec["affinity"] = self.spec["affinity"]
@@ -59,6 +63,18 @@ class Guard:
             changes=changes,
             mutated=mutated,
             patch=tuple(diff(obj, mutated, within=MUTABLE)),
+        )
+
+    def applied_to_template(self, decision: Decision) -> Decision:
+        """``decision`` on a pod template with the affinity as a change its pods will get,
+        when the template is allowed."""
+        if not self._writes(decision):
+            return decision
+        warning = template_changes(decision.kind, (self.change,))
+        return replace(
+            decision,
+            changes=(*decision.changes, self.change),
+            warnings=(*decision.warnings, warning),
         )
 
 

@@ -33,7 +33,6 @@ from webhook.policy.records import per_review_record
 from webhook.policy.text import shown
 from webhook.policy.workloads import Workload, container_label
 
-ISOLATION_RULES: Final = ("gpu-isolation", "gpu-visible-devices", "gpu-privileged-without-gpu")
 # The kubelet's annotation on the mirror pod of a static pod: the kubelet runs the static pod's
 # own file, so nothing written into the mirror pod reaches a container.
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"

@@ -198,3 +198,8 @@ def mutated_copy(
         metadata["annotations"] = annotations
         node["metadata"] = metadata
     return root
+
+
+def template_changes(kind: str, changes: Sequence[str]) -> str:
+    """The warning on a pod template (never patched) that says what its pods will get."""
+    return f"pods created from this {kind} will be changed: " + "; ".join(changes)

@@ -1,9 +1,10 @@
 """What is reviewed at all: every skip rule, for ``review()`` and for both admission endpoints.
 
 Anything out of scope is allowed untouched, with the reason (the review's ``gpu-policy`` skip
-result, the server's log line). The endpoints ask first, from the request's fields, and
-``review()`` asks again from the object itself; both use :func:`operation_skip`, so a request
-is never judged by one and skipped by the other.
+result, the server's log line). The endpoints ask first, from the request's fields (its kind,
+subresource and operation; a deletion, an unchanged pod template), and ``review()`` decides
+the object's own scope once, as it reads its subject (``subjects.read_subject``); both use
+:func:`operation_skip`, so a request is never judged by one and skipped by the other.
 """
 
 from __future__ import annotations
@@ -57,13 +58,10 @@ def skip_reason(
     operation: str,
     namespace: str | None,
     *,
-    has_pod_spec: bool,
     asks_for_gpu: bool,
     exempt: Container[str | None],
 ) -> str | None:
-    """Why ``review()`` does not judge this object, or None when it does."""
-    if not has_pod_spec:
-        return f"{kind or 'this object'} has no pod spec"
+    """Why ``review()`` does not judge this pod or pod template, or None when it does."""
     if not asks_for_gpu:
         return "asks for no GPU"
     if namespace in exempt:
