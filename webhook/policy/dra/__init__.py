@@ -24,6 +24,7 @@ from webhook.policy.dra.objects import (
     DeviceClass,
     DeviceTaint,
     ResourceSlice,
+    node_slice,
 )
 from webhook.policy.dra.parse import (
     parse_allocation,
@@ -48,6 +49,7 @@ __all__ = [
     "ResourceSlice",
     "Selectors",
     "dra_snapshot",
+    "node_slice",
     "parse_allocation",
     "parse_device_class",
     "parse_resource_slice",

@@ -165,6 +165,24 @@ def _qualified(values: Mapping[str, _V], name: str, driver: str) -> _V | None:
     return None
 
 
+def node_slice(
+    name: str, driver: str, node: str, devices: list[dict[str, Any]], *, generation: int
+) -> dict[str, Any]:
+    """The document of a ResourceSlice named ``name`` that holds the whole pool of ``node``
+    (the pool named after the node, one slice): what a driver publishes for a node's devices."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
 @dataclass(frozen=True)
 class ResourceSlice:
     """One ResourceSlice: its pool (name, generation, number of slices), where its devices
