@@ -18,7 +18,9 @@ peak RSS, then (second run, under tracemalloc) the peak of Python allocations an
 stays allocated afterwards. Then, with ``source`` running: the latency from one node label
 change on the server to the snapshot that shows it, and a relabel of every node (one
 MODIFIED event per node) until the snapshot shows them all, with the number of snapshots
-published meanwhile (the debouncer at work).
+published meanwhile (the debouncer at work). Both latencies run from the moment the API
+server answered the (last) PATCH: the watch event can arrive before that answer, so a figure
+near zero may be negative.
 
     .venv/bin/python bench/kube_inventory.py            # 5,000 nodes, 2,000 GPU pods
     .venv/bin/python bench/kube_inventory.py --nodes 1000 --variants source
