@@ -3,7 +3,8 @@
 One module per kind of thing, each builder once:
 
 * ``pods``: a pod spec's containers (:func:`ctr`, :func:`gpu`), a :func:`pod` as a user writes
-  it, and a :func:`listed_pod` as the API server lists it (status, owner, a sidecar);
+  it (:func:`claim_pod`: one that uses a claim from a template), and a :func:`listed_pod` as
+  the API server lists it (status, owner, a sidecar);
 * ``nodes``: a realistic :func:`gpu_node` as gpu-feature-discovery and the device plugin leave
   it (about 8 KB, :func:`gfd_node` without the bulk), :func:`cluster` of many, a plain
   :func:`node_object` as the kubelet leaves it, :func:`cpu_node`;
@@ -43,7 +44,7 @@ from tests.objects.dra import (
     sharing_config,
 )
 from tests.objects.nodes import PRODUCTS, cluster, cpu_node, gfd_node, gpu_node, node_object
-from tests.objects.pods import NOW, ctr, gpu, listed_pod, pod
+from tests.objects.pods import NOW, claim_pod, ctr, gpu, listed_pod, pod
 from tests.objects.reviews import (
     CASES,
     FIXTURES,
@@ -72,6 +73,7 @@ __all__ = [
     "TIME_SLICING_CONFIG",
     "VERSIONS",
     "allocated_claim",
+    "claim_pod",
     "claim_template",
     "cluster",
     "configmap",

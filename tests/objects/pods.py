@@ -55,6 +55,20 @@ def gpu(n: Any = 1, name: str = "nvidia.com/gpu") -> dict[str, Any]:
     return ctr(limits={name: n})
 
 
+def claim_pod(
+    name: str, template: str, *, namespace: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A Pod whose one container uses the claim ``gpu``, made from the ResourceClaimTemplate
+    ``template``; ``namespace`` None leaves it to the request; ``spec``: more spec fields."""
+    return pod(
+        ctr(resources={"claims": [{"name": "gpu"}]}),
+        name=name,
+        namespace=namespace,
+        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}],
+        **spec,
+    )
+
+
 def listed_pod(
     name: str,
     namespace: str = "ml",

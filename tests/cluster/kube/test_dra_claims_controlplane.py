@@ -31,12 +31,11 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.objects import (
     GPU_CLASS_CEL,
+    claim_pod,
     claim_template,
-    ctr,
     device_class,
     dra_gpu,
     exactly,
-    pod,
     resource_slice,
 )
 from tests.support import gunicorn
@@ -70,16 +69,6 @@ def dra_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Iterato
                 api.delete_resource_slice(slice_["metadata"]["name"])
             with contextlib.suppress(ApiException):
                 api.delete_device_class(klass["metadata"]["name"])
-
-
-def claim_pod(name: str, template: str) -> dict[str, Any]:
-    """A pod whose one container uses the claim made from ``template``."""
-    return pod(
-        ctr(resources={"claims": [{"name": "gpu"}]}),
-        name=name,
-        namespace=None,
-        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}],
-    )
 
 
 def claim_deployment(name: str, template: str) -> dict[str, Any]:

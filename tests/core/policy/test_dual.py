@@ -13,7 +13,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.objects import allocated_claim
+from tests.objects import allocated_claim, claim_pod
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_policy, read_text
 from webhook.policy import review
@@ -35,19 +35,6 @@ def _inventory(mode: str = "avoid", nodes_edit: Any = None) -> tuple[Any, Any]:
     k = dump.by_kind
     dra = DraObjects(k["DeviceClass"], k["ResourceSlice"], (), k["ResourceClaimTemplate"])
     return policy, assemble(policy, nodes=nodes, source="dump", dra=dra)
-
-
-def claim_pod(template: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ml"},
-        "spec": {
-            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            **spec,
-        },
-    }
 
 
 def test_only_the_node_with_both_ledgers_is_dual_published() -> None:
@@ -101,7 +88,9 @@ def test_double_allocation_counts_both_ledgers(
 
 def test_warn_names_the_nodes_and_changes_nothing() -> None:
     policy, inventory = _inventory("warn")
-    decision = review(claim_pod("one-gpu"), policy=policy, inventory=inventory)
+    decision = review(
+        claim_pod("p", namespace="ml", template="one-gpu"), policy=policy, inventory=inventory
+    )
     assert decision.allowed and decision.patch == ()
     assert any("gpu-claim-dual-published" in w and "h100-dual" in w for w in decision.warnings)
 
@@ -126,7 +115,7 @@ def test_avoid_keeps_every_term_off_the_dual_node_and_twice_is_once() -> None:
             }
         }
     }
-    pod = claim_pod("one-gpu", affinity=affinity)
+    pod = claim_pod("p", namespace="ml", template="one-gpu", affinity=affinity)
     decision = review(pod, policy=policy, inventory=inventory)
     assert decision.allowed
     mutated = jsonpatch.apply_patch(pod, list(decision.patch))
@@ -144,7 +133,9 @@ def test_avoid_keeps_every_term_off_the_dual_node_and_twice_is_once() -> None:
 
 def test_avoid_refuses_what_only_the_dual_node_can_serve() -> None:
     policy, inventory = _inventory("avoid")
-    decision = review(claim_pod("two-gpus"), policy=policy, inventory=inventory)
+    decision = review(
+        claim_pod("p", namespace="ml", template="two-gpus"), policy=policy, inventory=inventory
+    )
     assert not decision.allowed
     failed = [r for r in decision.results if r.status == "fail"]
     assert [r.rule for r in failed] == ["gpu-claim-dual-published"]
