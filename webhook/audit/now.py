@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from webhook.policy.allocator import fit
+from webhook.policy.allocator import Fit, Verdict, fit, fit_anywhere
 from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand import Claim, Demand, pod_demand
 from webhook.policy.dra import Allocation, DraSnapshot
@@ -85,19 +85,32 @@ class FitNow:
             allocatable=node.gpus,
         )
 
+    def dra_nodes(self) -> list[NodeView]:
+        """The existing nodes that reach ResourceSlices, as the early checks read nodes."""
+        return [
+            NodeView(g.node_names[0], g.labels, g.taints, g.allocatable)
+            for g in self.groups.values()
+            if g.slices and g.bounds is None
+        ]
+
+    def judged(self, demand: Demand, node: NodeView, usage: Usage = EMPTY) -> Fit:
+        """The allocator's answer for ``demand`` on ``node``."""
+        return fit(
+            demand, self.group(node), self.supply, budget_s=OFFLINE_FIT_BUDGET_S, usage=usage
+        )
+
     def fitting(
         self, demand: Demand, nodes: Sequence[NodeView], usage: Usage = EMPTY
     ) -> list[NodeView]:
         """The ``nodes`` ``demand`` fits on, the cluster empty or as ``usage`` says; a search
         that runs out of time counts as a fit (nothing proven against it)."""
-        return [
-            n
-            for n in nodes
-            if fit(
-                demand, self.group(n), self.supply, budget_s=OFFLINE_FIT_BUDGET_S, usage=usage
-            ).outcome
-            != "does-not-fit"
-        ]
+        return [n for n in nodes if self.judged(demand, n, usage).outcome != "does-not-fit"]
+
+    def ever(self, claims: Sequence[Claim]) -> Verdict:
+        """The webhook's question: can ``claims`` be allocated together on some node group,
+        existing or able to appear, on an empty cluster? (Could they ever be.)"""
+        demand = Demand(label="claims", claims=tuple(claims))
+        return fit_anywhere(demand, self.supply, budget_s=OFFLINE_FIT_BUDGET_S)
 
     def fits_somewhere(self, claims: Sequence[Claim], usage: Usage) -> bool:
         """Can ``claims`` be allocated together on some existing node, with ``usage``?"""

@@ -32,11 +32,12 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from webhook.audit.findings import Ref
+from webhook.audit.extended import dra_too_large, held_by_claims, served_by_dra
+from webhook.audit.findings import Reason, Ref
 from webhook.audit.now import FitNow, gpu_demand
 from webhook.audit.owners import parse_time
 from webhook.audit.requests import pod_requests, scheduler_message
@@ -54,6 +55,7 @@ from webhook.policy.nodes import (
 from webhook.policy.products import base_model
 from webhook.policy.resources import parse_resource
 from webhook.policy.supply import Supply
+from webhook.policy.supply.served import offered as offered_names
 
 __all__ = [
     "HOLDERS_SHOWN",
@@ -70,17 +72,6 @@ HOLDERS_SHOWN = 5
 NODES_SHOWN = 5
 # The pod spec fields the scheduler's GPU-relevant filters read (with the requests).
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
-
-
-@dataclass(frozen=True, slots=True)
-class Reason:
-    """One cause of a stuck pod: a code, what is wrong, what to do, and details for reports."""
-
-    code: str
-    message: str
-    fix: str
-    details: Mapping[str, str] = field(default_factory=dict)
-    nodes: tuple[str, ...] = ()  # the full nodes, for the node capacity findings
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,14 +171,19 @@ class Capacity:
         return found
 
     def _diagnose(self, spec: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
-        missing = [r for r in requests if r not in self._offering]
+        # Names a DeviceClass serves where no node's device plugin does: the allocator's.
+        served = served_by_dra(requests, self.fit_now.supply, self._offering)
+        plugin = {r: n for r, n in requests.items() if r not in served}
+        missing = [r for r in plugin if r not in self._offering]
         if missing:
             return [self._not_offered(r, spec) for r in missing]
-        # The nodes that offer the scarcest of the requested resources, then the others.
-        first = min(requests, key=lambda r: len(self._offering[r]))
-        offering = [n for n in self._offering[first] if all(r in n.gpus for r in requests)]
-        if not offering:
-            return [self._not_together(requests)]
+        offering = self.fit_now.dra_nodes() if served else []
+        if plugin:
+            # The nodes that offer the scarcest of the requested resources, then the others.
+            first = min(plugin, key=lambda r: len(self._offering[r]))
+            offering = [n for n in self._offering[first] if all(r in n.gpus for r in plugin)]
+            if not offering:
+                return [self._not_together(plugin)]
         selector, affinity = spec.get("nodeSelector"), spec.get("affinity")
         selected = [
             n
@@ -206,8 +202,12 @@ class Capacity:
         demand = gpu_demand(spec, requests)
         could = self.fit_now.fitting(demand, admitted)
         if not could:
+            if served:
+                return [*reasons, dra_too_large(self.fit_now, demand, admitted)]
             return [*reasons, *self._too_large(requests, admitted)]
         fitting = self.fit_now.fitting(demand, could, self.fit_now.usage(self.held))
+        if not fitting and served:
+            return [*reasons, held_by_claims(served, self.fit_now.supply)]
         if not fitting:
             # The holders it waits for are those of the nodes it could run on.
             return [*reasons, self._full(requests, could)]
@@ -267,7 +267,7 @@ class Capacity:
                 "selects and the resource it asks for (docs/autoscaling.md)",
                 {"resource": resource, "pools": _listed(pools)},
             )
-        offered = self.inventory.summary()
+        offered = offered_names(self.inventory)
         if form is None:
             fix = f"ask for one of the offered names: {resource} is no name the device plugin uses"
         elif form.profile:
@@ -473,8 +473,12 @@ class Capacity:
         )
 
     def _elsewhere(self, requests: Mapping[str, int], fitting: list[NodeView]) -> Reason:
+        # A name DRA serves is counted in devices the allocator found free, not in slots.
         free = [
-            f"{n.name}: " + ", ".join(f"{self.free(n, r)} {r} free" for r in requests)
+            f"{n.name}: "
+            + ", ".join(
+                f"{self.free(n, r) if r in n.gpus else 'devices'} {r} free" for r in requests
+            )
             for n in fitting[:NODES_SHOWN]
         ]
         more = f" and {len(fitting) - NODES_SHOWN} more" if len(fitting) > NODES_SHOWN else ""

@@ -98,8 +98,9 @@ def test_a_template_asking_for_more_than_exists() -> None:
     finding = _stuck(result)
     assert finding.result == "fail"
     assert finding.reasons == ("claim-unsatisfiable",)
-    assert "3 devices of class gpu.nvidia.com" in finding.message
-    assert "no node has more than 2 matching devices" in finding.message
+    # The allocator's answer on an empty cluster: the webhook's, in the scheduler's terms.
+    assert "request gpu asks for 3 device(s) of class gpu.nvidia.com" in finding.message
+    assert "node group node a100-1 has 2 such device(s)" in finding.message
     assert "cannot allocate all claims" in (finding.scheduler or "")
     assert result.exit_status() == 1
 

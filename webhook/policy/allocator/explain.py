@@ -127,6 +127,8 @@ def _failing_constraint(claims: Sequence[Claim], where: _Where) -> str | None:
     for claim in claims:
         if not claim.constraints:
             continue
+        if _allocates((claim,), where):
+            continue  # Alone, with its constraints, it fits: they are not at fault.
         if not _allocates((replace(claim, constraints=()),), where):
             continue
         for constraint in claim.constraints:

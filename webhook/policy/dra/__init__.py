@@ -24,6 +24,7 @@ from webhook.policy.dra.objects import (
     DeviceClass,
     DeviceTaint,
     ResourceSlice,
+    dra_product,
     node_slice,
 )
 from webhook.policy.dra.parse import (
@@ -48,6 +49,7 @@ __all__ = [
     "DraSnapshot",
     "ResourceSlice",
     "Selectors",
+    "dra_product",
     "dra_snapshot",
     "node_slice",
     "parse_allocation",

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import semver
 
+from webhook.policy.products import sanitise_model
+
 API_GROUP = "resource.k8s.io"
 API_VERSION = "resource.k8s.io/v1"
 # KEP-5004: every DeviceClass serves this extended resource name, besides its own
@@ -201,3 +203,12 @@ class ResourceSlice:
     per_device_node_selection: bool
     shared_counters: tuple[CounterSet, ...]
     devices: tuple[Device, ...]
+
+
+def dra_product(device: Device) -> tuple[str | None, str | None]:
+    """(GPU model as GFD spells it, MIG profile) of a device the NVIDIA DRA driver publishes
+    (docs/dra.md, "Device attributes"): ``productName``, and ``profile`` for ``type: mig``."""
+    name = device.attribute("productName")
+    model = sanitise_model(name) if isinstance(name, str) and name else None
+    profile = device.attribute("profile") if device.attribute("type") == "mig" else None
+    return model, profile if isinstance(profile, str) else None

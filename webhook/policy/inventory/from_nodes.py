@@ -2,8 +2,7 @@
 
 ``status.allocatable`` is the truth about resource names and slots, GFD labels the truth about
 products (docs/device-plugin.md, "GFD labels"); disagreements between the two are recorded, not
-hidden. Nodes of one shape become one pool; the pools that can appear and the DRA pools are
-added beside them.
+hidden. Nodes of one shape become one pool; the pools that can appear are added beside them.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from typing import Any
 
 from webhook.policy.dra import DraSnapshot
 from webhook.policy.inventory.declared import autoscaled_pools, with_pools_that_can_appear
-from webhook.policy.inventory.dra_pools import dra_pools
 from webhook.policy.inventory.model import Inventory, Offer, Pool
 from webhook.policy.model import Policy
 from webhook.policy.nodes import GpuNodes, node_views
@@ -259,10 +257,10 @@ def inventory_from_nodes(
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
     Nodes without any ``nvidia.com/`` GPU resource in ``status.allocatable`` are not pools.
-    With ``dra``, the devices its DeviceClasses select are pools too, under the extended
-    resource names the classes serve (:func:`dra_pools`). The policy's autoscaled pools, then
-    ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools at zero,
-    unless the nodes already form them. ``notes`` (what those objects keep the autoscaler
+    ``dra``, the DRA side, is kept beside the pools (``Inventory.dra``); its devices are no
+    pools (``webhook.policy.supply.served`` says what they serve). The policy's autoscaled
+    pools, then ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools
+    at zero, unless the nodes already form them. ``notes`` (what those objects keep the autoscaler
     from doing) join the disagreements.
     """
     nodes = list(nodes)
@@ -296,9 +294,8 @@ def inventory_from_nodes(
             )
         )
     if dra is not None:
-        found_pools, found_problems = dra_pools(dra, nodes)
-        pools += found_pools
-        problems += found_problems
+        # DRA's devices are no pools of nodes: the supply holds them (supply/assemble.py).
+        problems += dra.problems
         source += f" + DRA: {len(dra.devices)} devices in ResourceSlices"
     everything, origins = with_pools_that_can_appear(
         pools, (*autoscaled_pools(policy), *can_appear)

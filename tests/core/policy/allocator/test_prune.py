@@ -48,6 +48,34 @@ def two(name: str, count: int, **fields: Any) -> dict[str, Any]:
     return w.exactly(name, "gpu.nvidia.com", count, **fields)
 
 
+WHOLE = 'device.attributes["gpu.nvidia.com"].type == "gpu"'
+PART = 'device.attributes["gpu.nvidia.com"].type == "mig"'
+
+
+def partitionable(gpus: int) -> list[dict[str, Any]]:
+    """``gpus`` partitionable GPUs as NVIDIA's driver publishes them: each a whole device
+    and two halves (MIG devices), all consuming one counter set of 40Gi of memory."""
+    counters, devices = [], []
+    for g in range(gpus):
+        counters.append({"name": f"gpu-{g}", "counters": {"memory": {"value": "40Gi"}}})
+
+        def takes(memory: str, g: int = g) -> list[dict[str, Any]]:
+            return [{"counterSet": f"gpu-{g}", "counters": {"memory": {"value": memory}}}]
+
+        devices.append(w.device(f"gpu-{g}", {"type": "gpu"}, consumesCounters=takes("40Gi")))
+        for half in range(2):
+            devices.append(
+                w.device(f"gpu-{g}-mig-{half}", {"type": "mig"}, consumesCounters=takes("20Gi"))
+            )
+    out = [
+        w.resource_slice("parts-c", "parts", [], nodeName="n", sharedCounters=counters),
+        w.resource_slice("parts-d", "parts", devices, nodeName="n"),
+    ]
+    for found in out:  # one pool of two slices: the API server takes no counters with devices
+        found["spec"]["pool"]["resourceSliceCount"] = 2
+    return out
+
+
 TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
 
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
@@ -131,6 +159,33 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 two("b", 1, selectors=[PRODUCT]),
             ),
             without_product_on(3, 8),
+        ],
+        NOT,
+        "",
+    ),
+    # Rule 4: the only whole GPUs, taken whole, use up the counters of every MIG device.
+    "whole GPUs and a MIG device of them": (
+        [
+            w.pod("p", {}, claims=["c", "d"]),
+            w.claim("c", two("gpu", 2, selectors=[WHOLE])),
+            w.claim("d", two("mig", 1, selectors=[PART])),
+            *partitionable(2),
+        ],
+        NOT,
+        "",
+    ),
+    "a whole GPU and the MIG devices of the other": (
+        [
+            w.claim("c", two("gpu", 1, selectors=[WHOLE]), two("mig", 2, selectors=[PART])),
+            *partitionable(2),
+        ],
+        FITS,
+        "",
+    ),
+    "a whole GPU and MIG devices of both": (
+        [
+            w.claim("c", two("gpu", 1, selectors=[WHOLE]), two("mig", 3, selectors=[PART])),
+            *partitionable(2),
         ],
         NOT,
         "",
@@ -242,6 +297,10 @@ def _random_slices(rng: random.Random) -> list[dict[str, Any]]:
             )
             for i in range(rng.randint(1, 4))
         ]
+        if rng.random() < 0.5:
+            # The whole GPU the parts are cut from: taken, it uses up their counters.
+            whole = {"counterSet": "gpu-0", "counters": memory}
+            parts.append(w.device("p-whole", {"productName": "H100"}, consumesCounters=[whole]))
         shared = w.resource_slice("parts-c", "parts", [], nodeName="n", sharedCounters=counters)
         out += [
             _pool(w.resource_slice("parts-d", "parts", parts, nodeName="n"), 2),
