@@ -193,7 +193,7 @@ def as_json(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str
             "pools": [asdict(r) for r in found],
             "total_slots": sum(r.slots or 0 for r in found),
             "summary": total_line(found),
-            "disagreements": list(inventory.disagreements),
+            "disagreements": [str(d) for d in inventory.disagreements],
             "deviceClasses": dra_classes(inventory),
         }
     )

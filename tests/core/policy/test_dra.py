@@ -197,7 +197,7 @@ def test_a_class_whose_selector_does_not_compile_selects_nothing_and_says_so():
     devices, problems = snapshot.class_devices("broken")
     assert devices == ()
     assert len(problems) == 1 and "does not compile" in problems[0]
-    assert problems[0] in snapshot.problems
+    assert problems[0] in map(str, snapshot.problems)
 
 
 def test_each_expression_is_compiled_once(snapshot, monkeypatch):
@@ -232,7 +232,7 @@ def test_the_newest_class_serves_a_shared_extended_resource_name_and_the_clash_i
         [],
     )
     assert snapshot.class_for_resource("nvidia.com/gpu").name == "new"
-    assert any("old and new both serve nvidia.com/gpu" in p for p in snapshot.problems)
+    assert any("old and new both serve nvidia.com/gpu" in str(p) for p in snapshot.problems)
 
 
 def test_only_the_newest_generation_of_a_pool_counts_and_an_incomplete_pool_is_reported():
@@ -244,7 +244,7 @@ def test_only_the_newest_generation_of_a_pool_counts_and_an_incomplete_pool_is_r
         ],
     )
     assert [(d.slice, d.name) for d in snapshot.devices] == [("new", "gpu-0")]
-    assert any("1 of its 2 ResourceSlices" in p for p in snapshot.problems)
+    assert any("1 of its 2 ResourceSlices" in str(p) for p in snapshot.problems)
 
 
 def test_devices_say_where_they_can_be_used():
@@ -321,9 +321,10 @@ def test_consumable_capacity_and_multiple_allocations_are_read():
     assert memory.value == 80 * 2**30 and memory.default == 10 * 2**30
     assert memory.valid_range == (2**30, None, 2**30)
     assert device.attribute("type") == "gpu"
-    assert problems == [
+    assert [str(p) for p in problems] == [
         "ResourceSlice s: device gpu-0: attribute broken has no value this webhook can read"
     ]
+    assert (problems[0].source, problems[0].field) == ("ResourceSlice s", "device gpu-0")
 
 
 def test_a_claim_allocation_names_its_devices_and_consumers():

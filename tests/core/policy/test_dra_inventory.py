@@ -69,7 +69,7 @@ def test_where_a_device_plugin_serves_the_name_too_it_is_reported():
         [GPU_CLASS],
         [resource_slice("both", dra_gpu(0), dra_gpu(1)), resource_slice("dra", dra_gpu(0))],
     )
-    (problem,) = found.disagreements
+    (problem,) = map(str, found.disagreements)
     assert problem.startswith("node both: nvidia.com/gpu comes from its device plugin")
     assert "(DeviceClass gpu.nvidia.com, 2 devices)" in problem
     assert "serves it from the device plugin alone there" in problem
@@ -80,7 +80,7 @@ def test_devices_every_node_reaches_count_on_each_node_that_has_the_plugin_too()
     del fabric["spec"]["nodeName"]
     fabric["spec"]["allNodes"] = True
     found = inventory([node("a", {"nvidia.com/gpu": "1"})], [GPU_CLASS], [fabric])
-    (problem,) = found.disagreements
+    (problem,) = map(str, found.disagreements)
     assert "(DeviceClass gpu.nvidia.com, 1 devices)" in problem
 
 
@@ -93,7 +93,7 @@ def test_a_slice_node_selector_reaches_nodes_by_their_labels():
     found = inventory(
         [node("in", plugin, rack="r1"), node("out", plugin, rack="r2")], [GPU_CLASS], [rack]
     )
-    (problem,) = found.disagreements
+    (problem,) = map(str, found.disagreements)
     assert problem.startswith("node in:")
 
 
@@ -102,7 +102,7 @@ def test_a_selector_that_does_not_compile_is_a_disagreement_and_selects_nothing(
     found = inventory([node("a")], [broken], [resource_slice("a", dra_gpu(0))])
     through = served(found, "nvidia.com/gpu")
     assert through is not None and through.kinds == ()
-    assert any("does not compile" in d for d in found.disagreements)
+    assert any("does not compile" in str(d) for d in found.disagreements)
 
 
 def test_a_product_the_devices_are_not_is_refused_with_what_they_are():

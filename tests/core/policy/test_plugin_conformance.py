@@ -1097,7 +1097,7 @@ def test_a_node_advertising_mps_past_the_limit_is_a_disagreement(
     node = gpu_node("n1", gpus=1, replicas=replicas, extra_labels=labels, heavy=False)
     policy = parse_policy({"version": "v1"}, source="cfg")
     inventory = inventory_from_nodes([node], policy, source="nodes")
-    found = [d for d in inventory.disagreements if "MPS control daemon accepts at most" in d]
+    found = [d for d in inventory.disagreements if "MPS control daemon accepts at most" in str(d)]
     assert bool(found) == reported, inventory.disagreements
 
 

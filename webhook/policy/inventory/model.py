@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from webhook.policy.dra import DraSnapshot
+from webhook.policy.errors import Diagnostic
 from webhook.policy.nodes import GpuNodes
 from webhook.policy.products import (
     base_model,
@@ -192,7 +193,7 @@ class Inventory:
 
     pools: tuple[Pool, ...]
     source: str
-    disagreements: tuple[str, ...] = ()
+    disagreements: tuple[Diagnostic, ...] = ()
     # Which pods can be placed on a GPU node (docs/isolation.md): the GPU nodes' names, labels
     # and taints, or, without Node objects, the taints the policy's tolerations are for.
     gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from webhook.policy.dra import Device, DraSnapshot, dra_product
+from webhook.policy.errors import Diagnostic, warning
 from webhook.policy.inventory import Inventory, describe_pair
 from webhook.policy.nodes import node_selector_matches
 from webhook.policy.products import model_key, product_value
@@ -122,11 +123,11 @@ def _reaches(device: Device, group: NodeGroup) -> bool:
     )
 
 
-def two_sources(groups: Sequence[NodeGroup], dra: DraSnapshot) -> list[str]:
+def two_sources(groups: Sequence[NodeGroup], dra: DraSnapshot) -> list[Diagnostic]:
     """The nodes whose ``status.allocatable`` has a name a DeviceClass also serves with devices
     the node reaches: there the scheduler serves the name from the device plugin alone
     (docs/dra.md, "KEP-5004"), and the class's devices wait for claims."""
-    problems = []
+    problems: list[Diagnostic] = []
     for resource in sorted(dra.extended):
         device_class = dra.class_for_resource(resource)
         if device_class is None or parse_resource(resource) is None:
@@ -141,10 +142,12 @@ def two_sources(groups: Sequence[NodeGroup], dra: DraSnapshot) -> list[str]:
             if not count:
                 continue
             problems.append(
-                f"node {group.node}: {resource} comes from its device plugin (allocatable "
-                f"{raw}) and from DRA (DeviceClass {device_class.name}, {count} devices): the "
-                "scheduler serves it from the device plugin alone there; give each name one "
-                "source: stop the device plugin on the node, or drop extendedResourceName "
-                "from the class"
+                warning(
+                    f"node {group.node}",
+                    f"{resource} comes from its device plugin (allocatable {raw}) and from DRA "
+                    f"(DeviceClass {device_class.name}, {count} devices): the scheduler serves "
+                    "it from the device plugin alone there; give each name one source: stop "
+                    "the device plugin on the node, or drop extendedResourceName from the class",
+                )
             )
     return problems

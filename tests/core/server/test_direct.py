@@ -1,11 +1,13 @@
-"""The lean dispatch of POST /mutate and /validate answers exactly as Flask's own path does.
+"""Reviews the worker reads itself are answered exactly as Flask answers them.
 
-``create_app`` installs ``webhook.server.app.LeanReviews`` as ``app.wsgi_app``; Flask's own
-WSGI callable stays behind it as ``app.wsgi_app.flask``. Each request below goes through both
-(the same app, a fresh environ each time) and must get the same status line, headers and body,
-move the same Prometheus series by the same amounts, and log the same lines (the review line's
-``ms=`` aside). The table also says which requests the lean path answers itself, so a change
-that sent every review back through Flask would fail here too.
+``webhook.server.worker`` reads a ``POST /mutate`` or ``/validate`` from the request's bytes
+(``webhook.server.direct.read_review_head``) and answers it through the app's
+``DirectReviews``; every other request goes to the Flask app. Each request below is sent both
+ways (the same app; its bytes to the direct path, a fresh WSGI environ of the same request to
+Flask) and must get the same status line, headers and body, move the same Prometheus series by
+the same amounts, and log the same lines (the review line's ``ms=`` aside). The table also says
+which requests the direct path reads, so a change that sent every review to Flask, or read a
+request gunicorn would read otherwise, fails here too.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from tests.objects import load, pod_spec, review, with_gpu, workload
 from webhook.admission import handler as handler_module
 from webhook.server import Settings, create_app, metrics
 from webhook.server import app as app_module
-from webhook.server.app import LeanReviews
+from webhook.server.app import DirectReviews, direct_reviews
+from webhook.server.direct import read_review_head
 
 JSON = "application/json"
 LIMIT = 20_000  # max_body_bytes of the app under test: the captured reviews fit, 413 is cheap
@@ -50,14 +53,14 @@ TWO_GPU_DEPLOYMENT = _json(review(workload("Deployment", spec=pod_spec(2))))
 
 @dataclass(frozen=True)
 class Case:
-    """One request: what is sent, and whether the lean path answers it without Flask."""
+    """One request: what is sent, and whether the direct path reads it (not Flask)."""
 
     id: str
     method: str
     path: str
     body: bytes = b""
     content_type: str | None = JSON
-    lean: bool = True
+    direct: bool = True
     query: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     environ: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +84,20 @@ class Case:
         if "Transfer-Encoding" in self.headers:
             environ.pop("CONTENT_LENGTH", None)
         return environ
+
+    def raw(self) -> bytes:
+        """The same request's bytes, as the worker gathers them."""
+        target = self.path + (f"?{self.query}" if self.query else "")
+        lines = [f"{self.method} {target} HTTP/1.1", "Host: 127.0.0.1:8443"]
+        if self.content_type is not None:
+            lines.append(f"Content-Type: {self.content_type}")
+        lines.extend(f"{name}: {value}" for name, value in self.headers.items())
+        body = self.body
+        if "Transfer-Encoding" in self.headers:
+            body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
+        else:
+            lines.append(f"Content-Length: {len(body) if self.length is None else self.length}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
 CHUNKED = {"Transfer-Encoding": "chunked"}
@@ -111,9 +128,17 @@ CASES = [
     Case("json-x", "POST", "/validate", GPU_POD, content_type="application/jsonx"),
     # Werkzeug refuses a Content-Length over the limit plus one unread; webhook.admission
     # refuses the one byte over the limit that Werkzeug lets through.
-    Case("too-large", "POST", "/mutate", b" " * (LIMIT + 2)),
-    Case("too-large-gunicorn", "POST", "/validate", b" " * (LIMIT + 2), environ=TERMINATED),
-    Case("one-byte-over", "POST", "/mutate", b" " * (LIMIT + 1)),
+    # A body over the limit is left to Flask (413 after reading it).
+    Case("too-large", "POST", "/mutate", b" " * (LIMIT + 2), direct=False),
+    Case(
+        "too-large-gunicorn",
+        "POST",
+        "/validate",
+        b" " * (LIMIT + 2),
+        environ=TERMINATED,
+        direct=False,
+    ),
+    Case("one-byte-over", "POST", "/mutate", b" " * (LIMIT + 1), direct=False),
     Case("at-the-limit", "POST", "/mutate", b" " * LIMIT),
     Case(
         "streamed-too-large",
@@ -122,20 +147,31 @@ CASES = [
         b" " * (LIMIT + 10),
         headers=CHUNKED,
         environ=TERMINATED,
+        direct=False,
     ),
-    Case("streamed-small", "POST", "/mutate", GPU_POD, headers=CHUNKED, environ=TERMINATED),
-    Case("body-cut-short", "POST", "/mutate", GPU_POD[:100], length=len(GPU_POD)),
-    Case("bad-content-length", "POST", "/mutate", GPU_POD, length=-5),
-    Case("get-mutate", "GET", "/mutate", lean=False),
-    Case("head-mutate", "HEAD", "/mutate", lean=False),
-    Case("options-validate", "OPTIONS", "/validate", lean=False),
-    Case("put-validate", "PUT", "/validate", GPU_POD, lean=False),
-    Case("lower-case-post", "post", "/mutate", GPU_POD, lean=False),
-    Case("trailing-slash", "POST", "/mutate/", GPU_POD, lean=False),
-    Case("double-slash", "POST", "//mutate", GPU_POD, lean=False),
-    Case("upper-case-path", "POST", "/MUTATE", GPU_POD, lean=False),
-    Case("healthz", "GET", "/healthz", lean=False),
-    Case("post-healthz", "POST", "/healthz", GPU_POD, lean=False),
+    Case(
+        "streamed-small",
+        "POST",
+        "/mutate",
+        GPU_POD,
+        headers=CHUNKED,
+        environ=TERMINATED,
+        direct=False,
+    ),
+    Case("body-cut-short", "POST", "/mutate", GPU_POD[:100], length=len(GPU_POD), direct=False),
+    Case("bad-content-length", "POST", "/mutate", GPU_POD, length=-5, direct=False),
+    Case("expect", "POST", "/mutate", GPU_POD, headers={"Expect": "100-continue"}, direct=False),
+    Case("connection-close", "POST", "/validate", GPU_POD, headers={"Connection": "close"}),
+    Case("get-mutate", "GET", "/mutate", direct=False),
+    Case("head-mutate", "HEAD", "/mutate", direct=False),
+    Case("options-validate", "OPTIONS", "/validate", direct=False),
+    Case("put-validate", "PUT", "/validate", GPU_POD, direct=False),
+    Case("lower-case-post", "post", "/mutate", GPU_POD, direct=False),
+    Case("trailing-slash", "POST", "/mutate/", GPU_POD, direct=False),
+    Case("double-slash", "POST", "//mutate", GPU_POD, direct=False),
+    Case("upper-case-path", "POST", "/MUTATE", GPU_POD, direct=False),
+    Case("healthz", "GET", "/healthz", direct=False),
+    Case("post-healthz", "POST", "/healthz", GPU_POD, direct=False),
 ]
 
 
@@ -148,7 +184,6 @@ class Seen:
     body: bytes
     metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float]
     logs: list[tuple[str, int, str]]
-    through_flask: bool
 
 
 def _samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -173,50 +208,45 @@ def _logs(records: list[logging.LogRecord]) -> list[tuple[str, int, str]]:
 
 
 class Through:
-    """Calls the app's lean dispatch, or Flask's own WSGI callable behind it."""
+    """Answers a request through the direct path, or through the Flask app."""
 
     def __init__(self, app: Flask) -> None:
-        lean = app.wsgi_app
-        assert isinstance(lean, LeanReviews)
-        self.lean = lean
-        self.flask = lean.flask
-        self.flask_calls = 0
-        lean.flask = self._counted
+        direct = direct_reviews(app)
+        assert isinstance(direct, DirectReviews)
+        self.direct = direct
+        self.flask = app.wsgi_app
 
-    def _counted(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        self.flask_calls += 1
-        return self.flask(environ, start_response)
-
-    def run(self, case: Case, *, lean: bool, caplog: pytest.LogCaptureFixture) -> Seen:
-        """Send ``case`` through one path and record what it did."""
+    def run(self, case: Case, *, direct: bool, caplog: pytest.LogCaptureFixture) -> Seen | None:
+        """Send ``case`` through one path and record what it did; None when the direct path
+        does not read it."""
         before = _samples()
-        calls = self.flask_calls
         caplog.clear()
-        started: list[tuple[str, list[tuple[str, str]]]] = []
+        if direct:
+            head = read_review_head(case.raw(), self.direct.paths, LIMIT)
+            if head is None:
+                return None
+            with caplog.at_level(logging.INFO):
+                status, headers, body = self.direct.answer(head.path, head.content_type, head.body)
+        else:
+            started: list[tuple[str, list[tuple[str, str]]]] = []
 
-        def start_response(status: str, headers: list[tuple[str, str]], exc: Any = None) -> None:
-            started.append((status, list(headers)))
+            def start_response(
+                status: str, headers: list[tuple[str, str]], exc: Any = None
+            ) -> None:
+                started.append((status, list(headers)))
 
-        target = self.lean if lean else self.flask
-        with caplog.at_level(logging.INFO):
-            chunks = target(case.make_environ(), start_response)
-            try:
-                body = b"".join(chunks)
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+            with caplog.at_level(logging.INFO):
+                chunks = self.flask(case.make_environ(), start_response)
+                try:
+                    body = b"".join(chunks)
+                finally:
+                    close = getattr(chunks, "close", None)
+                    if close is not None:
+                        close()
+            ((status, headers),) = started
         after = _samples()
         moved = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
-        ((status, headers),) = started
-        return Seen(
-            status,
-            headers,
-            body,
-            moved,
-            _logs(caplog.records),
-            self.flask_calls > calls,
-        )
+        return Seen(status, headers, body, moved, _logs(caplog.records))
 
 
 @pytest.fixture(scope="module")
@@ -224,30 +254,32 @@ def through() -> Through:
     return Through(create_app(Settings(max_body_bytes=LIMIT)))
 
 
-def assert_same(flask: Seen, lean: Seen) -> None:
-    assert lean.status == flask.status
-    assert lean.headers == flask.headers
-    assert lean.body == flask.body
-    assert lean.metrics == flask.metrics
-    assert lean.logs == flask.logs
+def assert_same(flask: Seen | None, direct: Seen | None) -> None:
+    assert flask is not None
+    assert direct is not None
+    assert direct.status == flask.status
+    assert direct.headers == flask.headers
+    assert direct.body == flask.body
+    assert direct.metrics == flask.metrics
+    assert direct.logs == flask.logs
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_lean_path_answers_as_flask_does(
+def test_direct_path_answers_as_flask_does(
     through: Through, case: Case, caplog: pytest.LogCaptureFixture
 ) -> None:
-    flask = through.run(case, lean=False, caplog=caplog)
-    lean = through.run(case, lean=True, caplog=caplog)
-    assert_same(flask, lean)
-    assert lean.through_flask is not case.lean
+    direct = through.run(case, direct=True, caplog=caplog)
+    assert (direct is not None) is case.direct
+    if case.direct:
+        assert_same(through.run(case, direct=False, caplog=caplog), direct)
 
 
 def test_the_table_covers_every_kind_of_answer(
     through: Through, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The comparisons above would prove little if the requests all got the same answer.
-    statuses = {through.run(c, lean=True, caplog=caplog).status for c in CASES if c.lean}
-    assert {s.split()[0] for s in statuses} == {"200", "400", "413", "415"}
+    seen = [through.run(c, direct=True, caplog=caplog) for c in CASES if c.direct]
+    assert {s.status.split()[0] for s in seen if s is not None} == {"200", "400", "415"}
 
 
 @pytest.fixture
@@ -275,13 +307,14 @@ def test_bugs_are_answered_as_flask_does(
 ) -> None:
     broken(where)
     case = Case(f"{where}-bug", "POST", path, GPU_POD)
-    flask = through.run(case, lean=False, caplog=caplog)
-    lean = through.run(case, lean=True, caplog=caplog)
-    assert_same(flask, lean)
-    assert lean.status.startswith("500 ")
-    assert b"Traceback" not in lean.body
+    flask = through.run(case, direct=False, caplog=caplog)
+    direct = through.run(case, direct=True, caplog=caplog)
+    assert_same(flask, direct)
+    assert direct is not None
+    assert direct.status.startswith("500 ")
+    assert b"Traceback" not in direct.body
     assert any(
-        level == logging.ERROR and "[ZeroDivisionError]" in text for _, level, text in lean.logs
+        level == logging.ERROR and "[ZeroDivisionError]" in text for _, level, text in direct.logs
     )
 
 
@@ -306,6 +339,34 @@ requests = st.builds(
 def test_generated_requests_are_answered_as_flask_does(
     through: Through, case: Case, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert_same(
-        through.run(case, lean=False, caplog=caplog), through.run(case, lean=True, caplog=caplog)
-    )
+    direct = through.run(case, direct=True, caplog=caplog)
+    if direct is not None:
+        assert_same(through.run(case, direct=False, caplog=caplog), direct)
+
+
+_HEAD = (
+    b"POST /mutate?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"HTTP/1.1", b"HTTP/1.0"),
+        (b"POST /mutate", b"POST  /mutate"),
+        (b"Host: 127.0.0.1", b"Host: 127.0.0.1\r\n folded"),
+        (b"Host: 127.0.0.1", b"Ho st: 127.0.0.1"),
+        (b"Host: 127.0.0.1", b"Host: 127.0.0.1\x00"),
+        (b"Host: 127.0.0.1", b"X_Forwarded: 1"),
+        (b"Host: 127.0.0.1", b"Upgrade: h2c"),
+        (b"Content-Length: 2", b"Content-Length: 2\r\nContent-Length: 2"),
+        (b"Content-Length: 2", b"Content-Length: " + b"0" * 5000 + b"2"),
+        (b"Content-Type: application/json", b"Content-Type: a\r\nContent-Type: b"),
+        (b"{}", b"{}GET / HTTP/1.1\r\n\r\n"),  # a pipelined next request
+        (b"?timeout=10s", b"?t=\x7f"),
+    ],
+)
+def test_the_head_reader_leaves_anything_unusual_to_gunicorn(old: bytes, new: bytes) -> None:
+    assert read_review_head(_HEAD, {"/mutate"}, LIMIT) is not None
+    assert read_review_head(_HEAD.replace(old, new), {"/mutate"}, LIMIT) is None
