@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.builders import claim_template, dra_gpu, exactly, resource_slice  # noqa: E402
+from tests.objects import claim_template, dra_gpu, exactly, resource_slice  # noqa: E402
 from webhook.files import cluster_from_text, kubernetes_objects, load_policy, read_text  # noqa: E402
 from webhook.planning.migrate import make_migration  # noqa: E402
 from webhook.policy import review  # noqa: E402

@@ -29,8 +29,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import (
+from tests.objects import (
     GPU_CLASS_CEL,
+    claim_pod,
     claim_template,
     device_class,
     dra_gpu,
@@ -68,21 +69,6 @@ def dra_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Iterato
                 api.delete_resource_slice(slice_["metadata"]["name"])
             with contextlib.suppress(ApiException):
                 api.delete_device_class(klass["metadata"]["name"])
-
-
-def claim_pod(name: str, template: str) -> dict[str, Any]:
-    """A pod whose one container uses the claim made from ``template``."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-        },
-    }
 
 
 def claim_deployment(name: str, template: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.core.audit.objects import NOW
+from tests.objects import NOW
 from webhook.audit import Collector, audit
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, assemble

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import gpu, pod
+from tests.objects import gpu, pod
 from tests.support.paths import REPO
 from webhook.contract import PRODUCT_ANNOTATION
 from webhook.files import load_policy

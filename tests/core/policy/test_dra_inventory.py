@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.builders import gpu, pod
-from tests.core.policy.test_dra import GPU_CLASS_CEL, device_class, slice_
-from tests.core.policy.test_dra import gpu as dra_gpu
+from tests.objects import GPU_CLASS_CEL, device_class, dra_gpu, gpu, pod, resource_slice
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy import review
@@ -46,7 +44,7 @@ def test_dra_devices_are_no_pool_of_nodes_but_what_a_class_serves():
     found = inventory(
         [node("a"), node("b")],
         [GPU_CLASS],
-        [slice_("a", dra_gpu(0), dra_gpu(1)), slice_("b", dra_gpu(0))],
+        [resource_slice("a", dra_gpu(0), dra_gpu(1)), resource_slice("b", dra_gpu(0))],
     )
     assert found.pools == ()
     through = served(found, "nvidia.com/gpu")
@@ -60,7 +58,7 @@ def test_dra_devices_are_no_pool_of_nodes_but_what_a_class_serves():
 
 def test_a_class_without_an_extended_resource_name_serves_no_name():
     mig = device_class("mig.nvidia.com", "device.attributes['gpu.nvidia.com'].type == 'mig'")
-    found = inventory([node("a")], [mig], [slice_("a", dra_gpu(0))])
+    found = inventory([node("a")], [mig], [resource_slice("a", dra_gpu(0))])
     assert served(found, "nvidia.com/gpu") is None
     assert offered(found) == "no GPU resources"
 
@@ -69,7 +67,7 @@ def test_where_a_device_plugin_serves_the_name_too_it_is_reported():
     found = inventory(
         [node("both", {"nvidia.com/gpu": "1"}), node("dra")],
         [GPU_CLASS],
-        [slice_("both", dra_gpu(0), dra_gpu(1)), slice_("dra", dra_gpu(0))],
+        [resource_slice("both", dra_gpu(0), dra_gpu(1)), resource_slice("dra", dra_gpu(0))],
     )
     (problem,) = map(str, found.disagreements)
     assert problem.startswith("node both: nvidia.com/gpu comes from its device plugin")
@@ -78,7 +76,7 @@ def test_where_a_device_plugin_serves_the_name_too_it_is_reported():
 
 
 def test_devices_every_node_reaches_count_on_each_node_that_has_the_plugin_too():
-    fabric = slice_("x", dra_gpu(5))
+    fabric = resource_slice("x", dra_gpu(5))
     del fabric["spec"]["nodeName"]
     fabric["spec"]["allNodes"] = True
     found = inventory([node("a", {"nvidia.com/gpu": "1"})], [GPU_CLASS], [fabric])
@@ -87,7 +85,7 @@ def test_devices_every_node_reaches_count_on_each_node_that_has_the_plugin_too()
 
 
 def test_a_slice_node_selector_reaches_nodes_by_their_labels():
-    rack = slice_("rack", dra_gpu(0), dra_gpu(1))
+    rack = resource_slice("rack", dra_gpu(0), dra_gpu(1))
     del rack["spec"]["nodeName"]
     term = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
     rack["spec"]["nodeSelector"] = {"nodeSelectorTerms": [term]}
@@ -101,14 +99,14 @@ def test_a_slice_node_selector_reaches_nodes_by_their_labels():
 
 def test_a_selector_that_does_not_compile_is_a_disagreement_and_selects_nothing():
     broken = device_class("broken", "device.driver ==", extended="nvidia.com/gpu")
-    found = inventory([node("a")], [broken], [slice_("a", dra_gpu(0))])
+    found = inventory([node("a")], [broken], [resource_slice("a", dra_gpu(0))])
     through = served(found, "nvidia.com/gpu")
     assert through is not None and through.kinds == ()
     assert any("does not compile" in str(d) for d in found.disagreements)
 
 
 def test_a_product_the_devices_are_not_is_refused_with_what_they_are():
-    found = inventory([node("a")], [GPU_CLASS], [slice_("a", dra_gpu(0))])
+    found = inventory([node("a")], [GPU_CLASS], [resource_slice("a", dra_gpu(0))])
     h100 = pod(gpu(1))
     h100["metadata"]["annotations"] = {"gpu-policy.io/product": "NVIDIA-H100-80GB-HBM3"}
     refused = review(h100, policy=POLICY, inventory=found)

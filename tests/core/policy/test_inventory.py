@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import gpu, pod
+from tests.objects import gpu, pod
 from tests.support.paths import REPO
 from webhook.files import load_inventory, load_policy
 from webhook.policy import Inventory, review

@@ -18,8 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.builders import gpu, pod
-from tests.support.objects import gpu_node
+from tests.objects import gpu, gpu_node, pod
 from tests.support.paths import REPO
 from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from webhook.files import load_inventory, load_policy

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from werkzeug.test import EnvironBuilder
 
-from tests.support.reviewdata import load, pod_spec, review, with_gpu, workload
+from tests.objects import load, pod_spec, review, with_gpu, workload
 from webhook.admission import handler as handler_module
 from webhook.server import Settings, create_app, metrics
 from webhook.server import app as app_module
@@ -48,7 +48,7 @@ def _json(doc: Any) -> bytes:
 
 GPU_POD = _json(with_gpu(load("v1.36.2", "mutate", "pod-create"), 1))
 GPU_POD_VALIDATE = _json(with_gpu(load("v1.36.2", "validate", "pod-create"), 1))
-TWO_GPU_DEPLOYMENT = _json(review(workload("Deployment", pod_spec(2))))
+TWO_GPU_DEPLOYMENT = _json(review(workload("Deployment", spec=pod_spec(2))))
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.objects import load, with_gpu
 from tests.support.gunicorn import Server, running
-from tests.support.reviewdata import load, with_gpu
 from webhook.certs import issue
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

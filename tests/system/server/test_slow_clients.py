@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.objects import ctr, pod, review
 from tests.support.gunicorn import Server, running
 from tests.support.slow_clients import SlowClients
 from tests.support.waiting import wait_until
@@ -30,26 +31,8 @@ from webhook.certs import issue
 from webhook.contract import HANDSHAKE_TIMEOUT_ENV, READ_TIMEOUT_ENV
 from webhook.server.worker import AnsweredFirstPool
 
-REVIEW = json.dumps(
-    {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "u"},
-            "object": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "p"},
-                "spec": {"containers": [{"name": "c", "image": "i"}]},
-            },
-        },
-    }
-).encode()
+#: A review of a pod without GPUs: the webhook lets it through unchanged.
+REVIEW = json.dumps(review(pod(ctr("c", image="i")), namespace="default")).encode()
 
 
 def review(conn: http.client.HTTPSConnection) -> int:

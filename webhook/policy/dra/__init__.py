@@ -25,6 +25,7 @@ from webhook.policy.dra.objects import (
     DeviceTaint,
     ResourceSlice,
     dra_product,
+    node_slice,
 )
 from webhook.policy.dra.parse import (
     parse_allocation,
@@ -50,6 +51,7 @@ __all__ = [
     "Selectors",
     "dra_product",
     "dra_snapshot",
+    "node_slice",
     "parse_allocation",
     "parse_device_class",
     "parse_resource_slice",

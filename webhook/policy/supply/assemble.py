@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.policy.autoscaling import karpenter_pools
-from webhook.policy.dra import DraSnapshot, ResourceSlice, dra_snapshot, parse_slice
+from webhook.policy.dra import DraSnapshot, ResourceSlice, dra_snapshot, node_slice, parse_slice
 from webhook.policy.inventory import (
     Inventory,
     Pool,
@@ -309,14 +309,4 @@ def template_slice(pool: Pool, node: str) -> dict[str, Any]:
             if memory and not profile:
                 device["capacity"] = {"memory": {"value": f"{memory}Mi"}}
             devices.append(device)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-template"},
-        "spec": {
-            "driver": NVIDIA_DRIVER,
-            "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
-            "nodeName": node,
-            "devices": devices,
-        },
-    }
+    return node_slice(f"{node}-template", NVIDIA_DRIVER, node, devices, generation=0)
