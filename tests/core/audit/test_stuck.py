@@ -447,7 +447,7 @@ def test_a_pod_larger_than_any_node_a_pool_can_add_never_runs(run: Runner) -> No
     """The allocator judges the pools at zero as the webhook does: 9 GPUs where a node of
     either pool has 4 is no wait for the autoscaler (it was called scale-up before the
     allocator decided, though no node it adds could run it)."""
-    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu": 9}))
+    finding = _autoscaled(run, listed_pod("w", gpu={"nvidia.com/gpu": 9}))
     assert finding.result == "fail" and finding.reasons == ("too-large",)
     assert "it asks for 9 nvidia.com/gpu, but no node that could run it has more than 4" in (
         finding.message
@@ -456,7 +456,7 @@ def test_a_pod_larger_than_any_node_a_pool_can_add_never_runs(run: Runner) -> No
 
 def test_a_pool_too_small_for_the_pod_is_no_wait_but_one_that_fits_is(run: Runner) -> None:
     # 3 GPUs: a node of either pool has 4, so it waits for one (the same pod as above, smaller).
-    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu": 3}))
+    finding = _autoscaled(run, listed_pod("w", gpu={"nvidia.com/gpu": 3}))
     assert finding.result == "warn" and finding.reasons == ("scale-up",)
 
 
@@ -471,7 +471,7 @@ def test_an_affinity_no_pool_promises_is_no_wait(run: Runner) -> None:
             }
         }
     }
-    finding = _autoscaled(run, apod("w", gpu=GPU1, affinity=affinity))
+    finding = _autoscaled(run, listed_pod("w", gpu=GPU1, affinity=affinity))
     assert finding.result == "fail" and finding.reasons == ("not-offered",)
 
 
@@ -479,6 +479,8 @@ def test_a_pod_too_large_for_the_nodes_that_exist_waits_for_a_pool_that_fits(run
     """3 GPUs: the one GPU node that exists has 1, a node of either pool at zero has 4. The
     scheduler leaves it Pending until the autoscaler adds such a node: a wait, not a failure
     (the old checks judged the existing nodes alone and called it too-large)."""
-    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu": 3}), extra=[node("gpu-1")])
+    finding = _autoscaled(
+        run, listed_pod("w", gpu={"nvidia.com/gpu": 3}), extra=[gfd_node("gpu-1")]
+    )
     assert finding.result == "warn" and finding.reasons == ("scale-up",)
     assert "no node can run it yet" in finding.message and "pool gpu-t4" in finding.message
