@@ -168,14 +168,15 @@ class Capacity:
         # nodes empty, and now with what is in use (webhook/audit/verdict.py).
         demand = gpu_demand(spec, requests)
         supply = self.fit_now.supply
-        served = served_by_dra(requests, supply, self._offering)
         judged = judge(demand, supply, self.fit_now.usage(self.held))
         if judged.ever.outcome == DOES_NOT_FIT:
-            return self._never(spec, requests, demand, judged, served)
+            return self._never(spec, requests, demand, judged)
         if not judged.could:
             return [self._scale_up(requests, judged)]
         could = [self._view(g) for g in judged.could]
         reasons = self._shared_above_one(requests, could)
+        # Names no node it could run on has device-plugin slots of: DRA devices are held.
+        served = served_by_dra(requests, supply, {r for v in could for r in v.gpus})
         if not judged.now and served:
             return [*reasons, held_by_claims(served, supply)]
         if not judged.now:
@@ -189,7 +190,6 @@ class Capacity:
         requests: Mapping[str, int],
         demand: Demand,
         judged: Judged,
-        served: Sequence[str],
     ) -> list[Reason]:
         """Why the demand fits no node group even on an empty cluster: the first filter
         that leaves no group, as the allocator answers each part of the demand."""
@@ -210,7 +210,9 @@ class Capacity:
             return [self._taints(spec, requests, selected)]
         admitted = [self._view(g) for g in fault.admitted]
         reasons = self._shared_above_one(requests, admitted)
-        if served:
+        # Some node left gets a name from a DeviceClass: the allocator's words, not slots.
+        slots = set.intersection(*(set(v.gpus) for v in admitted))
+        if served_by_dra(requests, self.fit_now.supply, slots):
             return [*reasons, dra_too_large(fault.answers, demand)]
         return [*reasons, *self._too_large(requests, admitted)]
 
