@@ -7,7 +7,13 @@ Three clusters of ``--nodes`` nodes with 8 A100s each: GPUs advertised by the de
 the first review on it (which tells the node groups apart, once per supply), then
 ``fit_anywhere`` for a pod asking ``nvidia.com/gpu: 1`` (fits), one asking 9 (fits
 nowhere: every node group is judged) and, on DRA, a claim of 2 GPUs with a CEL selector and a
-``matchAttribute`` constraint.
+``matchAttribute`` constraint. A fourth cluster, ``parts``, has 8 partitionable GPUs a
+node as NVIDIA's driver publishes them (a whole device and two MIG halves, one counter set a
+GPU: ``partitionable`` of tests/core/policy/allocator/world.py), and a claim of several
+requests on it: a whole GPU and two MIG devices (fits), and 8 whole GPUs and one MIG device
+(fits nowhere: the whole GPUs use up every counter set). There ``plain`` against ``pruned`` is
+the cost, or the gain, of pruning rule 4 (docs/allocator.md, "Pruning"), which only claims of
+several requests on partitionable devices pay for; the old engine did not read counters.
 
 Three columns, measured in the same run: ``plain``, the port of the scheduler's search alone
 (``prune=False``); ``pruned``, with the counting before the search (the default,
@@ -55,6 +61,33 @@ def cluster(nodes: int, kind: str) -> list[dict[str, Any]]:
         return [*plugin, *dra_nodes, *classes, *slices]
     found, classes, slices = objects(nodes, dra=kind == "dra")
     return [*found, *classes, *slices]
+
+
+def partition_cluster(nodes: int) -> list[dict[str, Any]]:
+    """``nodes`` nodes of ``GPUS`` partitionable GPUs each, and the DeviceClass."""
+    from tests.core.policy.allocator.world import device_class, node, partitionable
+
+    out = [device_class("gpu.nvidia.com")]
+    for i in range(nodes):
+        name = f"part-{i:04d}"
+        out.append(node(name, {"kubernetes.io/hostname": name}))
+        out.extend(partitionable(GPUS, node=name))
+    return out
+
+
+WHOLE = 'device.attributes["gpu.nvidia.com"].type == "gpu"'
+PART = 'device.attributes["gpu.nvidia.com"].type == "mig"'
+
+
+def parts_claim(whole: int, parts: int) -> dict[str, Any]:
+    """A claim of two requests: ``whole`` whole GPUs and ``parts`` MIG devices."""
+    from tests.core.policy.allocator.world import claim, exactly
+
+    return claim(
+        f"whole-{whole}-mig-{parts}",
+        exactly("gpu", "gpu.nvidia.com", whole, selectors=[WHOLE]),
+        exactly("mig", "gpu.nvidia.com", parts, selectors=[PART]),
+    )
 
 
 def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
@@ -190,10 +223,11 @@ def main() -> None:
     from tests.core.policy.allocator.world import demand_of, supply_of
     from webhook.policy.allocator import fit_anywhere
 
-    kinds = ("plugin", "dra", "mixed")
-    clusters = {kind: cluster(args.nodes, kind) for kind in kinds}
+    clusters = {kind: cluster(args.nodes, kind) for kind in ("plugin", "dra", "mixed")}
     old_pods = [("gpu: 1", gpu_pod(1)), ("gpu: 9", gpu_pod(GPUS + 1))]
     old = old_engine(clusters, old_pods, args.repeat)
+    clusters["parts"] = partition_cluster(args.nodes)
+    kinds = tuple(clusters)
 
     print(f"{args.nodes} nodes x {GPUS} GPUs, {args.repeat} reviews each; microseconds")
     print(
@@ -216,8 +250,13 @@ def main() -> None:
             ("gpu: 1", [gpu_pod(1)]),
             ("gpu: 9", [gpu_pod(GPUS + 1)]),
         ]
-        if kind != "plugin":
+        if kind in ("dra", "mixed"):
             reviews.append(("claim 2, sel+cons", [PAIR]))
+        if kind == "parts":
+            reviews = [
+                ("claim 1 gpu+2 mig", [parts_claim(1, 2)]),
+                (f"claim {GPUS} gpu+1 mig", [parts_claim(GPUS, 1)]),
+            ]
         for label, docs in reviews:
             demand = demand_of(docs)
             answers = {fit_anywhere(demand, supply, prune=p).outcome for p in (False, True)}

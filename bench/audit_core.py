@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 VARIANTS = ("generate", "decode", "audit")
 NOW = datetime(2025, 7, 14, 8, 18, 53, tzinfo=UTC)
-# What each node kind of tests.support.objects.cluster() advertises (by i % 10), and what its
+# What each node kind of tests.objects.cluster() advertises (by i % 10), and what its
 # pods ask for.
 RESOURCES = ["nvidia.com/gpu"] * 8 + ["nvidia.com/mig-1g.5gb", "nvidia.com/gpu.shared"]
 MANAGED = [
@@ -241,11 +241,11 @@ def pages(nodes: int, pods: int, page: int, gpu_share: float) -> Iterator[tuple[
 
 
 def node_pages(nodes: int, page: int) -> Iterator[bytes]:
-    """Nodes as tests.support.objects.cluster() makes them (about 8 KB each), as list pages.
+    """Nodes as tests.objects.cluster() makes them (about 8 KB each), as list pages.
 
     One JSON text per node kind, names filled in per node: the benchmark holds one page.
     """
-    from tests.support.objects import cluster
+    from tests.objects import cluster
 
     kinds = [orjson.dumps(n).decode().replace(n["metadata"]["name"], "@NODE@") for n in cluster(10)]
     for start in range(0, nodes, page):

@@ -93,7 +93,7 @@ def _best(fn: Any, repeat: int) -> float:
 
 
 def core(nodes: int) -> None:
-    from tests.builders import gpu, pod
+    from tests.objects import gpu, pod
     from webhook.files import load_policy
     from webhook.policy import inventory_from_nodes, review
     from webhook.policy.dra import dra_snapshot

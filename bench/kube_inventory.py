@@ -1,27 +1,33 @@
 """Benchmark: the Kubernetes inventory with 5,000 realistic GPU nodes.
 
-Starts the fake API server (tests/support/apiserver.py) in a process of its own, loaded with
-``--nodes`` GFD-labelled GPU nodes (about 8 KB of JSON each, as real nodes are) and
-``--pods`` GPU pods, then measures each client variant in a fresh process, so that time,
-CPU and memory are the client's alone:
+Starts a real control plane (``tests/support/controlplane.py``, from ``KUBEBUILDER_ASSETS``) in
+a process of its own, loaded with ``--nodes`` GFD-labelled GPU nodes (about 8 KB of JSON each,
+as real nodes are, from ``tests.objects.cluster``) and ``--pods`` GPU pods (and as
+many other pods), with the controllers stopped once the namespaces are made (no kubelet
+heartbeats the nodes: nothing may taint them meanwhile). Then it measures each client variant
+in a fresh process, so that CPU and memory are the client's alone:
 
 * ``source``: ClusterSource (raw JSON, 500-item pages) - what the webhook uses;
 * ``source-unpaged``: the same, one list response;
 * ``models``: ``CoreV1Api.list_node()`` into client model objects (no trimming, no watch);
-* ``watch-helper``: ``kubernetes.watch.Watch().stream(list_node)`` initial ADDED events.
+* ``watch-helper``: ``kubernetes.watch.Watch().stream(list_node)`` initial ADDED events
+  (from resourceVersion 0, the API server's cache).
 
 For each: time to the first snapshot (or to the end of the list), client CPU seconds,
 peak RSS, then (second run, under tracemalloc) the peak of Python allocations and what
 stays allocated afterwards. Then, with ``source`` running: the latency from one node label
 change on the server to the snapshot that shows it, and a relabel of every node (one
 MODIFIED event per node) until the snapshot shows them all, with the number of snapshots
-published meanwhile (the debouncer at work).
+published meanwhile (the debouncer at work). Both latencies run from the moment the API
+server answered the (last) PATCH: the watch event can arrive before that answer, so a figure
+near zero may be negative.
 
     .venv/bin/python -m bench.kube_inventory            # 5,000 nodes, 2,000 GPU pods
     .venv/bin/python -m bench.kube_inventory --nodes 1000 --variants source
 
-Timings are figures to read, not assertions. Loopback HTTP, so the network costs nothing;
-on a real cluster add the API server's time to serialise the list.
+Timings are figures to read, not assertions. Loopback TLS, so the network costs nothing; the
+time to the first snapshot includes the API server's own (its watch cache serialises the
+list), as on a real cluster. Loading 5,000 nodes takes a few minutes.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ import argparse
 import gc
 import json
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import threading
 import time
 import tracemalloc
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,48 +56,100 @@ VARIANTS = ("source", "source-unpaged", "models", "watch-helper")
 
 
 def serve(nodes: int, pods: int) -> None:
-    """Child process: serve the fake cluster; obey commands read from stdin."""
-    from tests.support.apiserver import FakeApiServer
-    from tests.support.objects import TIME_SLICING_CONFIG, cluster, configmap, pod
+    """Child process: a real control plane loaded with the cluster; obey commands from stdin."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
 
-    fake = FakeApiServer()
-    fake.add_many(cluster(nodes))
-    fake.add_many(
-        pod(
-            f"job-{i:05d}",
-            f"team-{i % 20}",
-            gpu={"nvidia.com/gpu": "1"},
-            node=f"gpu-{i % nodes:05d}",
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from tests.objects import TIME_SLICING_CONFIG, cluster, configmap, listed_pod
+    from tests.support.controlplane import ControlPlane, assets_dir, create_node
+
+    assets = assets_dir()
+    if assets is None:
+        raise SystemExit(
+            "set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver, "
+            "kube-controller-manager and kube-scheduler (docs/testing-control-plane.md)"
         )
-        for i in range(pods)
-    )
-    fake.add_many(pod(f"web-{i:05d}", "web", node=f"gpu-{i % nodes:05d}") for i in range(pods))
-    fake.add(configmap("device-plugin-config", "gpu-operator", {"any": TIME_SLICING_CONFIG}))
-    fake.start()
-    list_bytes = len(fake.list_body("nodes"))
-    print(f"READY {fake.url} {list_bytes}", flush=True)
-    for line in sys.stdin:
-        cmd = line.split()
-        if not cmd or cmd[0] == "quit":
-            break
-        if cmd[0] == "label":  # label NODE KEY VALUE
-            _, node, key, value = cmd
-            fake.modify("Node", node, _set_label(key, value))
-            print(f"DONE {time.monotonic()}", flush=True)
-        elif cmd[0] == "relabel":  # relabel KEY VALUE: every node
-            _, key, value = cmd
-            start = time.monotonic()
-            for i in range(nodes):
-                fake.modify("Node", f"gpu-{i:05d}", _set_label(key, value))
-            print(f"DONE {start} {time.monotonic()}", flush=True)
-    fake.stop()
+    work = Path(tempfile.mkdtemp(prefix="bench-kube-inventory-"))
+    plane = ControlPlane(assets=assets, workdir=work / "controlplane")
+    plane.start()
+    try:
+        core = client.CoreV1Api(plane.client)
+        namespaces = {f"team-{i % 20}" for i in range(pods)} | {"web", "gpu-operator"}
+        for name in sorted(namespaces):
+            core.create_namespace({"metadata": {"name": name}})
+            try:  # the ServiceAccount admission plugin refuses pods before it exists
+                core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        # Nothing may reconcile meanwhile: no kubelet heartbeats these nodes, so the node
+        # lifecycle controller would taint them (MODIFIED events the benchmark did not make).
+        plane.stop_controllers()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda node: create_node(plane, node), cluster(nodes)))
+            made = [
+                listed_pod(
+                    f"job-{i:05d}",
+                    f"team-{i % 20}",
+                    gpu={"nvidia.com/gpu": "1"},
+                    node=_node(i, nodes),
+                )
+                for i in range(pods)
+            ] + [listed_pod(f"web-{i:05d}", "web", node=_node(i, nodes)) for i in range(pods)]
+            list(
+                pool.map(
+                    lambda obj: core.create_namespaced_pod(
+                        obj["metadata"]["namespace"], _fresh(obj)
+                    ),
+                    made,
+                )
+            )
+        plane.create(
+            configmap("device-plugin-config", "gpu-operator", {"any": TIME_SLICING_CONFIG})
+        )
+        listed = core.list_node(_preload_content=False)
+        list_bytes = len(listed.data)
+        kubeconfig = plane.write_kubeconfig(work / "kubeconfig")
+        print(f"READY {kubeconfig} {list_bytes}", flush=True)
+        for line in sys.stdin:
+            cmd = line.split()
+            if not cmd or cmd[0] == "quit":
+                break
+            if cmd[0] == "label":  # label NODE KEY VALUE
+                _, node, key, value = cmd
+                _label(core, node, key, value)
+                print(f"DONE {time.monotonic()}", flush=True)
+            elif cmd[0] == "relabel":  # relabel KEY VALUE: every node
+                _, key, value = cmd
+                start = time.monotonic()
+                names = [f"gpu-{i:05d}" for i in range(nodes)]
+                with ThreadPoolExecutor(8) as pool:
+                    list(pool.map(_label, repeat(core), names, repeat(key), repeat(value)))
+                print(f"DONE {start} {time.monotonic()}", flush=True)
+    finally:
+        plane.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def _set_label(key: str, value: str) -> Any:
-    def change(obj: dict[str, Any]) -> None:
-        obj["metadata"]["labels"][key] = value
+def _label(core: Any, node: str, key: str, value: str) -> None:
+    core.patch_node(node, {"metadata": {"labels": {key: value}}})
 
-    return change
+
+def _node(i: int, nodes: int) -> str:
+    return f"gpu-{i % nodes:05d}"
+
+
+def _fresh(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as a client creates it: without the fields the API server sets."""
+    meta = {
+        k: v
+        for k, v in obj["metadata"].items()
+        if k not in {"uid", "resourceVersion", "creationTimestamp"}
+    }
+    return {k: v for k, v in obj.items() if k != "status"} | {"metadata": meta}
 
 
 # --------------------------------------------------------------------------- client process
@@ -99,13 +159,13 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def client_run(variant: str, url: str, nodes: int, trace: bool, steady: bool) -> None:
+def client_run(variant: str, kubeconfig: str, nodes: int, trace: bool, steady: bool) -> None:
     """Child process: measure one variant; print one JSON line (and talk, if steady)."""
     from kubernetes import client, watch
 
-    from webhook.kube import ClusterSource, ClusterState, WatchTimings
+    from webhook.kube import ClusterSource, ClusterState, WatchTimings, load_client
 
-    api = client.ApiClient(client.Configuration(host=url))
+    api = load_client(kubeconfig)
     core = client.CoreV1Api(api)
     core.list_namespaced_config_map("none")  # warm up: connection, lazy imports
     gc.collect()
@@ -143,7 +203,10 @@ def client_run(variant: str, url: str, nodes: int, trace: bool, steady: bool) ->
     elif variant == "watch-helper":
         kept = []
         w = watch.Watch()
-        for ev in w.stream(core.list_node, timeout_seconds=60):
+        # resourceVersion 0: the API server's cache as it is, as a reflector's first list asks;
+        # without it the server first waits for its cache to reach etcd's latest write, which
+        # right after loading (a ConfigMap written last) can take longer than it waits (504).
+        for ev in w.stream(core.list_node, resource_version="0", timeout_seconds=60):
             kept.append(ev["object"])
             if len(kept) == nodes:
                 w.stop()
@@ -224,7 +287,7 @@ def main() -> None:
     p.add_argument("--changes", type=int, default=20, help="single label changes to time")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--client", help=argparse.SUPPRESS)
-    p.add_argument("--url", help=argparse.SUPPRESS)
+    p.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     p.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--steady", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -232,16 +295,16 @@ def main() -> None:
         serve(args.nodes, args.pods)
         return
     if args.client:
-        client_run(args.client, args.url, args.nodes, args.trace, args.steady)
+        client_run(args.client, args.kubeconfig, args.nodes, args.trace, args.steady)
         return
 
     t = time.perf_counter()
     server = _child("--serve", "--nodes", str(args.nodes), "--pods", str(args.pods))
     assert server.stdin is not None and server.stdout is not None
-    url, list_bytes = _expect(server.stdout, "READY")
+    kubeconfig, list_bytes = _expect(server.stdout, "READY")
     size = int(list_bytes)
     print(
-        f"fake API server: {args.nodes} nodes, {args.pods} GPU pods + {args.pods} other pods; "
+        f"kube-apiserver: {args.nodes} nodes, {args.pods} GPU pods + {args.pods} other pods; "
         f"NodeList {size / 2**20:.1f} MiB ({size / args.nodes / 1024:.1f} KiB a node); "
         f"loaded in {time.perf_counter() - t:.1f}s"
     )
@@ -257,7 +320,9 @@ def main() -> None:
     print("  ".join(header))
 
     def measure(variant: str, *extra: str) -> dict[str, Any]:
-        proc = _child("--client", variant, "--url", url, "--nodes", str(args.nodes), *extra)
+        proc = _child(
+            "--client", variant, "--kubeconfig", kubeconfig, "--nodes", str(args.nodes), *extra
+        )
         stdout, _ = proc.communicate(timeout=600)
         if proc.returncode:
             raise SystemExit(f"{variant} failed")
@@ -283,7 +348,9 @@ def main() -> None:
         )
 
     # Steady state: one source, changes made on the server, seen in snapshots.
-    client = _child("--client", "source", "--url", url, "--nodes", str(args.nodes), "--steady")
+    client = _child(
+        "--client", "source", "--kubeconfig", kubeconfig, "--nodes", str(args.nodes), "--steady"
+    )
     assert client.stdin is not None and client.stdout is not None
     _expect(client.stdout, "SYNCED")
     latencies = []

@@ -181,8 +181,9 @@ def build_go() -> tuple[Path, str]:
     return GO_BINARY, version
 
 
-def start_go(binary: Path, tmp: Path, certs: CertPaths) -> Server:
-    """Start the Go webhook with the serving pair in ``certs`` and wait until it answers.
+def start_go(binary: Path, tmp: Path, certs: CertPaths, *options: str) -> Server:
+    """Start the Go webhook with the serving pair in ``certs`` (and ``options``, e.g.
+    ``-mutate-answer``) and wait until it answers.
 
     It is no gunicorn, but it is a process on a free port answering /healthz over TLS: the
     tests' launcher starts it, with the serving pair as arguments and no worker to wait for.
@@ -204,6 +205,7 @@ def start_go(binary: Path, tmp: Path, certs: CertPaths) -> Server:
         str(certs.cert),
         "-key",
         str(certs.key),
+        *options,
     ]
     server = launch(command, tmp, dict(os.environ), client_context(certs.ca_cert), port)
     try:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tests.builders import claim_template, dra_gpu, exactly, resource_slice
+from tests.objects import claim_template, dra_gpu, exactly, resource_slice
 from webhook.files import cluster_from_text, kubernetes_objects, load_policy, read_text
 from webhook.planning.migrate import make_migration
 from webhook.policy import review

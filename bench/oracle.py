@@ -9,6 +9,11 @@ by feature, then every disagreement: its kind and the folder that ``gpu-policy r
 
     .venv/bin/python -m bench.oracle --scenarios 2000 --seed 1
     .venv/bin/python -m bench.oracle --scenarios 200 --start 400 --out /tmp/oracle
+    .venv/bin/python -m bench.oracle --seed 2 --start 262 --scenarios 1 --write /tmp/s262
+
+``--write DIR`` starts no control plane: it writes each scenario as generated (before the API
+server's defaults) to ``DIR/scenario-<seed>-<index>/`` and prints the engine's verdict, so
+that one scenario can be replayed and read without the scheduler.
 
 Figures to read, not assertions.
 """
@@ -26,6 +31,7 @@ from typing import Any
 
 from tests.cluster.oracle.runner import AGREE, Outcome, Runner
 from tests.core.oracle.scenarios import scenarios
+from tests.core.oracle.world import engine_verdict, write_scenario
 from tests.support.controlplane import ControlPlane, assets_dir
 
 
@@ -98,6 +104,19 @@ def _record(o: Outcome) -> dict[str, Any]:
     }
 
 
+def _write(out: Path, seed: int, count: int, start: int) -> int:
+    """Write the scenarios and print the engine's verdict on each (no control plane)."""
+    for index, scenario in enumerate(scenarios(seed, count, start), start):
+        folder = write_scenario(out / f"scenario-{seed}-{index}", scenario)
+        verdict = engine_verdict(scenario)
+        said = "ALLOWED" if verdict.allowed else "DENIED"
+        unproven = " (unproven: the device search ran out of time)" if verdict.unproven else ""
+        print(f"{folder}: engine {said}{unproven}; {', '.join(verdict.objects)}")
+        for reason in verdict.reasons:
+            print(f"  {reason[:300]}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the scenarios and print the figures."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -107,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=50, help="worlds side by side")
     p.add_argument("--out", help="where disagreements go (default: a new temporary folder)")
     p.add_argument("--kubeconfig", help="use this running control plane instead of starting one")
+    p.add_argument("--write", metavar="DIR", help="write the scenarios and the engine's verdicts")
     args = p.parse_args(argv)
+    if args.write:
+        return _write(Path(args.write), args.seed, args.scenarios, args.start)
     out = Path(args.out or tempfile.mkdtemp(prefix="oracle-scenarios-"))
     out.mkdir(parents=True, exist_ok=True)
     plane = _plane(args.kubeconfig)

@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=500)
     args = parser.parse_args()
 
-    from tests.builders import (
+    from tests.objects import (
         claim_template,
         ctr,
         dra_gpu,

@@ -6,10 +6,11 @@ werkzeug test environ, a fresh input stream per call) and reads the whole answer
 * ``wsgi``: bench/latency.py's bare WSGI callable (parse the JSON, allow with the uid): the
   baseline, measured in the same run;
 * ``flask no-op``: bench/http_load.py's no-op Flask app, the same work under Flask;
-* ``/mutate``, ``/validate``: this webhook's app as served (``create_app``: the lean dispatch
-  of ``webhook.server.app.LeanReviews`` in front of Flask);
-* ``/mutate via Flask``, ``/validate via Flask``: the same app's Flask path, the callable
-  ``LeanReviews`` hands every other request to: what each review cost before.
+* ``/mutate direct``, ``/validate direct``: this webhook's reviews as the worker answers them
+  (``webhook.server.direct.read_review_head`` on the request's bytes, ``DirectReviews``, the
+  answer's bytes by ``webhook.server.response.answer_bytes``), without WSGI;
+* ``/mutate via Flask``, ``/validate via Flask``: the same app's Flask path, which answers
+  every request the worker does not read itself.
 
 Printed: microseconds per call (the best of ``--repeat`` runs of ``--calls`` calls) and the
 ratio to the bare callable. The review log lines go to /dev/null through the server's own
@@ -33,8 +34,10 @@ from werkzeug.test import EnvironBuilder
 from bench.http_load import noop_app, review_body
 from bench.latency import wsgi_app
 from webhook.server import Settings, create_app
-from webhook.server.app import LeanReviews
+from webhook.server.app import direct_reviews
+from webhook.server.direct import read_review_head
 from webhook.server.logs import LineBufferedHandler, configure_logging
+from webhook.server.response import answer_bytes
 
 WSGI = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -67,6 +70,28 @@ def timed(app: WSGI, environ: dict[str, Any], body: bytes, calls: int, repeat: i
     return best * 1e6
 
 
+def direct(app: Any, path: str, body: bytes) -> WSGI:
+    """The worker's own answer to a review on ``path`` as a WSGI-shaped callable (the environ
+    is not read: the request's bytes are made once, as the worker gathers them)."""
+    reviews = direct_reviews(app)
+    assert reviews is not None
+    request = (
+        f"POST {path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n"
+        "User-Agent: kube-apiserver-admission\r\nAccept: application/json, */*\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Accept-Encoding: gzip\r\n\r\n"
+    ).encode() + body
+
+    def call(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        head = read_review_head(request, reviews.paths, 7 << 20)
+        assert head is not None
+        status, headers, answer = reviews.answer(head.path, head.content_type, head.body)
+        start_response(status, headers)
+        return [answer_bytes(status, head.must_close, headers, answer)]
+
+    return call
+
+
 def main() -> None:
     """Measure and print."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -79,16 +104,14 @@ def main() -> None:
         if isinstance(handler, LineBufferedHandler):
             handler.fd = os.open(os.devnull, os.O_WRONLY)
     app = create_app(Settings.from_env())
-    lean = app.wsgi_app
-    assert isinstance(lean, LeanReviews)
     body = review_body()
     apps: list[tuple[str, str, WSGI]] = [
         ("wsgi", "/mutate", wsgi_app),
         ("flask no-op", "/mutate", noop_app),
-        ("/mutate", "/mutate", app),
-        ("/mutate via Flask", "/mutate", lean.flask),
-        ("/validate", "/validate", app),
-        ("/validate via Flask", "/validate", lean.flask),
+        ("/mutate direct", "/mutate", direct(app, "/mutate", body)),
+        ("/mutate via Flask", "/mutate", app),
+        ("/validate direct", "/validate", direct(app, "/validate", body)),
+        ("/validate via Flask", "/validate", app),
     ]
     print(f"one POST of a {len(body):,}-byte pod CREATE per call, best of {args.repeat} x")
     print(f"{args.calls:,} calls, in process; load average {os.getloadavg()[0]:.2f}")

@@ -1,7 +1,9 @@
 // Command gowebhook is the baseline of bench/latency.py: the least a Go admission webhook
 // does, with the standard library only. It serves HTTPS with the certificate and key it is
 // given, decodes each AdmissionReview into typed structs (as webhooks built on the
-// Kubernetes types do; the object is kept as raw JSON) and allows it, echoing the uid.
+// Kubernetes types do; the object is kept as raw JSON) and allows it, echoing the uid. With
+// -mutate-answer, each /mutate answer also carries the given fields (bench/apiserver.py
+// --go-patch: this webhook's JSON Patch, so that the API server applies the same patch).
 package main
 
 import (
@@ -67,6 +69,10 @@ type admissionReview struct {
 	Response   *admissionResponse `json:"response,omitempty"`
 }
 
+// mutateAnswer holds more fields of the /mutate answer (-mutate-answer): a JSON object such as
+// {"patchType": "JSONPatch", "patch": "..."} that every /mutate answer carries besides the uid.
+var mutateAnswer map[string]json.RawMessage
+
 // review decodes the AdmissionReview in the body and answers allowed with its uid.
 func review(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -83,11 +89,24 @@ func review(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the body is not an AdmissionReview with a request", http.StatusBadRequest)
 		return
 	}
-	out, err := json.Marshal(admissionReview{
-		APIVersion: "admission.k8s.io/v1",
-		Kind:       "AdmissionReview",
-		Response:   &admissionResponse{UID: in.Request.UID, Allowed: true},
-	})
+	var out []byte
+	if r.URL.Path == "/mutate" && mutateAnswer != nil {
+		response := map[string]any{"uid": in.Request.UID, "allowed": true}
+		for name, value := range mutateAnswer {
+			response[name] = value
+		}
+		out, err = json.Marshal(map[string]any{
+			"apiVersion": "admission.k8s.io/v1",
+			"kind":       "AdmissionReview",
+			"response":   response,
+		})
+	} else {
+		out, err = json.Marshal(admissionReview{
+			APIVersion: "admission.k8s.io/v1",
+			Kind:       "AdmissionReview",
+			Response:   &admissionResponse{UID: in.Request.UID, Allowed: true},
+		})
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -100,7 +119,13 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8443", "address to listen on")
 	cert := flag.String("cert", "tls.crt", "serving certificate (PEM)")
 	key := flag.String("key", "tls.key", "serving key (PEM)")
+	answer := flag.String("mutate-answer", "", "JSON object: more fields of every /mutate answer")
 	flag.Parse()
+	if *answer != "" {
+		if err := json.Unmarshal([]byte(*answer), &mutateAnswer); err != nil {
+			log.Fatalf("-mutate-answer: %v", err)
+		}
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mutate", review)

@@ -3,7 +3,7 @@ must find in it.
 
 ``Cluster(nodes, pods, gpu_fraction)`` makes, deterministically:
 
-* nodes: one in five is a GPU node in the mix of ``tests.support.objects.cluster`` (exclusive
+* nodes: one in five is a GPU node in the mix of ``tests.objects.cluster`` (exclusive
   A100 80GB and H100, L20 time-sliced 4 ways, A100 40GB with MIG 1g.5gb in mixed mode, T4
   time-sliced 4 ways under the renamed ``nvidia.com/gpu.shared``), all tainted
   ``nvidia.com/gpu``; the others CPU nodes of the same bulk (labels, managedFields, images);
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.support.objects import cluster as gpu_nodes
-from tests.support.objects import gpu_node
+from tests.objects import cluster as gpu_nodes
+from tests.objects import gpu_node
 
 __all__ = ["NOW", "POLICY", "SCENARIOS", "Cluster", "Scenario"]
 
@@ -43,7 +43,7 @@ _EPOCH = datetime(2025, 5, 1, tzinfo=UTC)
 CPU_REPLICAS = 10  # pods per CPU workload
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 EXCLUSIVE_PRODUCTS = ["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"]
-# The node kinds of tests.support.objects.cluster() by (GPU node index % 10), as pools.
+# The node kinds of tests.objects.cluster() by (GPU node index % 10), as pools.
 POOL_OF_SLOT = ["exclusive"] * 6 + ["l20"] * 2 + ["mig", "t4"]
 POOL_RESOURCE = {
     "exclusive": "nvidia.com/gpu",
@@ -246,6 +246,18 @@ def _container(name: str, limits: dict[str, str], *, main: bool) -> dict[str, An
     return out
 
 
+def _volumes() -> list[dict[str, Any]]:
+    """The volumes the main container mounts (an API server refuses a mount of a volume the
+    pod does not have)."""
+    return [
+        {"name": "models", "persistentVolumeClaim": {"claimName": "models"}},
+        {
+            "name": "kube-api-access",
+            "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+        },
+    ]
+
+
 def _managed(manager: str, created: str) -> list[dict[str, Any]]:
     return [
         {
@@ -419,7 +431,7 @@ class Cluster:
             "restartPolicy": "OnFailure" if scenario.kind in ("Job", "CronJob") else "Always",
             "serviceAccountName": "default",
             "schedulerName": "default-scheduler",
-            "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": "models"}}],
+            "volumes": _volumes(),
             "tolerations": [*_STANDARD_TOLERATIONS],
         }
         annotations: dict[str, str] = {}
@@ -603,6 +615,7 @@ class Cluster:
             "restartPolicy": "Always",
             "serviceAccountName": "default",
             "schedulerName": "default-scheduler",
+            "volumes": _volumes(),
             "tolerations": [*_STANDARD_TOLERATIONS],
         }
         template = {"metadata": {"labels": {"app": name, "team": namespace}}, "spec": spec}

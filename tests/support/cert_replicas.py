@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from tests.objects import ctr, pod, review
 from tests.support.controlplane import ControlPlane
 from tests.support.gunicorn import (
     Server,
@@ -33,28 +34,10 @@ from tests.support.gunicorn import (
     stop,
     wait_until_serving,
 )
-from webhook.certs import rotation
+from webhook.certs import trust
 
-REVIEW = json.dumps(
-    {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "0",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "u"},
-            "object": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "p"},
-                "spec": {"containers": [{"name": "c", "image": "i"}]},
-            },
-        },
-    }
-).encode()
+#: A review of a pod without GPUs: the webhook lets it through unchanged.
+REVIEW = json.dumps(review(pod(ctr("c", image="i")), namespace="default")).encode()
 
 
 def insecure() -> ssl.SSLContext:
@@ -135,7 +118,7 @@ class Handshakes:
         validating = self.api.read_validating_webhook_configuration(self.names[1])
         bundles = [h.client_config.ca_bundle for h in (*mutating.webhooks, *validating.webhooks)]
         decoded = [base64.b64decode(b) if b else None for b in bundles]
-        return rotation.pem_bundle(rotation.trusted_by_all(decoded))
+        return trust.pem_bundle(trust.trusted_by_all(decoded))
 
     def _run(self) -> None:
         while not self._stop.is_set():

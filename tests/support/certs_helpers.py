@@ -17,7 +17,7 @@ from cryptography import x509
 from kubernetes import client
 
 from tests.support.cluster import LiveCluster
-from webhook.certs import rotation
+from webhook.certs import trust
 from webhook.certs.manager import CertManager, PublishedCACheck
 from webhook.kube.certs import KubeCertStore
 
@@ -79,7 +79,7 @@ def secret_data(kube: LiveCluster) -> dict[str, bytes]:
 
 
 def serials(pem: bytes) -> list[int]:
-    return [c.serial_number for c in rotation.load_certificates(pem)]
+    return [c.serial_number for c in trust.load_certificates(pem)]
 
 
 def load(pem: bytes) -> x509.Certificate:

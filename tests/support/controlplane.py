@@ -59,6 +59,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tests.objects import node_object
 from tests.support.gunicorn import free_port
 from tests.support.workers import add_lines
 from webhook.certs.issue import make_ca, make_serving_cert
@@ -738,58 +739,6 @@ def kube_namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) 
             delete_namespace(control_plane, name)
 
 
-def node_object(
-    name: str,
-    *,
-    labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, str]] = (),
-    gpus: int | None = 1,
-    resource: str = "nvidia.com/gpu",
-    capacity: Mapping[str, str] | None = None,
-    allocatable: Mapping[str, str] | None = None,
-    ready: bool = True,
-) -> dict[str, Any]:
-    """A Node as the kubelet and the device plugin leave it (``status`` included).
-
-    ``capacity`` defaults to 8 CPUs, 32 GiB, 110 pods plus ``gpus`` of ``resource`` (none when
-    ``gpus`` is None); ``allocatable`` defaults to ``capacity``.
-    """
-    cap = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
-    if gpus is not None:
-        cap[resource] = str(gpus)
-    cap.update(capacity or {})
-    alloc = dict(cap) if allocatable is None else {**cap, **allocatable}
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                **(labels or {}),
-            },
-        },
-        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
-        "status": {
-            "capacity": cap,
-            "allocatable": alloc,
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "reason": "KubeletReady" if ready else "KubeletNotReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
-                }
-            ],
-        },
-    }
-
-
 def create_node(plane: ControlPlane, node: Mapping[str, Any]) -> dict[str, Any]:
     """Create ``node`` (a dict; read-only metadata dropped), then set its ``status`` with a
     PATCH of the status subresource, as the kubelet does. Returns the stored Node."""
@@ -823,7 +772,7 @@ def make_gpu_node(
 ) -> Iterator[Callable[..., dict[str, Any]]]:
     """``make_gpu_node(name=None, *, labels, taints, gpus=1, resource, capacity, allocatable,
     ready=True, node=None)``: create a Node (see :func:`node_object`; or pass a whole ``node``
-    dict, e.g. from ``tests.support.objects.gpu_node``) and return it as stored. The Nodes
+    dict, e.g. from ``tests.objects.gpu_node``) and return it as stored. The Nodes
     are deleted after the test."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException

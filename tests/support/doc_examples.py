@@ -54,6 +54,25 @@ CLUSTER_EXAMPLES |= {
     )
 }
 
+# The README's DRA session, with the webhook installed by the chart's configurations.
+_DRA_DEMO = (
+    "tests/cluster/kube/test_readme_dra_demo.py::test_the_readme_dra_session_prints_what_it_shows"
+)
+CLUSTER_EXAMPLES |= {
+    command: _DRA_DEMO
+    for command in (
+        "kubectl apply -f examples/dra-demo/dra.yaml",
+        "kubectl apply -f examples/dra-demo/two-of-a-kind-denied.yaml",
+        "kubectl apply -f examples/dra-demo/any-and-80gi.yaml",
+        "kubectl apply -f examples/dra-demo/train.yaml",
+        "kubectl wait --for=condition=PodScheduled pod/train -n ml --timeout=60s",
+        "kubectl get pod train -n ml -o custom-columns=NAME:.metadata.name,NODE:.spec.nodeName",
+        "kubectl get resourceclaims -n ml -o custom-columns="
+        "REQUESTS:.status.allocation.devices.results[*].request,"
+        "DEVICES:.status.allocation.devices.results[*].device",
+    )
+}
+
 
 @dataclass(frozen=True)
 class Example:

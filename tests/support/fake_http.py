@@ -1,4 +1,6 @@
-"""What the loopback fake API servers share: the HTTP server, JSON answers, Status, kubeconfig.
+"""What the loopback HTTP servers of the tests share: the HTTP server, JSON answers, Status,
+kubeconfig (the page server of the audit's benchmark, the release site of the control-plane
+script's tests).
 
 :class:`LoopbackServer` runs a ``ThreadingHTTPServer`` on 127.0.0.1 (port chosen by the
 kernel, kept across restarts) in a daemon thread, plain HTTP or, given an ``ssl.SSLContext``,

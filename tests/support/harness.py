@@ -19,6 +19,24 @@ CLUSTERS = EXAMPLES / "clusters"
 MANIFESTS = EXAMPLES / "manifests"
 
 
+#: Suite cases on the shipped manifests: one shared GPU is allowed, two are denied.
+SHARED_GPU_CASES = f"""\
+- name: one-shared-gpu
+  object: {MANIFESTS / "pod-gpu-1-shared.yaml"}
+  expect: {{allowed: true}}
+- name: two-shared-gpus
+  object: {MANIFESTS / "pod-gpu-2-shared-denied.yaml"}
+  expect: {{allowed: false, failed: [gpu-shared-request-above-one]}}
+"""
+#: A skipped suite case.
+LATER_CASE = f"""\
+- name: later
+  skip: not written yet
+  object: {MANIFESTS / "pod-no-gpu.yaml"}
+  expect: {{allowed: true}}
+"""
+
+
 def cli(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``gpu-policy ARGS`` as a user runs it (no colour unless asked)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}

@@ -1,19 +1,19 @@
 """A lean loopback API server for large paged lists: objects serialised once, served by page.
 
-:class:`tests.support.apiserver.FakeApiServer` keeps every object as a dict, its JSON and an
-event, and snapshots a list for its ``continue`` tokens: right for watches and writes, but a
-100,000-pod cluster takes it about a minute and 2 GB to load and seconds to open a list. This
-server answers only what a paged listing needs, as the API server does from its watch cache:
+A 100,000-pod cluster is more than a real API server on a development machine takes in
+reasonable time; the audit's benchmark (``bench/audit.py``) needs only its paged lists. This
+server answers what a paged listing needs, as the API server does from its watch cache:
 
-* ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/apis/apps/v1/deployments``, ... (the resources
-  and paths of FakeApiServer, cluster-wide) return a ``<Kind>List`` sorted by namespace and
-  name; ``limit`` and ``continue`` page through it (``metadata.continue``,
+* ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/apis/apps/v1/deployments``, ... (Nodes, Pods,
+  ConfigMaps and the workload kinds, cluster-wide) return a ``<Kind>List`` sorted by namespace
+  and name; ``limit`` and ``continue`` page through it (``metadata.continue``,
   ``remainingItemCount``); a ``continue`` token it did not issue is answered ``410 Expired``;
 * anything else is ``404 NotFound``: no watch, no get, no writes.
 
 Objects are serialised with orjson when added (:meth:`PageServer.add_many`); the server never
 changes them, so every list is consistent. :attr:`PageServer.lists` counts list requests per
-resource. Plain HTTP on 127.0.0.1 (see ``fake_http``).
+resource. Plain HTTP on 127.0.0.1 (see ``fake_http``). That the audit reads the same through it
+as through the real API server is tested in ``tests/cluster/kube/test_page_server.py``.
 """
 
 from __future__ import annotations
@@ -28,12 +28,47 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from tests.support.apiserver import _GROUP_VERSIONS, _KIND_TO_RESOURCE, _RESOURCES, _route
 from tests.support.fake_http import JsonHandler, LoopbackServer, status
 
 __all__ = ["PageServer"]
 
 RESOURCE_VERSION = "1000"
+
+# resource (URL plural) -> (kind, namespaced)
+_RESOURCES: dict[str, tuple[str, bool]] = {
+    "nodes": ("Node", False),
+    "pods": ("Pod", True),
+    "configmaps": ("ConfigMap", True),
+    "deployments": ("Deployment", True),
+    "statefulsets": ("StatefulSet", True),
+    "daemonsets": ("DaemonSet", True),
+    "replicasets": ("ReplicaSet", True),
+    "jobs": ("Job", True),
+    "cronjobs": ("CronJob", True),
+}
+# resource -> group/version, for the resources outside the core group ("v1")
+_GROUP_VERSIONS = {
+    **{r: "apps/v1" for r in ("deployments", "statefulsets", "daemonsets", "replicasets")},
+    **{r: "batch/v1" for r in ("jobs", "cronjobs")},
+}
+_KIND_TO_RESOURCE = {kind: res for res, (kind, _) in _RESOURCES.items()}
+
+
+def _route(path: str) -> tuple[str | None, str | None, str | None]:
+    """(resource, namespace, name) of an API path; resource None when it names none."""
+    parts = path.strip("/").split("/")
+    if parts[:2] == ["api", "v1"]:
+        group_version, rest = "v1", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group_version, rest = "/".join(parts[1:3]), parts[3:]
+    else:
+        return None, None, None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not 1 <= len(rest) <= 2 or _GROUP_VERSIONS.get(rest[0], "v1") != group_version:
+        return None, None, None
+    return rest[0], namespace, rest[1] if len(rest) == 2 else None
 
 
 class PageServer(LoopbackServer):

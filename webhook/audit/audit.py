@@ -45,6 +45,7 @@ from webhook.policy.supply.assemble import (
     assemble,
     build_supply,
 )
+from webhook.policy.supply.served import offered
 from webhook.policy.workloads import locate
 
 __all__ = ["AuditResult", "Placement", "audit", "exit_status"]
@@ -419,7 +420,7 @@ def audit(
         policy=policy.name,
         policy_source=policy.source,
         inventory_source=inventory.source,
-        inventory_summary=inventory.summary(),
+        inventory_summary=offered(inventory),
         scanned=dict(sorted(collected.scanned.items())),
         workloads=len(groups),
         gpu_pods=len(pods),

@@ -4,8 +4,10 @@ A pending pod's GPU claims are judged in this order, and the first answer is the
 
 1. ``claim-missing``: a claim it refers to does not exist (neither the ResourceClaim nor the
    ResourceClaimTemplate it is made from);
-2. ``claim-unsatisfiable``: the claim rules fail (no device matches the class and the
-   selectors, too few on any node, a DeviceClass that does not exist...), with what exists;
+2. ``claim-unsatisfiable``: the allocator cannot allocate its claims on any node group,
+   existing or able to appear, even on an empty cluster: the webhook's question and answer
+   (no device matches the class and the selectors, too few on any node, a constraint no
+   devices meet, a DeviceClass that does not exist...), with what the closest group has;
 3. ``claim-allocated``: the allocator (docs/allocator.md) cannot allocate its claims on any
    node with the devices of the other claims' allocations (``status.allocation``) in use
    (``webhook.audit.now``): the holders of the devices its claims can use are named, with the
@@ -31,7 +33,8 @@ from webhook.policy.allocator.usage import Usage
 from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
 from webhook.policy.demand import Claim, read_claim_spec
 from webhook.policy.dra import Allocation, Device, DraSnapshot
-from webhook.policy.engine.claims import claim_findings, gpu_requests, usable_devices
+from webhook.policy.engine.claims import gpu_requests, usable_devices
+from webhook.policy.engine.fit import verdict_findings
 from webhook.policy.model import DraPolicy
 
 __all__ = ["ClaimDiagnosis"]
@@ -129,8 +132,10 @@ class ClaimDiagnosis:
         waiting = [c for n, c in named if (namespace, n) not in self._allocated]
         if not waiting:
             return [self._elsewhere(named, allocated=True)]
-        failed = claim_findings(waiting, dra=self.dra, policy=self.policy, namespace=namespace)
-        failed = [r for r in failed if r.status == "fail" and r.rule != "gpu-claim-admin-access"]
+        claims = [self._claims[c.label] for c in waiting]
+        labels = ", ".join(c.label for c in waiting)
+        failed = verdict_findings(self.fit_now.ever(claims), labels, has_claims=True)
+        failed = [r for r in failed if r.status == "fail"]
         if failed:
             return [
                 Reason(
@@ -146,7 +151,7 @@ class ClaimDiagnosis:
         # allocatedState); the pod's own allocated claims are not allocated again.
         whole, shared = allocated_devices(self.dra.allocations, self.fit_now.supply, skip=mine)
         usage = Usage(devices=whole, shared=shared)
-        if self.fit_now.fits_somewhere([self._claims[c.label] for c in waiting], usage):
+        if self.fit_now.fits_somewhere(claims, usage):
             return [self._elsewhere(named, allocated=False)]
         usable = self._sharing_counters(usable_devices(waiting, self.dra, self.policy))
         return [self._allocated_reason(usable, mine)]

@@ -94,6 +94,17 @@ def format_age(seconds: int | None) -> str:
     return f"{secs}s"
 
 
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One cause of a stuck pod: a code, what is wrong, what to do, and details for reports."""
+
+    code: str
+    message: str
+    fix: str
+    details: Mapping[str, str] = field(default_factory=dict)
+    nodes: tuple[str, ...] = ()  # the full nodes, for the node capacity findings
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Ref:
     """The object a finding is about, as a report's ObjectReference names it."""

@@ -21,8 +21,9 @@ def node_findings(
     labels: dict[str, list[str]] = defaultdict(list)
     unplaced: list[str] = []
     for problem in inventory.disagreements:
-        name = problem.removeprefix("node ").split(":", 1)[0] if problem.startswith("node ") else ""
-        (labels[name] if name else unplaced).append(problem)
+        # A disagreement about one node names it as its source.
+        name = problem.source.removeprefix("node ") if problem.source.startswith("node ") else ""
+        (labels[name] if name else unplaced).append(str(problem))
     for node in nodes:
         ref = Ref("Node", None, node.name)
         held = {r: capacity.held.get((node.name, r), 0) for r in node.gpus}

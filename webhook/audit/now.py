@@ -16,12 +16,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from webhook.policy.allocator import fit
-from webhook.policy.allocator.usage import EMPTY, Usage
+from webhook.policy.allocator import Verdict, fit, fit_anywhere
+from webhook.policy.allocator.usage import Usage
 from webhook.policy.demand import Claim, Demand, pod_demand
 from webhook.policy.dra import Allocation, DraSnapshot
-from webhook.policy.nodes import NodeView
-from webhook.policy.supply import NodeGroup, Supply
+from webhook.policy.supply import Supply
 from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S
 
 __all__ = ["FitNow", "allocated_devices"]
@@ -52,14 +51,25 @@ def allocated_devices(
     return frozenset(whole), frozenset(shared)
 
 
+def without_assumed_taints(supply: Supply) -> Supply:
+    """``supply`` with no taints on the node groups that have no node yet.
+
+    The supply gives such a group the taints the policy's ``spec.mutation.tolerations`` are
+    for (``assumed_taints``): the webhook adds those tolerations to every GPU pod it admits,
+    so its own reviews pass them. A pod that already waits may have been made without the
+    webhook; nothing is known of the taints a node to come will carry, and an assumption is
+    not held against it (docs/audit.md, "Why a GPU pod is stuck")."""
+    if not any(g.taints and not g.node_names for g in supply.groups):
+        return supply
+    groups = tuple(g if g.node_names else replace(g, taints=()) for g in supply.groups)
+    return replace(supply, groups=groups)
+
+
 class FitNow:
     """The allocator's answers for pods on the existing nodes, empty and as used now."""
 
     def __init__(self, supply: Supply | None, dra: DraSnapshot | None) -> None:
-        self.supply = supply if supply is not None else Supply(groups=())
-        self.groups: dict[str, NodeGroup] = {
-            g.node_names[0]: g for g in self.supply.groups if len(g.node_names) == 1
-        }
+        self.supply = without_assumed_taints(supply if supply is not None else Supply(groups=()))
         self.devices, self.shared = allocated_devices(
             dra.allocations if dra is not None else (), self.supply
         )
@@ -72,32 +82,11 @@ class FitNow:
             requested.setdefault(node, {})[resource] = n
         return Usage(requested, self.devices, self.shared)
 
-    def group(self, node: NodeView) -> NodeGroup:
-        """The supply's group of ``node``; one made from its view when the supply lacks it."""
-        found = self.groups.get(node.name)
-        if found is not None:
-            return found
-        return NodeGroup(
-            key=f"node {node.name}",
-            node_names=(node.name,),
-            labels=node.labels,
-            taints=node.taints,
-            allocatable=node.gpus,
-        )
-
-    def fitting(
-        self, demand: Demand, nodes: Sequence[NodeView], usage: Usage = EMPTY
-    ) -> list[NodeView]:
-        """The ``nodes`` ``demand`` fits on, the cluster empty or as ``usage`` says; a search
-        that runs out of time counts as a fit (nothing proven against it)."""
-        return [
-            n
-            for n in nodes
-            if fit(
-                demand, self.group(n), self.supply, budget_s=OFFLINE_FIT_BUDGET_S, usage=usage
-            ).outcome
-            != "does-not-fit"
-        ]
+    def ever(self, claims: Sequence[Claim]) -> Verdict:
+        """The webhook's question: can ``claims`` be allocated together on some node group,
+        existing or able to appear, on an empty cluster? (Could they ever be.)"""
+        demand = Demand(label="claims", claims=tuple(claims))
+        return fit_anywhere(demand, self.supply, budget_s=OFFLINE_FIT_BUDGET_S)
 
     def fits_somewhere(self, claims: Sequence[Claim], usage: Usage) -> bool:
         """Can ``claims`` be allocated together on some existing node, with ``usage``?"""

@@ -1,25 +1,22 @@
-"""Why a GPU pod is stuck, in GPU terms, computed from the nodes and the pods that hold slots.
+"""Why a GPU pod is stuck, in GPU terms: the allocator's verdict, and the holders of its slots.
 
-For a pod that is not bound to a node, the checks follow the scheduler's own filters in
-order, and stop at the first that leaves no node, because that is the one to fix first:
+Whether an unbound pod could run is the allocator's answer (``webhook/audit/verdict.py``,
+docs/allocator.md): never (no node group, existing or able to appear, even empty), only on a
+node to come, on an existing node were it empty, or now. Each reason's words come from what
+the allocator refuses, filter by filter, in this order:
 
-1. ``scale-up``: a resource no node advertises yet, that a pool with no node (an autoscaled
-   pool the policy declares, or a Karpenter NodePool: docs/autoscaling.md) will offer once
-   the autoscaler adds its node, and whose product the pod's nodeSelector admits: it waits as
-   it should (a warning, not a failure);
-   ``not-offered``: a resource name (or MIG profile) no node advertises and no such pool
-   would either: no node will ever serve it;
-2. ``not-together``: each is advertised, but no node advertises all the pod asks for;
-3. ``selection``: its nodeSelector / required node affinity matches no node that offers it;
-4. ``taints``: every node left has a NoSchedule / NoExecute taint (or a cordon) it does not
+1. ``not-offered``: a resource name (or MIG profile) no node group has any of, or that only
+   nodes to come have and none its selection admits: no node will ever serve it;
+2. ``not-together``: each is offered, but no node group has them all;
+3. ``selection``: its nodeSelector / required node affinity admits no group that offers it;
+4. ``taints``: every group left has a NoSchedule / NoExecute taint (or a cordon) it does not
    tolerate;
-5. ``too-large``: it fits none of those nodes even were they empty (the allocator's answer
-   on an empty cluster, the webhook's: ``webhook.audit.now``), as when it asks for more than
-   any of them has;
-6. ``full``: it fits none of them now, with what the bound pods that have not finished
-   request and the allocated claims hold (the allocator's answer with that usage): the
-   holders are named, oldest first;
-7. ``elsewhere``: it fits one of them now: what keeps it Pending is not its GPU request.
+5. ``too-large``: it fits none of those even empty, as when it asks for more than any has;
+6. ``scale-up``: it fits only a node group able to appear (an autoscaled pool, a Karpenter
+   NodePool: docs/autoscaling.md): it waits as it should (a warning, not a failure);
+7. ``full``: it fits an existing node were it empty, none now with what bound pods and
+   allocated claims hold: the holders are named, oldest first;
+8. ``elsewhere``: it fits one of them now: what keeps it Pending is not its GPU request.
 
 Beside those, ``shared-above-one``: it asks for more than one shared GPU where the device
 plugin refuses that (``failRequestsGreaterThanOne``), so it would fail at the kubelet once
@@ -31,29 +28,26 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from webhook.audit.findings import Ref
+from webhook.audit.extended import dra_too_large, held_by_claims, served_by_dra
+from webhook.audit.findings import Reason, Ref
 from webhook.audit.now import FitNow, gpu_demand
 from webhook.audit.owners import parse_time
 from webhook.audit.requests import pod_requests, scheduler_message
+from webhook.audit.verdict import Judged, judge, locate
 from webhook.policy import Inventory
+from webhook.policy.allocator import DOES_NOT_FIT
+from webhook.policy.demand import Demand
 from webhook.policy.inventory import Offer
-from webhook.policy.nodes import (
-    UNSCHEDULABLE_TAINT,
-    NodeView,
-    Taint,
-    affinity_matches,
-    required_terms,
-    selector_matches,
-    untolerated,
-)
+from webhook.policy.nodes import UNSCHEDULABLE_TAINT, NodeView, Taint, required_terms, untolerated
 from webhook.policy.products import base_model
 from webhook.policy.resources import parse_resource
-from webhook.policy.supply import Supply
+from webhook.policy.supply import NodeGroup, Supply
+from webhook.policy.supply.served import offered as offered_names
 
 __all__ = [
     "HOLDERS_SHOWN",
@@ -70,17 +64,6 @@ HOLDERS_SHOWN = 5
 NODES_SHOWN = 5
 # The pod spec fields the scheduler's GPU-relevant filters read (with the requests).
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
-
-
-@dataclass(frozen=True, slots=True)
-class Reason:
-    """One cause of a stuck pod: a code, what is wrong, what to do, and details for reports."""
-
-    code: str
-    message: str
-    fix: str
-    details: Mapping[str, str] = field(default_factory=dict)
-    nodes: tuple[str, ...] = ()  # the full nodes, for the node capacity findings
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +115,7 @@ class Capacity:
         self._diagnosed: dict[str, list[Reason]] = {}
         # The allocator's view of the same nodes (the inventory's supply unless given).
         self.fit_now = FitNow(supply or inventory.supply, inventory.dra)
+        self._views = {v.name: v for v in self.nodes}
         for pool in inventory.pools:
             for node_name in pool.nodes:
                 for offer in pool.offers:
@@ -180,38 +164,64 @@ class Capacity:
         return found
 
     def _diagnose(self, spec: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
-        missing = [r for r in requests if r not in self._offering]
-        if missing:
-            return [self._not_offered(r, spec) for r in missing]
-        # The nodes that offer the scarcest of the requested resources, then the others.
-        first = min(requests, key=lambda r: len(self._offering[r]))
-        offering = [n for n in self._offering[first] if all(r in n.gpus for r in requests)]
-        if not offering:
-            return [self._not_together(requests)]
-        selector, affinity = spec.get("nodeSelector"), spec.get("affinity")
-        selected = [
-            n
-            for n in offering
-            if selector_matches(selector, n.labels) and affinity_matches(affinity, n)
-        ]
-        if not selected:
-            return [self._selection(spec, requests, offering)]
-        tolerations = spec.get("tolerations") or ()
-        admitted = [n for n in selected if not untolerated(n, tolerations)]
-        if not admitted:
-            return [self._taints(spec, requests, selected)]
-        reasons = self._shared_above_one(requests, admitted)
-        # The allocator decides, on the empty nodes (could it ever run here?), then with what
-        # is in use now (does it wait for the holders, or for something else?).
+        # The allocator decides: ever (an empty cluster, every node group), on the existing
+        # nodes empty, and now with what is in use (webhook/audit/verdict.py).
         demand = gpu_demand(spec, requests)
-        could = self.fit_now.fitting(demand, admitted)
-        if not could:
-            return [*reasons, *self._too_large(requests, admitted)]
-        fitting = self.fit_now.fitting(demand, could, self.fit_now.usage(self.held))
-        if not fitting:
+        supply = self.fit_now.supply
+        judged = judge(demand, supply, self.fit_now.usage(self.held))
+        if judged.ever.outcome == DOES_NOT_FIT:
+            return self._never(spec, requests, demand, judged)
+        if not judged.could:
+            return [self._scale_up(requests, judged)]
+        could = [self._view(g) for g in judged.could]
+        reasons = self._shared_above_one(requests, could)
+        # Names no node it could run on has device-plugin slots of: DRA devices are held.
+        served = served_by_dra(requests, supply, {r for v in could for r in v.gpus})
+        if not judged.now and served:
+            return [*reasons, held_by_claims(served, supply)]
+        if not judged.now:
             # The holders it waits for are those of the nodes it could run on.
             return [*reasons, self._full(requests, could)]
-        return [*reasons, self._elsewhere(requests, fitting)]
+        return [*reasons, self._elsewhere(requests, [self._view(g) for g in judged.now])]
+
+    def _never(
+        self,
+        spec: Mapping[str, Any],
+        requests: Mapping[str, int],
+        demand: Demand,
+        judged: Judged,
+    ) -> list[Reason]:
+        """Why the demand fits no node group even on an empty cluster: the first filter
+        that leaves no group, as the allocator answers each part of the demand."""
+        fault = locate(demand, self.fit_now.supply, judged)
+        if fault.missing:
+            return [self._not_offered(r) for r in fault.missing]
+        if not fault.offering:
+            return [self._not_together(fault.per_name)]
+        offering = [self._view(g) for g in fault.offering]
+        absent = [r for r in requests if r not in self._offering]
+        if not fault.selected and absent and not any(g.node_names for g in fault.offering):
+            # Only nodes to come offer it, and none its selection admits: it is not offered.
+            return [self._not_offered(r) for r in absent]
+        if not fault.selected:
+            return [self._selection(spec, requests, offering)]
+        selected = [self._view(g) for g in fault.selected]
+        if not fault.admitted:
+            return [self._taints(spec, requests, selected)]
+        admitted = [self._view(g) for g in fault.admitted]
+        reasons = self._shared_above_one(requests, admitted)
+        # Some node left gets a name from a DeviceClass: the allocator's words, not slots.
+        slots = set.intersection(*(set(v.gpus) for v in admitted))
+        if served_by_dra(requests, self.fit_now.supply, slots):
+            return [*reasons, dra_too_large(fault.answers, demand)]
+        return [*reasons, *self._too_large(requests, admitted)]
+
+    def _view(self, group: NodeGroup) -> NodeView:
+        """The node of a group (a pool's key for nodes to come), as the messages read nodes."""
+        found = self._views.get(group.node)
+        if found is not None:
+            return found
+        return NodeView(group.node, group.labels, group.taints, group.allocatable)
 
     def diagnose_refused(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> list[Reason]:
         """Why the kubelet refused a pod at admission (``UnexpectedAdmissionError``)."""
@@ -236,38 +246,35 @@ class Capacity:
 
     # --- one Reason per finding --------------------------------------------------------
 
-    def _can_appear(self, resource: str, spec: Mapping[str, Any]) -> list[str]:
-        """The pools at zero that will offer ``resource`` on nodes the pod's selector admits."""
-        selector = spec.get("nodeSelector") or {}
-        pools = []
-        for pool, offer in self.inventory.advertising(resource):
-            if not pool.at_zero:
-                continue
-            if offer.selector is not None and selector.get(offer.selector[0]) not in (
-                None,
-                offer.selector[1],
-            ):
-                continue
-            pools.append(pool.describe())
-        return list(dict.fromkeys(pools))
+    def _scale_up(self, requests: Mapping[str, int], judged: Judged) -> Reason:
+        """It fits no existing node, even empty, but a node group able to appear."""
+        described = {f"pool {p.name}": p.describe() for p in self.inventory.pools}
+        pools = list(dict.fromkeys(described.get(g.key, g.key) for g in judged.appearing))
+        resource = next((r for r in requests if r not in self._offering), None)
+        if resource is None:
+            what = "no node can run it yet (the nodes that advertise " + ", ".join(sorted(requests))
+            what += " do not admit it, or have too few)"
+        else:
+            form = parse_resource(resource)
+            what = f"no node advertises {resource}"
+            if form is not None and form.profile:
+                what += f" (MIG {form.profile} instances)"
+            what += " yet"
+        return Reason(
+            "scale-up",
+            f"{what}: it waits for the autoscaler to add a node of {_listed(pools)}",
+            "nothing to change while the node comes; if none comes, read the autoscaler's "
+            "events for the pod: the node group or NodePool must promise the labels the pod "
+            "selects and the resource it asks for (docs/autoscaling.md)",
+            {"resource": resource or ", ".join(sorted(requests)), "pools": _listed(pools)},
+        )
 
-    def _not_offered(self, resource: str, spec: Mapping[str, Any]) -> Reason:
+    def _not_offered(self, resource: str) -> Reason:
         form = parse_resource(resource)
         what = resource
         if form is not None and form.profile:
             what = f"{resource} (MIG {form.profile} instances)"
-        pools = self._can_appear(resource, spec)
-        if pools:
-            return Reason(
-                "scale-up",
-                f"no node advertises {what} yet: it waits for the autoscaler to add a node of "
-                f"{_listed(pools)}",
-                "nothing to change while the node comes; if none comes, read the autoscaler's "
-                "events for the pod: the node group or NodePool must promise the labels the pod "
-                "selects and the resource it asks for (docs/autoscaling.md)",
-                {"resource": resource, "pools": _listed(pools)},
-            )
-        offered = self.inventory.summary()
+        offered = offered_names(self.inventory)
         if form is None:
             fix = f"ask for one of the offered names: {resource} is no name the device plugin uses"
         elif form.profile:
@@ -291,10 +298,10 @@ class Capacity:
             {"resource": resource, "offered": offered},
         )
 
-    def _not_together(self, requests: Mapping[str, int]) -> Reason:
-        names = " and ".join(sorted(requests))
+    def _not_together(self, offered: Mapping[str, Sequence[NodeGroup]]) -> Reason:
+        names = " and ".join(sorted(offered))
         per_name = "; ".join(
-            f"{r}: {_listed([n.name for n in self._offering[r]])}" for r in sorted(requests)
+            f"{r}: {_listed([g.node for g in groups])}" for r, groups in sorted(offered.items())
         )
         return Reason(
             "not-together",
@@ -473,8 +480,12 @@ class Capacity:
         )
 
     def _elsewhere(self, requests: Mapping[str, int], fitting: list[NodeView]) -> Reason:
+        # A name DRA serves is counted in devices the allocator found free, not in slots.
         free = [
-            f"{n.name}: " + ", ".join(f"{self.free(n, r)} {r} free" for r in requests)
+            f"{n.name}: "
+            + ", ".join(
+                f"{self.free(n, r) if r in n.gpus else 'devices'} {r} free" for r in requests
+            )
             for n in fitting[:NODES_SHOWN]
         ]
         more = f" and {len(fitting) - NODES_SHOWN} more" if len(fitting) > NODES_SHOWN else ""

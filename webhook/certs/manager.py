@@ -2,7 +2,7 @@
 
 A round reads the Secret and the caBundle of every webhook entry, asks ``rotation.plan`` what
 the Secret should hold, writes it (create, or replace at the resourceVersion it read), publishes
-``rotation.ca_bundle`` of the Secret in every webhook entry whose caBundle differs (a hand edit is
+``trust.ca_bundle`` of the Secret in every webhook entry whose caBundle differs (a hand edit is
 undone on the next round), and writes three files into the directory the server's
 ``ReloadingSSLContext`` follows (``GPU_POLICY_TLS_DIR``):
 
@@ -39,7 +39,7 @@ from typing import Protocol
 
 from cryptography import x509
 
-from webhook.certs import issue, rotation
+from webhook.certs import issue, rotation, trust
 from webhook.contract import CA_CERT_FILE, DEFAULT_CERT_INTERVAL, TLS_CERT_FILE, TLS_KEY_FILE
 
 logger = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class CertManager:
         self.name = name
         self.last_round: Round | None = None
         self.change_check = min(CHANGE_CHECK, interval)
-        self._remembered: rotation.SecretContent | None = None
+        self._remembered: trust.SecretContent | None = None
         self._resource_version: str | None = None
         # The CAs every configuration trusted at the end of the last round (None: no round yet).
         self._trusted_before: list[x509.Certificate] | None = None
@@ -199,7 +199,7 @@ class CertManager:
             read_at = time.monotonic()
             record = self.store.read_secret()
             published = self.store.read_bundles()
-            current = rotation.SecretContent(record.data, record.annotations) if record else None
+            current = trust.SecretContent(record.data, record.annotations) if record else None
             plan = rotation.plan(
                 current,
                 published=published.bundles,
@@ -233,20 +233,20 @@ class CertManager:
     def _round(self) -> Round:
         record, published, read_at, changes = self._settle_secret()
         self._resource_version = record.resource_version
-        content = rotation.SecretContent(dict(record.data), dict(record.annotations))
+        content = trust.SecretContent(dict(record.data), dict(record.annotations))
         self._remembered = content
         # A caBundle made from a Secret read long ago could undo what a newer one published.
         fresh = time.monotonic() - read_at <= self.max_staleness
         if fresh:
-            published = self.store.publish(rotation.ca_bundle(content))
+            published = self.store.publish(trust.ca_bundle(content))
         else:
             logger.warning("%s: read too long ago, not publishing this round", self.name)
         for problem in published.problems:
             logger.warning("%s: %s", self.name, problem)
-        trusted = rotation.trusted_by_all(published.bundles)
+        trusted = trust.trusted_by_all(published.bundles)
         before, self._trusted_before = self._trusted_before, trusted
         self.tls_dir.mkdir(parents=True, exist_ok=True)
-        _write_if_changed(self.tls_dir / CA_CERT_FILE, rotation.pem_bundle(trusted), 0o644)
+        _write_if_changed(self.tls_dir / CA_CERT_FILE, trust.pem_bundle(trusted), 0o644)
         self.waiting = self._must_wait(content, before, trusted)
         if self.waiting:
             return Round(tuple(changes), fresh, len(trusted), tuple(published.problems))
@@ -264,7 +264,7 @@ class CertManager:
 
     def _must_wait(
         self,
-        content: rotation.SecretContent,
+        content: trust.SecretContent,
         before: list[x509.Certificate] | None,
         trusted: list[x509.Certificate],
     ) -> bool:
@@ -279,13 +279,13 @@ class CertManager:
         """
         now = self.clock()
         new = x509.load_pem_x509_certificate(content.data[TLS_CERT_FILE])
-        if before is None or rotation.check_served(new, before, now)[0]:
+        if before is None or trust.check_served(new, before, now)[0]:
             return False
         try:
             served = x509.load_pem_x509_certificate((self.tls_dir / TLS_CERT_FILE).read_bytes())
         except (OSError, ValueError):
             return False
-        if served == new or not rotation.check_served(served, trusted, now)[0]:
+        if served == new or not trust.check_served(served, trusted, now)[0]:
             return False
         logger.info(
             "%s: the new serving certificate's CA was published just now; serving the "
@@ -388,5 +388,5 @@ class PublishedCACheck:
             pem = self.ca_file.read_bytes()
         except OSError as e:
             return False, f"no published caBundle yet ({self.ca_file}: {e.strerror})"
-        trusted = rotation.load_certificates(pem)
-        return rotation.check_served(cert, trusted, self.clock())
+        trusted = trust.load_certificates(pem)
+        return trust.check_served(cert, trusted, self.clock())

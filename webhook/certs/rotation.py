@@ -2,11 +2,12 @@
 
 The server keeps its CA and serving certificate in one Secret and publishes the CA in the
 ``caBundle`` of its own webhook configurations (``webhook/certs/manager.py`` does the reading
-and writing). :func:`plan` takes what the Secret holds, what the webhook configurations trust
-right now and the time, and returns what the Secret should hold next, with one sentence per
-change; :func:`ca_bundle` is the caBundle to publish for a Secret. Every replica runs the same
-function on the same Secret, so they agree without talking to each other; the Secret's
-resourceVersion decides which write wins when two replicas act at once.
+and writing; ``webhook/certs/trust.py`` says what a bundle holds, which caBundle a Secret
+stands for and what every configuration trusts). :func:`plan` takes what the Secret holds, what
+the webhook configurations trust right now and the time, and returns what the Secret should
+hold next, with one sentence per change. Every replica runs the same function on the same
+Secret, so they agree without talking to each other; the Secret's resourceVersion decides
+which write wins when two replicas act at once.
 
 The Secret (type ``kubernetes.io/tls``, keys in ``webhook.contract``):
 
@@ -46,9 +47,17 @@ from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 
 from webhook.certs import issue
+from webhook.certs.trust import (
+    SecretContent,
+    describe,
+    fingerprint,
+    load_certificates,
+    pem_bundle,
+    trusted_by_all,
+)
 from webhook.contract import (
     CA_CERT_FILE,
     CA_KEY_FILE,
@@ -61,18 +70,7 @@ from webhook.contract import (
     TLS_KEY_FILE,
 )
 
-__all__ = [
-    "Plan",
-    "SecretContent",
-    "Timing",
-    "ca_bundle",
-    "check_served",
-    "load_certificates",
-    "pem_bundle",
-    "plan",
-    "renewal_time",
-    "trusted_by_all",
-]
+__all__ = ["Plan", "Timing", "plan", "renewal_time"]
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -101,14 +99,6 @@ class Timing:
 
 
 @dataclass(frozen=True)
-class SecretContent:
-    """The parts of the Secret the decisions read and write: its data and annotations."""
-
-    data: Mapping[str, bytes]
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Plan:
     """What the Secret should hold next; ``changes`` says what changed and why (empty: keep)."""
 
@@ -117,35 +107,8 @@ class Plan:
 
 
 # --------------------------------------------------------------------------------------------
-# Reading certificates
+# Times, and the certificates of the Secret checked
 # --------------------------------------------------------------------------------------------
-
-
-def load_certificates(pem: bytes | None) -> list[x509.Certificate]:
-    """The certificates of a PEM bundle; none for an empty or unreadable one."""
-    if not pem:
-        return []
-    try:
-        return x509.load_pem_x509_certificates(pem)
-    except ValueError:
-        return []
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def pem_bundle(certs: Sequence[x509.Certificate]) -> bytes:
-    """The certificates as one PEM bundle, in order."""
-    return b"".join(_pem(c) for c in certs)
-
-
-def _fingerprint(cert: x509.Certificate) -> bytes:
-    return cert.fingerprint(hashes.SHA256())
-
-
-def _describe(cert: x509.Certificate) -> str:
-    return f"serial {cert.serial_number:x}"
 
 
 def _format_time(when: dt.datetime) -> str:
@@ -233,79 +196,10 @@ def _serving_problem(
     due = renewal_time(cert, timing.renew_fraction)
     if now >= due:
         return (
-            f"{TLS_CERT_FILE} ({_describe(cert)}) was due for renewal at {_format_time(due)}, "
+            f"{TLS_CERT_FILE} ({describe(cert)}) was due for renewal at {_format_time(due)}, "
             f"it expires at {_format_time(cert.not_valid_after_utc)}"
         )
     return None
-
-
-# --------------------------------------------------------------------------------------------
-# What is trusted
-# --------------------------------------------------------------------------------------------
-
-
-def ca_bundle(content: SecretContent) -> bytes:
-    """The caBundle to publish for this Secret: its CA, the next one, the retired ones.
-
-    Oldest first (then by fingerprint), each certificate once: before and after a CA switch
-    the bundle holds the same two CAs in the same order, so replicas that read the Secret
-    on either side of the switch publish the same bytes and never undo each other.
-    """
-    certs = [
-        *load_certificates(content.data.get(CA_CERT_FILE)),
-        *load_certificates(content.data.get(NEXT_CA_CERT_FILE)),
-        *load_certificates(content.data.get(PREVIOUS_CA_CERT_FILE)),
-    ]
-    unique = {_fingerprint(c): c for c in certs}
-    ordered = sorted(unique.items(), key=lambda item: (item[1].not_valid_before_utc, item[0]))
-    return pem_bundle([c for _, c in ordered])
-
-
-def trusted_by_all(bundles: Sequence[bytes | None]) -> list[x509.Certificate]:
-    """The CAs that every one of ``bundles`` holds (None: a bundle that could not be read).
-
-    What the API server trusts for every webhook entry it calls: a CA missing from any one of
-    them is not trusted. No bundles at all trust nothing.
-    """
-    if not bundles:
-        return []
-    sets = [load_certificates(b) for b in bundles]
-    common = set.intersection(*({_fingerprint(c) for c in certs} for certs in sets))
-    seen: set[bytes] = set()
-    out = []
-    for cert in sets[0]:
-        fp = _fingerprint(cert)
-        if fp in common and fp not in seen:
-            seen.add(fp)
-            out.append(cert)
-    return out
-
-
-def check_served(
-    served: x509.Certificate, trusted: Sequence[x509.Certificate], now: dt.datetime
-) -> tuple[bool, str]:
-    """(ready, reason): does one of the ``trusted`` CAs verify the ``served`` certificate now?"""
-    if not trusted:
-        return False, (
-            "no CA is trusted by every webhook configuration yet: the certificate manager "
-            "publishes the caBundle (see its log lines in the server's output)"
-        )
-    for ca in trusted:
-        try:
-            served.verify_directly_issued_by(ca)
-        except (ValueError, TypeError, InvalidSignature):
-            continue
-        if not ca.not_valid_before_utc <= now < ca.not_valid_after_utc:
-            return False, f"the CA that signed the served certificate ({_describe(ca)}) is expired"
-        return True, (
-            f"served certificate {_describe(served)} is verified by the caBundle of every "
-            f"webhook configuration (CA {_describe(ca)})"
-        )
-    return False, (
-        f"the served certificate ({_describe(served)}) is not signed by any of the "
-        f"{len(trusted)} CAs every webhook configuration trusts: the API server would refuse it "
-        "until the new certificate is picked up"
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,7 +248,7 @@ class _Draft:
         )
         self.data[TLS_CERT_FILE], self.data[TLS_KEY_FILE] = crt, key
         new = x509.load_pem_x509_certificate(crt)
-        self.change(f"new serving certificate ({_describe(new)}): {why}")
+        self.change(f"new serving certificate ({describe(new)}): {why}")
 
     def start_over(self, why: str, published: Sequence[bytes | None]) -> Plan:
         """A new CA and serving certificate; the CAs published now stay (:meth:`keep`)."""
@@ -375,14 +269,14 @@ class _Draft:
         the API server refuse that replica meanwhile.
         """
         mine = {
-            _fingerprint(c)
+            fingerprint(c)
             for key in (CA_CERT_FILE, NEXT_CA_CERT_FILE, PREVIOUS_CA_CERT_FILE)
             for c in load_certificates(self.data.get(key))
         }
         kept: dict[bytes, x509.Certificate] = {}
         for bundle in published:
             for cert in load_certificates(bundle):
-                fp = _fingerprint(cert)
+                fp = fingerprint(cert)
                 if fp not in mine and self.now < cert.not_valid_after_utc:
                     kept[fp] = cert
         if not kept:
@@ -420,25 +314,25 @@ class _Draft:
                     "a new CA was asked for" if force else f"the CA was due at {_format_time(due)}"
                 )
                 self.change(
-                    f"{why}: introduced the next CA ({_describe(new)}); it signs once every "
+                    f"{why}: introduced the next CA ({describe(new)}); it signs once every "
                     f"webhook configuration has trusted it for {_span(timing.settle)}"
                 )
             return ca, False
 
-        trusted = {_fingerprint(c) for c in trusted_by_all(published)}
+        trusted = {fingerprint(c) for c in trusted_by_all(published)}
         since = _parse_time(notes.get(NEXT_CA_TRUSTED_ANNOTATION))
-        if _fingerprint(nxt) not in trusted:
+        if fingerprint(nxt) not in trusted:
             if since is not None:
                 notes.pop(NEXT_CA_TRUSTED_ANNOTATION)
                 self.change(
-                    f"the next CA ({_describe(nxt)}) is no longer trusted by every webhook "
+                    f"the next CA ({describe(nxt)}) is no longer trusted by every webhook "
                     "configuration: waiting until it is again"
                 )
             return ca, False
         if since is None:
             notes[NEXT_CA_TRUSTED_ANNOTATION] = _format_time(now)
             self.change(
-                f"every webhook configuration trusts the next CA ({_describe(nxt)}): it signs "
+                f"every webhook configuration trusts the next CA ({describe(nxt)}): it signs "
                 f"from {_format_time(now + timing.settle)} on"
             )
             return ca, False
@@ -454,7 +348,7 @@ class _Draft:
         until = now + timing.overlap
         notes[PREVIOUS_CA_UNTIL_ANNOTATION] = _format_time(until)
         self.change(
-            f"switched to the next CA ({_describe(nxt)}); the old one ({_describe(ca)}) stays "
+            f"switched to the next CA ({describe(nxt)}); the old one ({describe(ca)}) stays "
             f"trusted until {_format_time(until)}"
         )
         return nxt, True
@@ -523,7 +417,7 @@ def plan(
         draft.data = dict(remembered.data)
         draft.notes = {k: v for k, v in draft.notes.items() if k not in _OURS}
         draft.notes.update({k: v for k, v in remembered.annotations.items() if k in _OURS})
-        draft.change(f"{what}: put back the CA ({_describe(ca)}) and serving certificate")
+        draft.change(f"{what}: put back the CA ({describe(ca)}) and serving certificate")
         draft.keep(published)
         force_next = True
 

@@ -45,10 +45,13 @@ class UsageError(Exception):
 
 
 def print_error(exc: Exception, command: str = "") -> int:
-    """The error as one line on stderr, and the exit code for it."""
+    """The error on stderr, one line per problem (a file with several mistakes is told about
+    each on its own line, docs/diagnostics.md), and the exit code for it."""
     prefix = f"{PROG} {command}" if command else PROG
-    message = " ".join(str(exc).split("\n"))
-    print(f"{prefix}: {message}", file=sys.stderr)
+    problems = [str(d) for d in exc.diagnostics] if isinstance(exc, PolicyError) else [str(exc)]
+    for problem in problems:
+        message = " ".join(problem.split("\n"))
+        print(f"{prefix}: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 

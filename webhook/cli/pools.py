@@ -16,7 +16,7 @@ from typing import Any
 from webhook.audit.requests import pod_requests
 from webhook.cli.render import cell, table, to_json
 from webhook.policy import Inventory
-from webhook.policy.inventory import dra_product
+from webhook.policy.dra import dra_product
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def origin_cell(row: Row) -> str:
 
     The policy file is named once, in the ``source:`` line; a NodePool by its name.
     """
-    where = {"karpenter": "NodePool", "resourceslice": "ResourceSlice"}.get(row.origin)
+    where = {"karpenter": "NodePool"}.get(row.origin)
     what = f"{where} {row.origin_name}" if where else row.origin
     return what if row.scaling is None else f"{what}, {row.scaling}"
 
@@ -167,7 +167,11 @@ def text(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str:
         for r in found
     ]
     lines = table(HEADERS, data)
-    lines.append(total_line(found))
+    total = total_line(found)
+    if inventory.dra is not None and inventory.dra.devices:
+        # DRA's devices are no pool of slots: the classes' table lists them.
+        total += f"; DRA devices: {len(inventory.dra.devices)} (by DeviceClass below)"
+    lines.append(total)
     classes = dra_classes(inventory)
     if classes:
         lines.append("")
@@ -189,7 +193,7 @@ def as_json(inventory: Inventory, pods: Iterable[Mapping[str, Any]] = ()) -> str
             "pools": [asdict(r) for r in found],
             "total_slots": sum(r.slots or 0 for r in found),
             "summary": total_line(found),
-            "disagreements": list(inventory.disagreements),
+            "disagreements": [str(d) for d in inventory.disagreements],
             "deviceClasses": dra_classes(inventory),
         }
     )

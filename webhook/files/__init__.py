@@ -318,9 +318,11 @@ class ClusterDump:
 
 
 def cluster_from_text(text: str, *, source: str) -> ClusterDump:
-    """Nodes and DRA objects from a dump: a List, or documents of those kinds."""
+    """Nodes and DRA objects from a dump: a List, or documents of those kinds; a DocumentError
+    names every object of another kind, each with its line."""
     nodes: list[dict[str, Any]] = []
     by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in DRA_DUMP_KINDS}
+    wrong: list[tuple[int | None, str]] = []
     for doc in kubernetes_objects(text, source=source):
         kind = doc.value.get("kind", "Node")
         if kind == "Node":
@@ -328,9 +330,11 @@ def cluster_from_text(text: str, *, source: str) -> ClusterDump:
         elif kind in by_kind:
             by_kind[kind].append(doc.value)
         else:
-            raise DocumentError(
-                source, doc.line, f"expected a Node or a {', '.join(DRA_DUMP_KINDS)}, not {kind}"
+            wrong.append(
+                (doc.line, f"expected a Node or a {', '.join(DRA_DUMP_KINDS)}, not {kind}")
             )
+    if wrong:
+        raise DocumentError.at_lines(source, wrong)
     return ClusterDump(nodes, by_kind)
 
 

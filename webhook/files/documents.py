@@ -8,19 +8,33 @@ from typing import Any, NamedTuple
 import yaml
 
 from webhook.policy import PolicyError
+from webhook.policy.errors import Diagnostic
 
 
 class DocumentError(PolicyError):
     """A YAML file that cannot be read as documents; ``line`` (1-based) when it is known.
 
     A PolicyError (file, ``line N``, reason) for the commands and the server, with the line as
-    a number for the harness, which reports ``file:line: reason``.
+    a number for the harness, which reports ``file:line: reason``. Its diagnostics carry the
+    line of each problem.
     """
 
     def __init__(self, source: str, line: int | None, reason: str) -> None:
         """Keep the line; the message is the PolicyError's."""
-        self.line = line
-        super().__init__(source, f"line {line}" if line is not None else "", reason)
+        super().__init__(source, _at(line), reason, line=line)
+
+    @classmethod
+    def at_lines(cls, source: str, found: list[tuple[int | None, str]]) -> DocumentError:
+        """One error for every (line, reason) found in a file (at least one), the first first."""
+        line, reason = found[0]
+        return cls(source, line, reason).carrying(
+            Diagnostic(source, _at(n), r, line=n) for n, r in found
+        )
+
+
+def _at(line: int | None) -> str:
+    """Where in a file a problem with a whole document is: ``line N`` (its field)."""
+    return f"line {line}" if line is not None else ""
 
 
 def one_line(exc: BaseException) -> str:
@@ -131,20 +145,26 @@ def kubernetes_objects(text: str, *, source: str) -> list[Document]:
     """Every object in ``text``: plain documents, and the items of ``List`` documents
     (``kubectl get -o yaml``), each with the line its mapping starts on.
 
-    A document or a List item that is not a mapping is a DocumentError.
+    A document or a List item that is not a mapping is a DocumentError, which names every
+    such document and item of the file.
     """
     out: list[Document] = []
+    wrong: list[tuple[int | None, str]] = []
     for node, value in composed(text, source=source):
         if not isinstance(value, dict):
-            raise DocumentError(source, _line(node), "a document is not a Kubernetes object")
+            wrong.append((_line(node), "a document is not a Kubernetes object"))
+            continue
         items = value.get("items") or []
         if not (str(value.get("kind", "")).endswith("List") and isinstance(items, list)):
             out.append(Document(_line(node), value))
             continue
         for line, item in zip(_item_lines(node, len(items)), items, strict=True):
             if not isinstance(item, dict):
-                raise DocumentError(source, line, "an item of the List is not a Kubernetes object")
+                wrong.append((line, "an item of the List is not a Kubernetes object"))
+                continue
             out.append(Document(line, item))
+    if wrong:
+        raise DocumentError.at_lines(source, wrong)
     return out
 
 

@@ -133,7 +133,7 @@ def junit_xml(
     if problems:
         files: dict[str, list[Problem]] = {}
         for p in problems:
-            files.setdefault(p.path, []).append(p)
+            files.setdefault(p.source, []).append(p)
         for path, items_p in files.items():
             suite_el = ET.SubElement(
                 root,
@@ -152,9 +152,9 @@ def junit_xml(
             )
             el.text = "\n".join(str(p) for p in items_p)
     counts = Counter(r.status for r in results)
-    root.set("tests", str(len(results) + len({p.path for p in problems})))
+    root.set("tests", str(len(results) + len({p.source for p in problems})))
     root.set("failures", str(counts["fail"]))
-    root.set("errors", str(counts["error"] + len({p.path for p in problems})))
+    root.set("errors", str(counts["error"] + len({p.source for p in problems})))
     root.set("skipped", str(counts["skip"]))
     root.set("time", f"{seconds:.3f}")
     tree = ET.ElementTree(root)

@@ -48,6 +48,7 @@ from typing import Any
 
 from webhook.contract import SUITE_KIND
 from webhook.policy import Inventory, NodeSelection, Policy
+from webhook.policy.errors import Diagnostic
 
 SUITE_KINDS = (SUITE_KIND, "PolicyTest")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -67,17 +68,14 @@ def is_suite_file(path: str | os.PathLike[str]) -> bool:
     return name.endswith(SUITE_SUFFIXES) or name in SUITE_NAMES
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a suite file: where, and what."""
+#: One thing wrong with a suite file (where, the line, what): the core's diagnostic, whose
+#: text is ``file:line: reason`` (docs/diagnostics.md).
+Problem = Diagnostic
 
-    path: str
-    line: int | None
-    message: str
 
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {self.message}"
+def problem(path: str | os.PathLike[str], line: int | None, message: str) -> Diagnostic:
+    """A problem with the file ``path``, at ``line`` when it is known."""
+    return Diagnostic(str(path), "", message, "error", line)
 
 
 class SuiteError(Exception):

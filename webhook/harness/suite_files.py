@@ -16,7 +16,6 @@ import yaml
 
 from webhook.files import (
     Document,
-    DocumentError,
     kubernetes_objects,
     load_inventory,
     load_policy,
@@ -31,6 +30,7 @@ from webhook.harness.suite import (
     Suite,
     SuiteError,
     is_suite_file,
+    problem,
 )
 from webhook.harness.suite_fields import (
     case_label,
@@ -98,7 +98,7 @@ def find_suite_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path
                 here += [Path(root, f) for f in sorted(files) if is_suite_file(f)]
             if not here:
                 problems.append(
-                    Problem(
+                    problem(
                         str(path),
                         None,
                         "no suite files here (names ending in suite.yaml, or gpu-policy-test.yaml)",
@@ -106,7 +106,7 @@ def find_suite_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path
                 )
             found += here
         else:
-            problems.append(Problem(str(path), None, "no such file or directory"))
+            problems.append(problem(str(path), None, "no such file or directory"))
     unique = list(dict.fromkeys(found))
     return unique, problems
 
@@ -126,7 +126,7 @@ def load_suites(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Suite], l
 
 def _yaml_problem(exc: yaml.YAMLError, source: str) -> Problem:
     error = yaml_error(exc, source)
-    return Problem(source, error.line, error.reason)
+    return problem(source, error.line, error.reason)
 
 
 class SuiteLoader:
@@ -144,7 +144,7 @@ class SuiteLoader:
         try:
             text = read_text(path)
         except PolicyError as exc:
-            raise SuiteError([Problem(source, None, exc.reason)]) from None
+            raise SuiteError([problem(source, None, exc.reason)]) from None
         loader = yaml.SafeLoader(text)
         try:
             try:
@@ -154,7 +154,7 @@ class SuiteLoader:
                     line = getattr(getattr(exc, "problem_mark", None), "line", None)
                     raise SuiteError(
                         [
-                            Problem(
+                            problem(
                                 source,
                                 line + 1 if line is not None else None,
                                 "a suite file holds one YAML document; put each suite in its "
@@ -164,7 +164,7 @@ class SuiteLoader:
                     ) from None
                 raise SuiteError([_yaml_problem(exc, source)]) from None
             if node is None:
-                raise SuiteError([Problem(source, None, "the file is empty")])
+                raise SuiteError([problem(source, None, "the file is empty")])
             return self._suite(NodeReader(path, loader), node)
         finally:
             loader.dispose()
@@ -364,10 +364,11 @@ class SuiteLoader:
         if path not in self._manifests:
             try:
                 self._manifests[path] = kubernetes_objects(read_text(path), source=str(path))
-            except DocumentError as exc:
-                raise SuiteError([Problem(str(path), exc.line, exc.reason)]) from None
             except PolicyError as exc:
-                raise SuiteError([Problem(str(path), None, exc.reason)]) from None
+                # Every object of the file that is not one, each with its line.
+                raise SuiteError(
+                    [problem(str(path), d.line, d.reason) for d in exc.diagnostics]
+                ) from None
         return self._manifests[path]
 
     def _expect(

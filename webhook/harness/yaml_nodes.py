@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from webhook.harness.suite import Problem
+from webhook.policy.errors import Diagnostics
 
 
 def line_of(node: yaml.Node) -> int:
@@ -29,12 +30,17 @@ class NodeReader:
         """Read nodes composed by ``loader`` from the file ``path``."""
         self.path = path
         self.loader = loader
-        self.problems: list[Problem] = []
+        self.diagnostics = Diagnostics(str(path))
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem noted so far, in reading order."""
+        return list(self.diagnostics.errors)
 
     def problem(self, node: yaml.Node | None, message: str) -> None:
         """Note a problem at ``node``'s line (the file's, for None)."""
         line = line_of(node) if node is not None else None
-        self.problems.append(Problem(str(self.path), line, message))
+        self.diagnostics.error("", message, line=line)
 
     def value(self, node: yaml.Node) -> Any:
         """The Python value of ``node``."""

@@ -17,7 +17,7 @@ It watches Nodes, GPU Pods, the device-plugin ConfigMap and, where the cluster s
 from webhook.kube.client import load_client
 from webhook.kube.source import ClusterSource, ClusterState, Health
 from webhook.kube.trim import configmap_data, trim_node, trim_pod
-from webhook.kube.watcher import WatchTimings
+from webhook.kube.watch_spec import WatchTimings
 
 __all__ = [
     "ClusterSource",

@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from webhook.kube.watcher import status_message
+from webhook.kube.failures import status_message
 
 __all__ = ["ApiRefused", "KubeCertStore", "SecretObject", "WebhookBundles"]
 

@@ -27,9 +27,9 @@ from kubernetes.client.exceptions import ApiException
 from webhook.kube.client import load_client
 from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
 from webhook.kube.dryrun import connect
+from webhook.kube.failures import describe_failure, status_message
 from webhook.kube.source import DRA_KINDS, NODEPOOLS
 from webhook.kube.trim import dra_trimmer, trim_node, trim_nodepool
-from webhook.kube.watcher import _describe, status_message
 
 __all__ = [
     "AUDIT_KINDS",
@@ -253,4 +253,4 @@ def failure(doing: str, exc: Exception, fix: str = "") -> ClusterError:
     """One line: what failed, how (the HTTP status and the API server's message, or the
     connection error), then ``fix``."""
     said = status_message(exc) if isinstance(exc, ApiException) else ""
-    return ClusterError(f"{doing}: {_describe(exc)}{said}{fix}")
+    return ClusterError(f"{doing}: {describe_failure(exc)}{said}{fix}")

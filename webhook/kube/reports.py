@@ -23,8 +23,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.audit import APIS, selector, stale
+from webhook.kube.failures import describe_failure
 from webhook.kube.lister import ClusterError, failure, list_pages
-from webhook.kube.watcher import _describe
 
 __all__ = ["FIELD_MANAGER", "Applied", "ReportKind", "apply_reports", "report_kinds"]
 
@@ -83,7 +83,7 @@ def _error(doing: str, kind: ReportKind, api: str, exc: Exception) -> ClusterErr
     status = exc.status if isinstance(exc, ApiException) else None
     if status == 404:
         return ClusterError(
-            f"{doing}: {_describe(exc)}: the cluster does not serve {kind.kind} "
+            f"{doing}: {describe_failure(exc)}: the cluster does not serve {kind.kind} "
             f"({kind.group}/{kind.version}): install the {kind.kind} CRD "
             f"({_CRD_SOURCES[api]}), or write the other format with --report-api "
             f"{_OTHER_API[api]}"

@@ -29,13 +29,8 @@ from webhook.contract import DRA_MODES
 from webhook.kube.cluster_state import ClusterState, Health
 from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
 from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_nodepool, trim_pod
-from webhook.kube.watcher import (
-    KindSpec,
-    ResourceWatcher,
-    WatchTimings,
-    key_by_name,
-    key_by_namespace_name,
-)
+from webhook.kube.watch_spec import KindSpec, WatchTimings, key_by_name, key_by_namespace_name
+from webhook.kube.watcher import ResourceWatcher
 from webhook.policy.dra import API_GROUP
 
 __all__ = ["DRA_KINDS", "ClusterSource", "ClusterState", "Health"]

@@ -28,82 +28,22 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["KindSpec", "ResourceWatcher", "WatchTimings", "key_by_name", "key_by_namespace_name"]
+from webhook.kube.failures import describe_failure, retry_after, unreachable
+from webhook.kube.watch_spec import KindSpec, WatchTimings
+
+__all__ = ["ResourceWatcher"]
 
 log = logging.getLogger(__name__)
 
 # The answers to the list of an optional kind that mean "not served to us": no such resource
 # (the CRD is not installed) and forbidden (RBAC does not grant it).
 _NOT_SERVED = frozenset({403, 404})
-
-
-@dataclass(frozen=True)
-class WatchTimings:
-    """Timings of the watchers and of the snapshot debouncer, in seconds.
-
-    The defaults suit a real cluster; tests shrink them so that recoveries take
-    milliseconds.
-    """
-
-    #: First retry delay after a failure; doubles (``backoff_factor``) per failure.
-    backoff_initial: float = 0.2
-    #: Ceiling of the retry delay.
-    backoff_max: float = 30.0
-    backoff_factor: float = 2.0
-    #: Each delay is drawn from ``[d * (1 - jitter), d]`` so replicas do not retry in step.
-    backoff_jitter: float = 0.5
-    #: A watch stream that stayed up this long counts as healthy: the backoff starts over.
-    backoff_reset_after: float = 10.0
-    #: Server-side watch timeout; each watch draws from ``[t, 2t)`` like client-go, so
-    #: that many webhooks do not reconnect at the same moment.
-    watch_timeout: float = 300.0
-    #: TCP connect timeout of every request.
-    connect_timeout: float = 10.0
-    #: Read timeout of a list request (a single read, not the whole body).
-    list_read_timeout: float = 60.0
-    #: Extra read timeout beyond the watch timeout, to detect a dead connection.
-    watch_read_margin: float = 30.0
-    #: Items per list page (``limit``); 0 lists everything in one response.
-    page_size: int = 500
-    #: Changes within this quiet time are coalesced into one snapshot...
-    debounce: float = 0.05
-    #: ...but a snapshot is never delayed more than this after the first change.
-    debounce_max: float = 0.5
-    #: How often an optional kind the API server does not serve is looked for again.
-    absent_recheck: float = 60.0
-
-    def backoff(self, failures: int, rnd: Callable[[], float] = random.random) -> float:
-        """The delay before retry number ``failures`` (1 for the first retry)."""
-        if failures <= 0:
-            return 0.0
-        base = min(self.backoff_max, self.backoff_initial * self.backoff_factor ** (failures - 1))
-        return base * (1.0 - self.backoff_jitter * rnd())
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    """What to watch and how to keep it.
-
-    ``call`` is a generated list function with its fixed arguments bound, e.g.
-    ``functools.partial(core.list_namespaced_config_map, "gpu-operator",
-    field_selector="metadata.name=device-plugin-config")``. ``trim`` returns the value to
-    keep for an object, or None to not keep it (a pod without GPU requests). ``optional``:
-    the API server may not serve the kind (a CRD that is not installed); see the module
-    docstring.
-    """
-
-    name: str
-    call: Callable[..., Any]
-    key: Callable[[dict[str, Any]], str]
-    trim: Callable[[dict[str, Any]], Any]
-    optional: bool = False
 
 
 class _Gone(Exception):
@@ -116,50 +56,6 @@ class _StreamError(Exception):
     def __init__(self, code: int | None, message: str) -> None:
         super().__init__(f"watch error {code}: {message}")
         self.code = code
-
-
-def key_by_name(obj: dict[str, Any]) -> str:
-    """The key of a cluster-scoped object: its name."""
-    return str((obj.get("metadata") or {}).get("name", ""))
-
-
-def key_by_namespace_name(obj: dict[str, Any]) -> str:
-    """The key of a namespaced object: ``namespace/name``."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status} {exc.reason or ''}".strip()
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return f"{type(exc.reason).__name__}: {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def status_message(exc: ApiException) -> str:
-    """The API server's Status message (``... is forbidden: ...``), after a colon."""
-    try:
-        message = orjson.loads(exc.body or b"{}").get("message")
-    except (orjson.JSONDecodeError, AttributeError):
-        return ""
-    return f": {message}" if message else ""
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """Whether a failure says the API server cannot be reached (vs. it said no)."""
-    if isinstance(exc, ApiException):
-        # 0: the client never got an HTTP status; 5xx: the server (or a proxy) is in trouble.
-        return exc.status is None or exc.status == 0 or exc.status >= 500
-    return isinstance(exc, urllib3.exceptions.HTTPError | OSError)
-
-
-def _retry_after(exc: BaseException) -> float:
-    headers = getattr(exc, "headers", None)
-    try:
-        return float(headers.get("Retry-After", 0)) if headers else 0.0
-    except (TypeError, ValueError):
-        return 0.0
 
 
 class ResourceWatcher:
@@ -335,8 +231,8 @@ class ResourceWatcher:
             failures = 0
         failures += 1
         self.errors += 1
-        self.last_error = _describe(exc)
-        delay = max(self.timings.backoff(failures), _retry_after(exc))
+        self.last_error = describe_failure(exc)
+        delay = max(self.timings.backoff(failures), retry_after(exc))
         # A healthy stream that broke is routine (API server restart, LB idle cut);
         # repeated failures are not, but say so only now and then.
         if mid_stream and failures == 1:
@@ -354,7 +250,7 @@ class ResourceWatcher:
             delay,
         )
         if not mid_stream:
-            self._set_reachable(not _unreachable(exc))
+            self._set_reachable(not unreachable(exc))
         return failures, delay
 
     def _set_reachable(self, value: bool) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from webhook.policy.errors import Diagnostic, warning
 from webhook.policy.inventory import Pool, PoolOrigin, Scaling, declared_pool
 from webhook.policy.model import DeclaredPool, Policy
 from webhook.policy.products import base_model
@@ -122,14 +123,14 @@ def _config_key(t: _Template, policy: Policy) -> str | None:
 
 def karpenter_pools(
     nodepools: Iterable[Mapping[str, Any]], policy: Policy
-) -> tuple[tuple[Pool, ...], tuple[str, ...]]:
+) -> tuple[tuple[Pool, ...], tuple[Diagnostic, ...]]:
     """The pools at zero Karpenter NodePools can launch, and notes on what Karpenter cannot do.
 
     One pool per (NodePool, GPU product) it names; NodePools that name no GPU product (by the
     labels of the module docstring) are not GPU pools here.
     """
     pools: list[Pool] = []
-    notes: list[str] = []
+    notes: list[Diagnostic] = []
     for nodepool in nodepools:
         t = _template(nodepool)
         if t is None:
@@ -139,9 +140,12 @@ def karpenter_pools(
         config = policy.configs.get(key) if key is not None else None
         if products and config is not None and config.mig_strategy != "none":
             notes.append(
-                f"Karpenter NodePool {t.name}: its nodes run config key {key} (MIG "
-                f"{config.mig_strategy}); declare its MIG layout in spec.pools (migDevices) to "
-                "admit pods for it before its first node"
+                warning(
+                    f"Karpenter NodePool {t.name}",
+                    f"its nodes run config key {key} (MIG {config.mig_strategy}); declare its "
+                    "MIG layout in spec.pools (migDevices) to admit pods for it before its first "
+                    "node",
+                )
             )
             continue
         for product in products:
@@ -164,25 +168,30 @@ def karpenter_pools(
     return tuple(pools), tuple(notes)
 
 
-def _cannot_launch(t: _Template, pool: Pool) -> list[str]:
+def _cannot_launch(t: _Template, pool: Pool) -> list[Diagnostic]:
     """What keeps Karpenter from launching a node of ``pool`` for the pods steered to it."""
-    notes = []
+    notes: list[Diagnostic] = []
     for offer in pool.offers:
         if offer.form.name != "nvidia.com/gpu":
             # Karpenter's instance types carry nvidia.com/gpu only (docs/autoscaling.md).
             notes.append(
-                f"Karpenter NodePool {t.name}: its nodes will advertise {offer.form.name}, "
-                "which Karpenter does not know its instance types offer: it launches no node "
-                "for a pod asking for it (docs/autoscaling.md)"
+                warning(
+                    f"Karpenter NodePool {t.name}",
+                    f"its nodes will advertise {offer.form.name}, which Karpenter does not know "
+                    "its instance types offer: it launches no node for a pod asking for it "
+                    "(docs/autoscaling.md)",
+                )
             )
         if offer.selector is not None and not t.defines(*offer.selector):
             key, value = offer.selector
             have = t.values(key)
             said = f" (it says {', '.join(sorted(have))})" if have else ""
             notes.append(
-                f"Karpenter NodePool {t.name}: pods steered to {base_model(value)} select "
-                f"{key}={value}, which the NodePool does not define{said}: Karpenter "
-                f"launches no node for them; add {key}: {value} to its "
-                "spec.template.metadata.labels (docs/autoscaling.md)"
+                warning(
+                    f"Karpenter NodePool {t.name}",
+                    f"pods steered to {base_model(value)} select {key}={value}, which the "
+                    f"NodePool does not define{said}: Karpenter launches no node for them; add "
+                    f"{key}: {value} to its spec.template.metadata.labels (docs/autoscaling.md)",
+                )
             )
     return notes

@@ -58,6 +58,7 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Answer = tuple[int, bytes, list[tuple[str, str]]]
 
 EXTENSION = "gpu_policy"
+DIRECT = "gpu_policy_direct"
 PATHS = (MUTATE_PATH, VALIDATE_PATH, HEALTHZ_PATH, READYZ_PATH, METRICS_PATH)
 _REVIEW_PATHS: tuple[tuple[Endpoint, str], ...] = (
     ("mutate", MUTATE_PATH),
@@ -218,9 +219,16 @@ def create_app(
     http_errors = _HTTPErrors(settings.max_body_bytes)
     app.register_error_handler(HTTPException, http_errors)
     app.register_error_handler(Exception, _internal_error)
-    # Flask's documented place for WSGI middleware: Flask.__call__ calls app.wsgi_app.
-    app.wsgi_app = LeanReviews(app.wsgi_app, reviews, http_errors)  # type: ignore[method-assign]
+    app.extensions[DIRECT] = DirectReviews(reviews)
     return app
+
+
+def direct_reviews(app: object) -> DirectReviews | None:
+    """The reviews of ``app`` for a server that reads their requests itself, when ``app`` is
+    the webhook's (``create_app``); None for any other WSGI app."""
+    extensions = getattr(app, "extensions", None)
+    found = extensions.get(DIRECT) if isinstance(extensions, dict) else None
+    return found if isinstance(found, DirectReviews) else None
 
 
 def start_webhook(
@@ -246,9 +254,10 @@ def start_webhook(
 class _ReviewEndpoint:
     """``POST /mutate`` or ``/validate`` on the WSGI environ alone: the path every review takes.
 
-    Called by :class:`LeanReviews` (every review a server answers) and by the Flask view
-    (``view``: the reference the tests compare with). Raises Werkzeug's ``HTTPException`` for
-    a body over the limit or cut short; the caller answers it with :class:`_HTTPErrors`.
+    Called by :class:`DirectReviews` (every review the worker reads itself) and by the Flask
+    view (``view``: every other review, and the reference the tests compare with). Raises
+    Werkzeug's ``HTTPException`` for a body over the limit or cut short; the caller answers it
+    with :class:`_HTTPErrors`.
     """
 
     def __init__(
@@ -267,17 +276,24 @@ class _ReviewEndpoint:
     def __call__(self, environ: dict[str, Any]) -> Answer:
         """The answer to the review in ``environ``: counted, logged, serialized."""
         started = time.perf_counter()
-        state = self.state
-        state.maybe_reload()
         content_type = environ.get("CONTENT_TYPE", "")
         if not _is_json(content_type):
-            metrics.record_bad_request("unsupported-media-type")
-            shown = repr(content_type[:60]) if content_type else "none"
-            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415)
+            return self.answer(content_type, b"", started)
         # What Flask's request.get_data() does: RequestEntityTooLarge (413) by Content-Length;
         # a body streamed without one (gunicorn sets wsgi.input_terminated) is read up to the
         # limit plus one byte; ClientDisconnected (400) for a body cut short.
         body = get_input_stream(environ, max_content_length=self.read_limit).read()
+        return self.answer(content_type, body, started)
+
+    def answer(self, content_type: str, body: bytes, started: float) -> Answer:
+        """The answer to a review of ``content_type`` whose whole ``body`` was read (at most
+        ``read_limit`` bytes), received from ``started`` (``time.perf_counter()``) on."""
+        state = self.state
+        state.maybe_reload()
+        if not _is_json(content_type):
+            metrics.record_bad_request("unsupported-media-type")
+            shown = repr(content_type[:60]) if content_type else "none"
+            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415)
         snapshot = state.snapshot
         try:
             outcome = handle(
@@ -301,51 +317,31 @@ class _ReviewEndpoint:
         return _response(self(request.environ))
 
 
-class LeanReviews:
-    """``POST /mutate`` and ``POST /validate`` without Flask's per-request machinery.
+class DirectReviews:
+    """``POST /mutate`` and ``POST /validate`` answered from a request's content type and body.
 
-    Installed as ``app.wsgi_app``: it answers exactly those two method-and-path pairs with the
-    same :class:`_ReviewEndpoint` the Flask views call, and the same error answers
-    (:class:`_HTTPErrors`, :func:`_internal_answer`), and hands every other request (other
-    paths and methods, ``/mutate/``, HEAD, OPTIONS) to Flask unchanged. So the bodies, status
-    lines, headers, metrics and log lines are Flask's, which tests/core/server/test_lean.py checks
-    request by request.
-
-    What it saves: Flask's request context (push and pop, the Request and Response objects,
-    URL adapter and routing, session, signals, teardown). Measured with bench/wsgi_call.py (the
-    app called in process with the environ of a 3.8 KB pod CREATE): a review took ~150 us
-    through Flask's path and ~65-70 us through this one, against ~28 us for a bare WSGI
-    callable. Under gunicorn over one keep-alive TLS connection (bench/latency.py, runs of the
-    old and new code taking turns) the /mutate p50 went from a median 1.40x the bare WSGI
-    callable's to 1.21x, and the server's CPU per review from ~670 to ~520 us (docs/performance.md,
-    "Performance").
+    ``webhook.server.worker`` reads a review request itself (``webhook.server.direct``) and
+    answers it here: the same :class:`_ReviewEndpoint` the Flask views call, the same answers,
+    metrics and log lines (tests/core/server/test_direct.py), without the WSGI environ. Every
+    request it does not read itself goes to the Flask app.
     """
 
-    def __init__(
-        self, flask: WSGIApp, reviews: Mapping[str, _ReviewEndpoint], http_errors: _HTTPErrors
-    ) -> None:
-        """Answer the ``reviews`` (path -> endpoint) here, everything else with ``flask``."""
-        self.flask = flask
+    def __init__(self, reviews: Mapping[str, _ReviewEndpoint]) -> None:
+        """Answer the ``reviews`` (path -> endpoint)."""
         self.reviews = dict(reviews)
-        self.http_errors = http_errors
+        self.paths = frozenset(self.reviews)
 
-    def __call__(
-        self, environ: dict[str, Any], start_response: Callable[..., Any]
-    ) -> Iterable[bytes]:
-        """The WSGI call."""
-        review = self.reviews.get(environ.get("PATH_INFO", ""))
-        if review is None or environ.get("REQUEST_METHOD") != "POST":
-            return self.flask(environ, start_response)
+    def answer(
+        self, path: str, content_type: str, body: bytes
+    ) -> tuple[str, list[tuple[str, str]], bytes]:
+        """Status line (``"200 OK"``), headers and body of the answer to a whole review
+        request on ``path`` (one of ``paths``)."""
+        started = time.perf_counter()
         try:
-            status, body, headers = review(environ)
-        except HTTPException as exc:
-            status, body, headers = self.http_errors.answer(
-                exc, "POST", environ["PATH_INFO"], environ
-            )
+            status, answer, headers = self.reviews[path].answer(content_type, body, started)
         except Exception as exc:
-            status, body, headers = _internal_answer(exc, "POST", environ["PATH_INFO"])
-        start_response(_status_line(status), headers)
-        return [body]
+            status, answer, headers = _internal_answer(exc, "POST", path)
+        return _status_line(status), headers, answer
 
 
 @functools.cache

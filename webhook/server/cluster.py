@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.contract import KUBE_ENV
 from webhook.policy import Inventory, Policy
-from webhook.policy.errors import PolicyWarning
+from webhook.policy.errors import Diagnostic
 from webhook.server.metrics import ClusterMetrics
 from webhook.server.settings import Settings
 from webhook.server.state import PolicyState, log_plugin_warnings
@@ -56,7 +56,7 @@ class ClusterFeed:
         self.where = where
         self._previous: LiveView | None = None
         self._last_error: str | None = None
-        self._last_warnings: tuple[PolicyWarning, ...] = ()
+        self._last_warnings: tuple[Diagnostic, ...] = ()
         self._cluster: ClusterState | None = None
         # The snapshot the served policy and inventory were last built from: readiness waits
         # for it, not for the watch alone, so that a ready worker answers from the cluster.

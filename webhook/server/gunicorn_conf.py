@@ -7,8 +7,10 @@ after ``-c`` override them. What matters and why:
   admission request would pay a full TLS handshake; gthread keeps connections alive, which is
   how the API server talks to webhooks (bench/workers.py measures the difference). The worker
   class is gthread with the changes of ``webhook.server.worker``: connections that have
-  answered go first and always have half of the threads, and the thread that answered serves
-  the connection's next request itself when it comes within 10 ms (docs/performance.md).
+  answered go first and always have half of the threads, the thread that answered serves
+  the connection's next request itself when it comes within 10 ms, and the reviews the API
+  server sends are answered from the request's bytes without gunicorn's WSGI handling
+  (docs/performance.md).
 * **Slow clients cannot hold the threads.** gthread does a connection's TLS handshake and
   reads its request in a thread, with no time limit; a client sending a byte a second held
   a thread for good, and eight of them took the server off the air. Every connection is

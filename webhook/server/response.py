@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import time
 
-from gunicorn import util
+from gunicorn import SERVER, util
 from gunicorn.http import wsgi
 
-__all__ = ["OneWriteResponse", "use_one_write_responses"]
+__all__ = ["OneWriteResponse", "answer_bytes", "use_one_write_responses"]
 
 _date_second = -1
 _date_value = ""
@@ -51,12 +51,9 @@ class OneWriteResponse(wsgi.Response):  # type: ignore[misc]  # gunicorn has no 
             connection = "close"
         else:
             connection = "keep-alive"
-        headers = [
-            f"HTTP/{self.req.version[0]}.{self.req.version[1]} {self.status}\r\n",
-            f"Server: {self.version}\r\n",
-            f"Date: {_http_date()}\r\n",
-            f"Connection: {connection}\r\n",
-        ]
+        headers = _first_lines(
+            f"{self.req.version[0]}.{self.req.version[1]}", self.status, connection
+        )
         if self.chunked:
             headers.append("Transfer-Encoding: chunked\r\n")
         return headers
@@ -92,6 +89,26 @@ class OneWriteResponse(wsgi.Response):  # type: ignore[misc]  # gunicorn has no 
         held, self._held = self._held, None
         if held is not None:
             util.write(self.sock, held)
+
+
+def _first_lines(version: str, status: str, connection: str) -> list[str]:
+    """gunicorn's status line and default headers (Server, Date, Connection), in its order."""
+    return [
+        f"HTTP/{version} {status}\r\n",
+        f"Server: {SERVER}\r\n",
+        f"Date: {_http_date()}\r\n",
+        f"Connection: {connection}\r\n",
+    ]
+
+
+def answer_bytes(status: str, close: bool, headers: list[tuple[str, str]], body: bytes) -> bytes:
+    """The bytes gunicorn sends for an HTTP/1.1 answer of ``status`` (``"200 OK"``) with
+    ``headers`` (Content-Length among them) and ``body``: the head and the body in one piece,
+    as :class:`OneWriteResponse` sends them (``webhook.server.worker`` answers reviews so)."""
+    lines = _first_lines("1.1", status, "close" if close else "keep-alive")
+    lines.extend([f"{name}: {value}\r\n" for name, value in headers])
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1") + body
 
 
 def use_one_write_responses() -> None:

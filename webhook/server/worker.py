@@ -33,11 +33,22 @@ changes two things, the least that bounds every way a client holds a thread:
   connection soon after the answer (the validating call right after the mutating one; the next
   pod's). So the thread that answered waits a little (``LINGER``) for it and serves it itself
   (:meth:`ReviewWorker.next_request_soon`), but only while no other connection waits for a
-  thread, and never with all of its worker's threads: a review on another connection never
-  waits behind a lingering thread for more than one ``LINGER_SLICE``.
+  thread, and never with all of its worker's threads. The lingering thread sleeps in one
+  ``poll`` on its connection and on the pool's wake-up pipe, which the pool writes to when
+  another connection is submitted while a thread lingers: it wakes once, for the request or
+  for the other connection (which then never waits behind it), not every millisecond to look.
 
 * **One write per answer** (``webhook.server.response``): the head and the body of a response
   leave in one TLS record, not two.
+
+* **Reviews answered from the gathered bytes.** The step has the whole request in hand; when it
+  is a review as the API server sends it (``webhook.server.direct.read_review_head``: ``POST
+  /mutate`` or ``/validate``, HTTP/1.1, a ``Content-Length`` body, nothing unusual), the worker
+  answers it through the app's ``DirectReviews`` and writes the answer itself
+  (:meth:`ReviewWorker._answer_directly`): no gunicorn parser, WSGI environ, response object
+  or Flask request, and no switch of the socket to blocking mode and back. Every other
+  request goes to gunicorn and the Flask app as before. gunicorn's access log (off in the
+  server's config) does not see these reviews; each has its own log line.
 
 Only HTTP/1.1 over TLS is stepped this way (the webhook serves no HTTP/2: its context offers
 no ALPN); anything else is left to gthread as it is.
@@ -45,6 +56,8 @@ no ALPN); anything else is left to gthread as it is.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import select
 import ssl
@@ -60,17 +73,17 @@ from gunicorn import http, sock
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from webhook.certs.serving import ClientDeadlines
-from webhook.server.response import use_one_write_responses
+from webhook.server.app import DirectReviews, direct_reviews
+from webhook.server.direct import ReviewHead, read_review_head
+from webhook.server.response import answer_bytes, use_one_write_responses
 from webhook.server.settings import Settings
 
 __all__ = ["AnsweredFirstPool", "ReviewWorker"]
 
 _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
 
-# How long a thread that answered waits for the next request on the same connection (seconds),
-# and how often it checks meanwhile whether another connection needs a thread.
+# How long a thread that answered waits for the next request on the same connection (seconds).
 LINGER = 0.010
-LINGER_SLICE = 0.001
 # How long a thread waits for the rest of a request whose first bytes are here (seconds).
 REST_OF_REQUEST = 0.010
 
@@ -90,6 +103,11 @@ class AnsweredFirstPool:
         self._new: deque[_Work] = deque()
         self._new_running = 0
         self._lingering = 0
+        # Written to when a connection is submitted while a thread lingers: the lingering
+        # threads poll it with their connection (ReviewWorker._readable_soon).
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
         self.threads = threads
         self._shutdown = False
         self._threads = [
@@ -108,7 +126,24 @@ class AnsweredFirstPool:
                 raise RuntimeError("cannot submit after shutdown")
             (self._answered if answered else self._new).append((future, fn, args))
             self._cond.notify_all()
+            wake = self._lingering > 0
+        if wake:
+            with contextlib.suppress(BlockingIOError):  # full: the lingerers wake anyway
+                os.write(self._wake_write, b"\0")
         return future
+
+    @property
+    def wake_fd(self) -> int:
+        """Readable when a connection was submitted while a thread lingered (see
+        :meth:`clear_wake`)."""
+        return self._wake_read
+
+    def clear_wake(self) -> None:
+        """Empty the wake-up pipe: a lingering thread found no connection waiting after all
+        (another thread took it), and must not be woken again by the same write."""
+        with self._cond, contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 4096):
+                pass
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop the threads once the queued work is done (``cancel_futures``: drop it)."""
@@ -142,6 +177,9 @@ class AnsweredFirstPool:
         """The thread no longer waits on its connection."""
         with self._cond:
             self._lingering -= 1
+            last = self._lingering == 0
+        if last:
+            self.clear_wake()  # a write no lingering thread read would wake the next one
 
     def _take(self) -> tuple[_Work, bool] | None:
         """The next work and whether it is a new connection's; None when shut down."""
@@ -193,6 +231,7 @@ class _Progress:
     buffer: bytearray = field(default_factory=bytearray)
     first_class: bool = False
     streamed: bool = False  # the request's body is read as it comes (chunked, Expect)
+    request: bytes = b""  # the whole request gathered by the last step
     answered: bool = False  # the last step answered a request
 
 
@@ -206,12 +245,22 @@ def first_class(conn: Any) -> bool:
 class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type hints
     """gunicorn's gthread worker stepping handshakes and requests without blocking."""
 
+    alive: bool  # gunicorn's: False once the worker is to stop
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """gthread's worker, with the time limits and body limit of the server's settings."""
         super().__init__(*args, **kwargs)
         settings = Settings.from_env()
         self.deadlines = ClientDeadlines(settings.handshake_timeout, settings.read_timeout)
         self.max_body = settings.max_body_bytes
+        self.direct: DirectReviews | None = None
+
+    def load_wsgi(self) -> None:
+        """gunicorn's loading of the app, and its reviews when it is the webhook's: their
+        requests are answered without gunicorn's parser and the WSGI app
+        (:meth:`_answer_directly`)."""
+        super().load_wsgi()
+        self.direct = direct_reviews(self.wsgi)
 
     def init_process(self) -> None:
         """gthread's start in the worker process, each answer sent in one write
@@ -253,14 +302,19 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return False
         try:
             # poll, not select: a worker may hold more than FD_SETSIZE (1024) descriptors.
+            fd = conn.sock.fileno()
             waiting = select.poll()
-            waiting.register(conn.sock.fileno(), select.POLLIN)
+            waiting.register(fd, select.POLLIN)
+            waiting.register(pool.wake_fd, select.POLLIN)
             while self.alive and pool.quiet():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                if waiting.poll(min(left, LINGER_SLICE) * 1000):
+                events = waiting.poll(left * 1000)
+                if any(ready == fd for ready, _ in events):
                     return True  # bytes, or the end: the caller finds out which
+                if events and pool.quiet():
+                    pool.clear_wake()  # the connection that woke it is taken already
             return False
         finally:
             pool.stop_lingering()
@@ -280,16 +334,61 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             return _DEFER
         if step == "close":
             return False
+        request, progress.request = progress.request, b""
         if not progress.first_class and not progress.streamed:
             # A whole request is here: it goes back to the pool as first class (gthread
             # submits a connection again at once when its parser holds bytes), so that the
             # threads kept for new connections only ever do their short steps.
+            conn.parser.unreader.unread(request)
             progress.first_class = True
             return True
-        keep = super().handle(conn)
+        direct = self.direct
+        head = None
+        if direct is not None and not progress.streamed:
+            head = read_review_head(request, direct.paths, self.max_body)
+        if direct is not None and head is not None:
+            keep = self._answer_directly(conn, direct, head)
+        else:
+            conn.parser.unreader.unread(request)
+            keep = super().handle(conn)
         progress.first_class = True  # it has answered
         progress.answered = True
         return keep
+
+    def _answer_directly(self, conn: Any, direct: DirectReviews, head: ReviewHead) -> bool:
+        """Answer the review ``head`` read from the request's bytes, as gthread's
+        ``handle_request`` would (the ``pre_request`` hook, the request count and its
+        restart, keep-alive or close), with one write; True to keep the connection."""
+        self.cfg.pre_request(self, head)
+        self.nr += 1
+        if self.nr >= self.max_requests and self.alive:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False
+        close = (
+            head.must_close
+            or not self.alive
+            or not self.cfg.keepalive
+            or len(self.keepalived_conns) >= self.max_keepalived
+        )
+        status, headers, body = direct.answer(head.path, head.content_type, head.body)
+        data = answer_bytes(status, close, headers, body)
+        try:
+            self._send(conn.sock, data)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            self.log.debug("closing a connection from %s: %s", conn.client, exc)
+            return False
+        return not close
+
+    def _send(self, tls: Any, data: bytes) -> None:
+        """``data`` on the non-blocking socket: at once when it fits (always, for an answer
+        on a connection whose client reads), else waiting up to the read deadline."""
+        try:
+            sent = tls.send(data)
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+            sent = 0  # TLS takes the same bytes again (its moving write buffer)
+        if sent < len(data):
+            tls.settimeout(self.deadlines.read)
+            tls.sendall(data[sent:])
 
     def _step(self, conn: Any, progress: _Progress) -> str:
         """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request)."""
@@ -307,7 +406,8 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
                 progress.request_started = now
         elif now - progress.request_started > self.deadlines.read:
             return self._too_slow(conn, "request headers and body", self.deadlines.read)
-        conn.sock.setblocking(False)
+        if conn.sock.gettimeout() != 0.0:  # a system call each time: only when needed
+            conn.sock.setblocking(False)
         # The rest of a request that has begun usually follows within a millisecond (a client
         # may send its head and its body in two writes): wait that long on this thread, as
         # next_request_soon does, rather than hand the connection to the poller and back.
@@ -325,7 +425,7 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             if progress.request_started is None:
                 progress.request_started = time.monotonic()
         progress.streamed = self._streamed(progress.buffer)
-        conn.parser.unreader.unread(bytes(progress.buffer))
+        progress.request = bytes(progress.buffer)
         progress.request_started = None
         progress.buffer = bytearray()
         return "ready"

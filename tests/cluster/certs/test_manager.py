@@ -1,7 +1,7 @@
-"""The certificate manager against the fake API server, through the real ``kubernetes`` client.
+"""The certificate manager against the real API server, through the real ``kubernetes`` client.
 
 Each "replica" is a ``CertManager`` with its own TLS directory (what one pod's server serves),
-all sharing one fake cluster: first start, a second replica, replicas racing, a deleted Secret,
+all sharing one cluster: first start, a second replica, replicas racing, a deleted Secret,
 a caBundle edited by hand, a CA rotation, a missing configuration and a refusing API server.
 The readiness check is the one /readyz runs, given the certificate the replica's files hold.
 """
@@ -30,7 +30,7 @@ from tests.support.certs_helpers import (
     secret_data,
     serials,
 )
-from webhook.certs import issue, rotation
+from webhook.certs import issue, rotation, trust
 from webhook.kube.certs import KubeCertStore
 
 MINUTE = dt.timedelta(minutes=1)
@@ -42,7 +42,7 @@ def assert_in_step(cluster: Cluster, *replicas: Replica) -> None:
     data = secret_data(cluster.kube)
     published = bundles(cluster.kube)
     assert len(set(published)) == 1, "every webhook entry holds the same caBundle"
-    assert published[0] == rotation.ca_bundle(rotation.SecretContent(data))
+    assert published[0] == trust.ca_bundle(trust.SecretContent(data))
     for replica in replicas:
         assert replica.file("tls.crt") == data["tls.crt"]
         assert replica.file("tls.key") == data["tls.key"]

@@ -1,1 +1,2 @@
-"""Tests of webhook.kube against a loopback fake API server, with the real client."""
+"""Tests of webhook.kube against the real API server (behind the fault proxy), with the real
+client."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.builders import gpu, pod
+from tests.objects import gpu, pod
 from tests.support.controlplane import ControlPlane
 from tests.support.waiting import wait_until
 from webhook.policy import inventory_from_nodes, parse_policy, review

@@ -19,12 +19,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import claim_template, exactly
 from tests.cluster.kube.test_dra_controlplane import (
     delete_pod,
     scheduler_outcome,
     scheduling_failure,
 )
+from tests.objects import claim_pod, claim_template, exactly
 from tests.support.controlplane import ControlPlane
 from webhook.policy.dra import parse_resource_slice
 from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
@@ -94,20 +94,9 @@ def gpu_slice(node: str) -> dict[str, Any]:
     }
 
 
-def claim_pod(name: str, template: str, node: str) -> dict[str, Any]:
+def on_node(name: str, template: str, node: str) -> dict[str, Any]:
     """A pod on ``node`` (by its hostname label) whose one claim comes from ``template``."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            "containers": [
-                {"name": "main", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-        },
-    }
+    return claim_pod(name, template, nodeSelector={"kubernetes.io/hostname": node})
 
 
 def engine_verdict(expression: str, device: Any) -> str:
@@ -138,7 +127,7 @@ def scheduler_verdict(
         return f"compile: {err.body}"
     plane.create(claim_template(name, exactly(name), namespace=namespace))
     core = client.CoreV1Api(plane.client)
-    core.create_namespaced_pod(namespace, claim_pod(name, name, node))
+    core.create_namespaced_pod(namespace, on_node(name, name, node))
     try:
         if scheduler_outcome(core, namespace, name) == node:
             return "bound"

@@ -16,32 +16,19 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.objects import configmap_ref_policy, ctr, example_cluster, pod
 from tests.support import gunicorn
 from tests.support.cli import run_cli
 from tests.support.controlplane import ControlPlane
-from tests.support.objects import configmap_ref_policy, example_cluster
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs
 
 MakeNode = Callable[..., dict[str, Any]]
 
 
-def _gpu_pod(name: str, gpus: int | str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "cuda:12",
-                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
-                }
-            ],
-            **spec,
-        },
-    }
+def gpu_pod(name: str, gpus: int | str, **spec: Any) -> dict[str, Any]:
+    """A pod asking for ``gpus`` nvidia.com/gpu, for the test's namespace."""
+    return pod(ctr(limits={"nvidia.com/gpu": str(gpus)}), name=name, namespace=None, **spec)
 
 
 def load_example_cluster(
@@ -61,7 +48,7 @@ def test_gpu_nodes_made_as_the_device_plugin_does_are_the_live_inventory(
     ref = load_example_cluster(control_plane, make_gpu_node, kube_namespace)
     # A pod bound to the L20 node holds one of its 8 slots (no kubelet runs it: it stays
     # Pending, bound, as the scheduler leaves it).
-    control_plane.create(_gpu_pod("infer-0", 1, nodeName="10.0.2.11"), namespace=kube_namespace)
+    control_plane.create(gpu_pod("infer-0", 1, nodeName="10.0.2.11"), namespace=kube_namespace)
     policy = tmp_path / "policy.yaml"
     policy.write_text(configmap_ref_policy(configmap_ref=ref))
 
@@ -87,7 +74,7 @@ def test_scheduler_places_gpu_pods_by_the_nodes_allocatable(
     node = make_gpu_node(gpus=1)["metadata"]["name"]
     core = client.CoreV1Api(control_plane.client)
     for name in ("first", "second"):
-        control_plane.create(_gpu_pod(name, 1), namespace=kube_namespace)
+        control_plane.create(gpu_pod(name, 1), namespace=kube_namespace)
 
     assert wait_until(
         lambda: core.read_namespaced_pod("first", kube_namespace).spec.node_name == node, 120, 0.2
@@ -122,7 +109,7 @@ def test_registered_webhook_denies_through_the_api_server(
 
         def create() -> ApiException | None:
             try:
-                core.create_namespaced_pod(kube_namespace, _gpu_pod("half", "0.5"))
+                core.create_namespaced_pod(kube_namespace, gpu_pod("half", "0.5"))
             except ApiException as e:
                 return e
             return None

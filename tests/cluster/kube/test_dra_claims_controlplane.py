@@ -29,8 +29,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import (
+from tests.objects import (
     GPU_CLASS_CEL,
+    claim_pod,
     claim_template,
     device_class,
     dra_gpu,
@@ -68,21 +69,6 @@ def dra_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Iterato
                 api.delete_resource_slice(slice_["metadata"]["name"])
             with contextlib.suppress(ApiException):
                 api.delete_device_class(klass["metadata"]["name"])
-
-
-def claim_pod(name: str, template: str) -> dict[str, Any]:
-    """A pod whose one container uses the claim made from ``template``."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-        },
-    }
 
 
 def claim_deployment(name: str, template: str) -> dict[str, Any]:
@@ -147,7 +133,7 @@ def test_without_the_webhook_too_many_gpus_wait_forever_and_two_are_scheduled(
     ]
     assert [(f["name"], f["result"]) for f in found] == [("too-many", "fail")]
     assert found[0]["reasons"] == ["claim-unsatisfiable"]
-    assert "no node has more than 2 matching devices" in found[0]["message"]
+    assert "has 2 such device(s)" in found[0]["message"]
 
 
 def chart_webhooks() -> list[dict[str, Any]]:

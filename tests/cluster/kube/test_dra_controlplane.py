@@ -23,10 +23,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.objects import ctr, load, pod, with_gpu
 from tests.support import gunicorn
 from tests.support.controlplane import ControlPlane, assets_dir
 from tests.support.paths import REPO
-from tests.support.reviewdata import load, with_gpu
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs
 from webhook.files import cluster_from_text
@@ -39,17 +39,8 @@ MakeNode = Callable[..., dict[str, Any]]
 
 
 def gpu_pod(name: str, resources: dict[str, Any]) -> dict[str, Any]:
-    """A pod whose one container has ``resources`` as limits."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {"name": name, "image": "cuda:12", "resources": {"limits": dict(resources)}}
-            ]
-        },
-    }
+    """A pod whose one container (named as the pod) has ``resources`` as limits."""
+    return pod(ctr(name, limits=dict(resources)), name=name, namespace=None)
 
 
 @pytest.fixture
@@ -295,7 +286,7 @@ def test_a_gpu_pod_on_a_dra_only_node_is_allowed_and_bound(
         # Three GPUs are more than the node has: refused, with what it does have.
         denied = create_pod(core, kube_namespace, gpu_pod("three", {"nvidia.com/gpu": "3"}))
         assert denied is not None and denied.status == 403
-        assert "the most one node offers is 2" in json.loads(denied.body)["message"]
+        assert "has 2 such device(s)" in json.loads(denied.body)["message"]
 
 
 # --- the example DRA clusters, with the webhook and without it ----------------------------

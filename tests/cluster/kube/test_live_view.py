@@ -1,4 +1,5 @@
-"""The live cluster as the engine sees it: `gpu-policy inventory --kubeconfig`, ConfigMap edits.
+"""The live cluster as the engine sees it: ConfigMap edits reloaded, a bad edit kept out
+(`gpu-policy inventory --kubeconfig` on it: tests/cluster/kube/test_controlplane.py).
 
 Real kubernetes client, real HTTP, the real API server (tests/support/cluster.py).
 """
@@ -10,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import run_cli
-from tests.support.cluster import LiveCluster
-from tests.support.kube_helpers import MakeSource
-from tests.support.objects import (
+from tests.objects import (
     configmap_ref_policy,
+    ctr,
     load_example_cluster,
     pod,
     time_slicing_config,
 )
+from tests.support.cluster import LiveCluster
+from tests.support.kube_helpers import MakeSource
 from webhook.files import load_policy
 from webhook.kube.snapshot import live_view
 from webhook.policy import review
@@ -28,24 +29,6 @@ def _policy(tmp_path: Path) -> Path:
     path = tmp_path / "policy.yaml"
     path.write_text(configmap_ref_policy())
     return path
-
-
-def test_inventory_command_reads_the_live_cluster(cluster: LiveCluster, tmp_path: Path) -> None:
-    load_example_cluster(cluster)
-    cluster.add(pod("infer-0", gpu={"nvidia.com/gpu": "1"}, node="10.0.2.11"))
-    result = run_cli(
-        "inventory",
-        "--policy",
-        str(_policy(tmp_path)),
-        "--kubeconfig",
-        str(cluster.write_kubeconfig(tmp_path)),
-        "-o",
-        "table",
-    )
-    assert result.returncode == 0, result.stderr
-    assert "GPU slots: 11 (NVIDIA-L20 x 8 + Tesla-T4 x 3)" in result.stdout
-    l20 = next(line for line in result.stdout.splitlines() if "NVIDIA-L20-SHARED" in line)
-    assert l20.split()[-3:-1] == ["1", "7"]  # requested, free
 
 
 def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
@@ -59,12 +42,8 @@ def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
     assert state is not None
     view = live_view(policy, state)
     assert view.configmap_error is None
-    pod = {
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ml"},
-        "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 2}}}]},
-    }
-    assert review(pod, policy=view.policy, inventory=view.inventory).failed == (
+    two = pod(ctr("m", limits={"nvidia.com/gpu": 2}), name="p", namespace="ml")
+    assert review(two, policy=view.policy, inventory=view.inventory).failed == (
         "gpu-shared-request-above-one",
     )
 
@@ -80,7 +59,7 @@ def test_configmap_edit_reloads_and_bad_edit_keeps_last_good(
     )
     good = live_view(policy, source.current, previous=view)  # type: ignore[arg-type]
     assert good.configmap_error is None
-    decision = review(pod, policy=good.policy, inventory=good.inventory)
+    decision = review(two, policy=good.policy, inventory=good.inventory)
     assert decision.allowed, decision.denial
 
     # A broken edit (replicas 1) is refused: the last good configs stay in force.

@@ -21,7 +21,6 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.builders import claim_template, dra_gpu, exactly, resource_slice
 from tests.cluster.kube.test_dra_claims_controlplane import claim_pod
 from tests.cluster.kube.test_dra_controlplane import (
     EXAMPLES,
@@ -32,6 +31,7 @@ from tests.cluster.kube.test_dra_controlplane import (
     left_unscheduled,
     webhook_watching,
 )
+from tests.objects import claim_template, dra_gpu, exactly, resource_slice
 from tests.support.cli import run_cli
 from tests.support.controlplane import ControlPlane, set_node_status
 from tests.support.waiting import wait_until

@@ -34,18 +34,19 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import (
+from tests.objects import (
     GPU_CLASS_CEL,
     claim_template,
     device_class,
     dra_gpu,
     exactly,
+    gpu_node,
     resource_slice,
+    time_slicing_config,
 )
 from tests.support import doc_examples, gunicorn
 from tests.support.cli import run_cli
 from tests.support.controlplane import ControlPlane, delete_namespace
-from tests.support.objects import gpu_node, time_slicing_config
 from tests.support.paths import REPO
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs

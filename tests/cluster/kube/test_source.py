@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import LiveCluster
-from tests.support.kube_helpers import FAST, MakeSource, wait_until
-from tests.support.objects import (
+from tests.objects import (
     TIME_SLICING_CONFIG,
     configmap,
     cpu_node,
     gpu_node,
-    pod,
+    listed_pod,
     time_slicing_config,
 )
-from webhook.kube import ClusterState, WatchTimings
+from tests.support.cluster import LiveCluster
+from tests.support.kube_helpers import FAST, MakeSource, wait_until
+from webhook.kube import ClusterSource, ClusterState, WatchTimings
 
 NS, CM = "gpu-operator", "device-plugin-config"
 
@@ -45,12 +45,22 @@ def seed(cluster: LiveCluster) -> None:
     cluster.add(gpu_node("gpu-a", "a100-80", config_key="any"))
     cluster.add(gpu_node("gpu-b", "l20", gpus=4, replicas=4, config_key="l20"))
     cluster.add(cpu_node("cpu-a"))
-    cluster.add(pod("train", gpu={"nvidia.com/gpu": "2"}, node="gpu-a"))
-    cluster.add(pod("queued", gpu={"nvidia.com/gpu": "1"}))
-    cluster.add(pod("done", gpu={"nvidia.com/gpu": "1"}, node="gpu-a", phase="Succeeded"))
-    cluster.add(pod("web", node="cpu-a"))
+    cluster.add(listed_pod("train", gpu={"nvidia.com/gpu": "2"}, node="gpu-a"))
+    cluster.add(listed_pod("queued", gpu={"nvidia.com/gpu": "1"}))
+    cluster.add(listed_pod("done", gpu={"nvidia.com/gpu": "1"}, node="gpu-a", phase="Succeeded"))
+    cluster.add(listed_pod("web", node="cpu-a"))
     cluster.add(configmap(CM, NS, {"any": TIME_SLICING_CONFIG}))
     cluster.add(configmap("unrelated", NS, {"x": "y"}))
+
+
+def watching(cluster: LiveCluster, make_source: MakeSource, **kwargs: Any) -> ClusterSource:
+    """:func:`seed` the cluster, start a source on it, wait until it has synced and its three
+    watches (nodes, pods, the ConfigMap) are open."""
+    seed(cluster)
+    source = make_source(**kwargs)
+    assert source.wait_synced(30)
+    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    return source
 
 
 def test_initial_list_is_reflected(cluster: LiveCluster, make_source: MakeSource) -> None:
@@ -124,10 +134,7 @@ def test_requests_use_selectors_and_paging(cluster: LiveCluster, make_source: Ma
 def test_node_label_change_is_reflected_within_a_second(
     cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     cluster.modify("Node", "gpu-a", set_label("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"))
     assert source.wait_for(
         lambda s: labels(s, "gpu-a")["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3", 1.0
@@ -137,10 +144,7 @@ def test_node_label_change_is_reflected_within_a_second(
 def test_dropped_watch_resumes_from_last_resource_version_without_relist(
     cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     lists_before = cluster.count("nodes", "list")
     watches_before = cluster.count("nodes", "watch")
 
@@ -163,13 +167,10 @@ def test_dropped_watch_resumes_from_last_resource_version_without_relist(
 def test_resume_uses_the_bookmark_resource_version(
     cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     # Changes to other kinds move the global resourceVersion past the nodes' last event;
     # a bookmark tells the nodes watch so, and it resumes from there.
-    cluster.add(pod("other", node="cpu-a"))
+    cluster.add(listed_pod("other", node="cpu-a"))
     cluster.add(configmap("another", NS, {}))
     target = cluster.bookmark()
     nodes = source.watchers["nodes"]
@@ -186,10 +187,7 @@ def test_resume_uses_the_bookmark_resource_version(
 def test_gone_triggers_relist_and_ends_with_the_right_state(
     cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     # Changes the watchers cannot see (API down), then a restart of the API server (its watch
     # cache starts afresh): resuming is impossible.
     cluster.go_down("close")
@@ -221,10 +219,7 @@ def test_gone_triggers_relist_and_ends_with_the_right_state(
 def test_outage_keeps_last_snapshot_and_recovery_resyncs(
     cluster: LiveCluster, make_source: MakeSource, mode: str
 ) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     before = source.current
     assert before is not None
 
@@ -297,10 +292,7 @@ def test_not_synced_until_the_api_answers(cluster: LiveCluster, make_source: Mak
 def test_configmap_edit_produces_new_snapshot(
     cluster: LiveCluster, make_source: MakeSource
 ) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     generation = source.current.generation  # type: ignore[union-attr]
 
     new = time_slicing_config(8)
@@ -318,10 +310,7 @@ def test_configmap_edit_produces_new_snapshot(
 
 
 def test_other_configmaps_are_not_seen(cluster: LiveCluster, make_source: MakeSource) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     cm_watcher = source.watchers["configmap"]
     events = cm_watcher.events
     cluster.modify("ConfigMap", "unrelated", lambda o: o["data"].update(x="z"), namespace=NS)
@@ -333,10 +322,7 @@ def test_other_configmaps_are_not_seen(cluster: LiveCluster, make_source: MakeSo
 
 
 def test_pod_lifecycle(cluster: LiveCluster, make_source: MakeSource) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
 
     cluster.bind("queued", "gpu-b", namespace="ml")  # as the scheduler does
     assert source.wait_for(lambda s: any(p["nodeName"] == "gpu-b" for p in s.gpu_pods), 30)
@@ -346,7 +332,7 @@ def test_pod_lifecycle(cluster: LiveCluster, make_source: MakeSource) -> None:
 
     cluster.modify("Pod", "train", finish, namespace="ml")  # leaves the selector: DELETED
     assert source.wait_for(lambda s: [p["name"] for p in s.gpu_pods] == ["queued"], 30)
-    cluster.add(pod("init", gpu={"cpu": "1"}, init_gpu={"nvidia.com/mig-1g.10gb": "1"}))
+    cluster.add(listed_pod("init", gpu={"cpu": "1"}, init_gpu={"nvidia.com/mig-1g.10gb": "1"}))
     assert source.wait_for(lambda s: len(s.gpu_pods) == 2, 30)
     init = next(p for p in source.current.gpu_pods if p["name"] == "init")  # type: ignore[union-attr]
     assert init["initContainers"] == [
@@ -359,10 +345,7 @@ def test_irrelevant_node_updates_publish_nothing(
     cluster: LiveCluster, make_source: MakeSource
 ) -> None:
     """Kubelet heartbeats change conditions, not what the engine reads: no new snapshot."""
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     nodes = source.watchers["nodes"]
     snapshots, events = source.snapshots, nodes.events
 
@@ -438,10 +421,7 @@ def test_without_pods_or_configmap(cluster: LiveCluster, make_source: MakeSource
 
 
 def test_stop_is_prompt(cluster: LiveCluster, make_source: MakeSource) -> None:
-    seed(cluster)
-    source = make_source()
-    assert source.wait_synced(30)
-    assert cluster.wait_for(lambda: cluster.open_watches == 3, 30)
+    source = watching(cluster, make_source)
     started = time.monotonic()
     source.stop()
     assert all(w.join(0) for w in source.watchers.values())

@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client
 from kubernetes.config import ConfigException
 
+from tests.objects import cpu_node, gpu_node, listed_pod
 from tests.support.controlplane import ControlPlane
-from tests.support.objects import cpu_node, gpu_node, pod
 from webhook.kube import WatchTimings, configmap_data, load_client, trim_node, trim_pod
 
 
@@ -59,13 +59,15 @@ def test_trim_node_tolerates_a_bare_node() -> None:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        pytest.param(pod("p"), None, id="no-gpu"),
+        pytest.param(listed_pod("p"), None, id="no-gpu"),
         pytest.param(
-            pod("p", gpu={"nvidia.com/gpu": "1"}, phase="Succeeded"), None, id="succeeded"
+            listed_pod("p", gpu={"nvidia.com/gpu": "1"}, phase="Succeeded"), None, id="succeeded"
         ),
-        pytest.param(pod("p", gpu={"nvidia.com/gpu": "1"}, phase="Failed"), None, id="failed"),
         pytest.param(
-            pod("p", gpu={"nvidia.com/gpu.shared": "1"}, node="n1"),
+            listed_pod("p", gpu={"nvidia.com/gpu": "1"}, phase="Failed"), None, id="failed"
+        ),
+        pytest.param(
+            listed_pod("p", gpu={"nvidia.com/gpu.shared": "1"}, node="n1"),
             {
                 "namespace": "ml",
                 "name": "p",
@@ -76,7 +78,7 @@ def test_trim_node_tolerates_a_bare_node() -> None:
             id="running-shared",
         ),
         pytest.param(
-            pod("p", gpu={"nvidia.com/mig-1g.10gb": "2"}, phase="Pending"),
+            listed_pod("p", gpu={"nvidia.com/mig-1g.10gb": "2"}, phase="Pending"),
             {
                 "namespace": "ml",
                 "name": "p",

@@ -44,6 +44,9 @@ SETTLE = 2.0
 
 AGREE = "agree"
 ALLOWED_UNSCHEDULABLE = "allowed-but-unschedulable"
+#: Allowed because the device search ran out of time, and the scheduler does not bind it: the
+#: verdict contract allows what it could not prove; not a wrong answer of the port, a slow one.
+ALLOWED_UNPROVEN = "allowed-unproven-unschedulable"
 DENIED_BINDS = "denied-but-binds"
 UNKNOWN = "scheduler-undecided"
 ENGINE_ERROR = "engine-error"
@@ -97,6 +100,8 @@ class Outcome:
         if self.mutated is not None:
             lines.append(f"scheduler (pod as the engine changed it): {self.mutated}")
         lines.append(f"engine: {engine} ({', '.join(self.engine.objects)})")
+        if self.engine.unproven:
+            lines.append("  allowed unproven: the device search ran out of time")
         lines += [f"  {r}" for r in self.engine.reasons]
         if self.engine.error:
             lines.append(f"  error: {self.engine.error}")
@@ -127,7 +132,9 @@ def judge(engine: EngineVerdict, original: Truth, mutated: Truth | None) -> str:
         truth = mutated if mutated is not None else original
         if truth.bound is None:
             return UNKNOWN
-        return AGREE if truth.bound else ALLOWED_UNSCHEDULABLE
+        if truth.bound:
+            return AGREE
+        return ALLOWED_UNPROVEN if engine.unproven else ALLOWED_UNSCHEDULABLE
     if original.bound is None:
         return UNKNOWN
     return DENIED_BINDS if original.bound else AGREE

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from tests.objects import configmap_ref_policy, load, load_example_cluster, with_gpu
 from tests.support.cluster import LiveCluster
-from tests.support.objects import configmap_ref_policy, load_example_cluster
-from tests.support.reviewdata import load, with_gpu
 from tests.support.waiting import wait_until
 from webhook.server import Settings, create_app
 from webhook.server.cluster import ClusterError

@@ -6,15 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.builders import (
-    claim_template,
-    dra_gpu,
-    exactly,
-    nvidia_classes,
-    resource_claim,
-    resource_slice,
-)
-from tests.support.reviewdata import review
+from tests import objects as o
 from webhook.admission import handle
 from webhook.policy import Inventory, Policy
 from webhook.policy.dra import dra_snapshot
@@ -22,19 +14,22 @@ from webhook.policy.dra import dra_snapshot
 
 @pytest.fixture(scope="module")
 def inventory(example_inventory: Inventory) -> Inventory:
-    snapshot = dra_snapshot(nvidia_classes(), [resource_slice("a100-1", dra_gpu(0), dra_gpu(1))])
+    snapshot = dra_snapshot(
+        o.nvidia_classes(), [o.resource_slice("a100-1", o.dra_gpu(0), o.dra_gpu(1))]
+    )
     return replace(example_inventory, dra=snapshot)
 
 
 def _review(obj: dict, **kw: object) -> dict:
-    return review(obj, group="resource.k8s.io", **kw)  # type: ignore[arg-type]
+    return o.review(obj, group="resource.k8s.io", **kw)  # type: ignore[arg-type]
 
 
 def test_a_template_asking_for_more_than_exists_is_denied(
     example_policy: Policy, inventory: Inventory
 ) -> None:
     body = _review(
-        claim_template("train", exactly(count=3), namespace="ml"), resource="resourceclaimtemplates"
+        o.claim_template("train", o.exactly(count=3), namespace="ml"),
+        resource="resourceclaimtemplates",
     )
     outcome = handle("validate", body, policy=example_policy, inventory=inventory)
     assert outcome.verdict == "denied"
@@ -47,7 +42,9 @@ def test_a_template_asking_for_more_than_exists_is_denied(
 
 
 def test_a_claim_that_fits_is_allowed(example_policy: Policy, inventory: Inventory) -> None:
-    body = _review(resource_claim("c", exactly(count=2), namespace="ml"), resource="resourceclaims")
+    body = _review(
+        o.resource_claim("c", o.exactly(count=2), namespace="ml"), resource="resourceclaims"
+    )
     outcome = handle("validate", body, policy=example_policy, inventory=inventory)
     assert outcome.verdict == "allowed"
     assert outcome.skipped is None
@@ -55,7 +52,8 @@ def test_a_claim_that_fits_is_allowed(example_policy: Policy, inventory: Invento
 
 def test_warn_mode_allows_with_the_warning(example_policy: Policy, inventory: Inventory) -> None:
     body = _review(
-        claim_template("train", exactly(count=3), namespace="ml"), resource="resourceclaimtemplates"
+        o.claim_template("train", o.exactly(count=3), namespace="ml"),
+        resource="resourceclaimtemplates",
     )
     policy = replace(example_policy, enforcement="warn")
     outcome = handle("validate", body, policy=policy, inventory=inventory)
@@ -68,7 +66,7 @@ def test_warn_mode_allows_with_the_warning(example_policy: Policy, inventory: In
 def test_claims_are_judged_on_create_only(
     example_policy: Policy, inventory: Inventory, operation: str
 ) -> None:
-    obj = resource_claim("c", exactly(count=3), namespace="ml")
+    obj = o.resource_claim("c", o.exactly(count=3), namespace="ml")
     old = obj if operation != "CREATE" else None
     body = _review(
         None if operation == "DELETE" else obj,
@@ -82,7 +80,7 @@ def test_claims_are_judged_on_create_only(
 
 
 def test_mutate_sends_no_patch_for_a_claim(example_policy: Policy, inventory: Inventory) -> None:
-    body = _review(resource_claim("c", exactly(), namespace="ml"), resource="resourceclaims")
+    body = _review(o.resource_claim("c", o.exactly(), namespace="ml"), resource="resourceclaims")
     outcome = handle("mutate", body, policy=example_policy, inventory=inventory)
     assert outcome.verdict == "allowed"
     assert "patch" not in outcome.response["response"]

@@ -18,8 +18,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.support.reviewdata import (
-    EXAMPLES,
+from tests.objects import (
     TEMPLATE_KINDS,
     fixture_ids,
     load,
@@ -28,6 +27,7 @@ from tests.support.reviewdata import (
     with_gpu,
     workload,
 )
+from tests.support.paths import REPO
 from webhook.admission import (
     Outcome,
     clean_warnings,
@@ -261,7 +261,7 @@ def test_mutate_denies_what_the_api_servers_validation_would_refuse(
     if ephemeral:
         spec["ephemeralContainers"] = [copy.deepcopy(EPHEMERAL)]
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
-    doc = review(obj if kind == "Pod" else workload(kind, spec))
+    doc = review(obj if kind == "Pod" else workload(kind, spec=spec))
     mutate = answer("mutate", doc, engine)
     validate = answer("validate", doc, engine)
     assert mutate.verdict == "denied"
@@ -292,8 +292,8 @@ def test_mutate_does_not_deny_under_warn_enforcement(example_policy: Policy) -> 
 def test_template_asking_for_two_shared_gpus_is_denied(
     kind: str, operation: str, engine: dict[str, Any]
 ) -> None:
-    obj = workload(kind, pod_spec(2))
-    old = workload(kind, pod_spec(1)) if operation == "UPDATE" else None
+    obj = workload(kind, spec=pod_spec(2))
+    old = workload(kind, spec=pod_spec(1)) if operation == "UPDATE" else None
     doc = review(obj, operation=operation, old=old)
     outcome = answer("validate", doc, engine)
     assert outcome.verdict == "denied"
@@ -309,7 +309,7 @@ def test_template_asking_for_two_shared_gpus_is_denied(
 def test_template_that_will_be_mutated_is_allowed_with_a_warning(
     kind: str, engine: dict[str, Any]
 ) -> None:
-    outcome = answer("validate", review(workload(kind, pod_spec(1))), engine)
+    outcome = answer("validate", review(workload(kind, spec=pod_spec(1))), engine)
     response = outcome.response["response"]
     assert response["allowed"] is True
     assert any(f"pods created from this {kind} will be changed" in w for w in response["warnings"])
@@ -319,7 +319,7 @@ def test_template_that_will_be_mutated_is_allowed_with_a_warning(
 @pytest.mark.parametrize("kind", sorted(TEMPLATE_KINDS))
 def test_update_with_unchanged_template_is_not_judged(kind: str, engine: dict[str, Any]) -> None:
     # Admitted under an older policy; a scale or label change must not be blocked now.
-    old = workload(kind, pod_spec(2))
+    old = workload(kind, spec=pod_spec(2))
     new = copy.deepcopy(old)
     new["metadata"]["labels"] = {"team": "vision"}
     outcome = answer("validate", review(new, operation="UPDATE", old=old), engine)
@@ -327,8 +327,8 @@ def test_update_with_unchanged_template_is_not_judged(kind: str, engine: dict[st
 
 
 def test_update_of_an_object_being_deleted_is_not_judged(engine: dict[str, Any]) -> None:
-    old = workload("Deployment", pod_spec(1))
-    new = workload("Deployment", pod_spec(2))
+    old = workload("Deployment", spec=pod_spec(1))
+    new = workload("Deployment", spec=pod_spec(2))
     new["metadata"]["deletionTimestamp"] = "2026-11-22T02:00:00Z"
     outcome = answer("validate", review(new, operation="UPDATE", old=old), engine)
     assert outcome.allowed and outcome.skipped == "object is being deleted"
@@ -396,8 +396,8 @@ def test_pod_with_generate_name_is_named_for_the_log(engine: dict[str, Any]) -> 
 
 
 def test_example_requests(engine: dict[str, Any]) -> None:
-    gpu_pod = json.loads((EXAMPLES / "admissionreview-gpu-pod.json").read_text())
-    denied = json.loads((EXAMPLES / "admissionreview-gpu-pod-denied.json").read_text())
+    gpu_pod = json.loads((REPO / "examples" / "admissionreview-gpu-pod.json").read_text())
+    denied = json.loads((REPO / "examples" / "admissionreview-gpu-pod-denied.json").read_text())
     assert answer("mutate", gpu_pod, engine).patched
     outcome = answer("validate", denied, engine)
     assert outcome.verdict == "denied"

@@ -18,7 +18,8 @@ import jsonpatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.reviewdata import fixture_ids, load, with_gpu
+from tests.objects import fixture_ids, load, with_gpu
+from tests.support.json_paths import paths, put
 from webhook.admission import Outcome, RequestError, handle
 from webhook.files import load_policy
 from webhook.policy import inventory_from_policy
@@ -72,31 +73,13 @@ def test_any_json(endpoint: str, value: Any) -> None:
     answer_or_request_error(endpoint, json.dumps(value).encode())
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
-
-
 @st.composite
 def mangled_reviews(draw: st.DrawFn) -> dict[str, Any]:
     """A captured review (with or without a GPU) with some subtrees replaced or removed."""
     doc = copy.deepcopy(draw(st.sampled_from(DOCS + GPU_DOCS)))
     for _ in range(draw(st.integers(1, 3))):
-        paths = [p for p in _paths(doc) if p]
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        for step in path[:-1]:
-            parent = parent[step]
-        if draw(st.booleans()) and isinstance(parent, dict):
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = draw(json_values)
+        path = draw(st.sampled_from([p for p in paths(doc) if p]))
+        put(doc, path, draw(json_values), delete=draw(st.booleans()))
     return doc
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.reviewdata import load, review
+from tests.objects import load, review
 from webhook.admission import MAX_BODY_BYTES, RequestError, decode, handle, parse_review
 from webhook.policy import Inventory, Policy
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.reviewdata import load, with_gpu
+from tests.objects import load, with_gpu
 from webhook.admission import handle
 from webhook.policy import Inventory, Policy, review
 

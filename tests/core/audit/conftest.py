@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.audit.objects import NOW
-from tests.support.objects import TIME_SLICING_CONFIG
+from tests.objects import NOW, TIME_SLICING_CONFIG
 from webhook.audit import AuditResult, Collector, audit
 from webhook.policy import Policy, parse_policy
 

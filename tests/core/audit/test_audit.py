@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.core.audit.conftest import Runner, make_policy
-from tests.core.audit.objects import apod, node, workload
+from tests.objects import gfd_node, listed_pod, workload
 from webhook.audit import AuditResult, Finding, Ref, exit_status
 from webhook.policy import inventory_from_nodes, review
 
@@ -45,7 +45,7 @@ def _unequal(kind: str, name: str) -> dict[str, Any]:
                      "in spec.jobTemplate (kubectl edit cronjob -n ml nightly): the next run",
                      id="cronjob"),
         pytest.param(_unequal("Job", "train"), "delete the Job and create it again", id="job"),
-        pytest.param(apod("debug", gpu=None, node="gpu-1") | {"spec": {"nodeName": "gpu-1",
+        pytest.param(listed_pod("debug", gpu=None, node="gpu-1") | {"spec": {"nodeName": "gpu-1",
                      "containers": [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": 1},
                                                                    "limits": {"nvidia.com/gpu": 2}}}]}},
                      "a pod's resources cannot change, so delete it and create it again",
@@ -55,7 +55,7 @@ def _unequal(kind: str, name: str) -> dict[str, Any]:
 def test_what_would_be_denied_today_and_where_to_fix_it(
     run: Runner, obj: dict[str, Any], where: str
 ) -> None:
-    result = run([obj], [node("gpu-1", gpus=2)])
+    result = run([obj], [gfd_node("gpu-1", gpus=2)])
     finding = find(result, "gpu-requests-equal-limits", obj["metadata"]["name"])
     assert finding.result == "fail"
     assert "requests 1 but limits 2" in finding.message
@@ -66,8 +66,8 @@ def test_what_would_be_denied_today_and_where_to_fix_it(
 
 
 def test_a_shared_request_above_one_on_a_bare_pod(run: Runner) -> None:
-    pod = apod("two", gpu={"nvidia.com/gpu": 2}, node="gpu-1")
-    result = run([pod], [node("gpu-1", replicas=4, config_key="shared")])
+    pod = listed_pod("two", gpu={"nvidia.com/gpu": 2}, node="gpu-1")
+    result = run([pod], [gfd_node("gpu-1", replicas=4, config_key="shared")])
     finding = find(result, "gpu-shared-request-above-one", "two")
     assert finding.result == "fail"
     assert "failRequestsGreaterThanOne" in finding.message
@@ -75,15 +75,15 @@ def test_a_shared_request_above_one_on_a_bare_pod(run: Runner) -> None:
 
 
 def test_enforcement_warn_reports_warnings(run: Runner) -> None:
-    result = run([_unequal("Deployment", "infer")], [node("gpu-1", gpus=2)], enforcement="warn")
+    result = run([_unequal("Deployment", "infer")], [gfd_node("gpu-1", gpus=2)], enforcement="warn")
     finding = find(result, "gpu-requests-equal-limits", "infer")
     assert finding.result == "warn"
     assert result.exit_status() == 0
 
 
 def test_exempt_namespaces_are_skipped_but_stuck_pods_still_reported(run: Runner) -> None:
-    pod = apod("smi", "kube-system", gpu={"nvidia.com/gpu": 2}, nodeSelector={"x": "y"})
-    result = run([pod], [node("gpu-1", gpus=2)])
+    pod = listed_pod("smi", "kube-system", gpu={"nvidia.com/gpu": 2}, nodeSelector={"x": "y"})
+    result = run([pod], [gfd_node("gpu-1", gpus=2)])
     skipped = find(result, "gpu-policy", "smi")
     assert (skipped.result, skipped.message) == ("skip", "namespace kube-system is exempt")
     assert not [f for f in result.findings if f.rule.startswith("gpu-request")]
@@ -105,12 +105,12 @@ def test_what_the_webhook_would_change(
     objects = [
         workload("Deployment", "infer", gpu=GPU1),
         *(
-            apod(f"infer-{i}", gpu=GPU1, node="gpu-1", owned_by=("Deployment", "infer"),
+            listed_pod(f"infer-{i}", gpu=GPU1, node="gpu-1", owned_by=("Deployment", "infer"),
                  annotations=MUTATED if mutated else None, tolerations=[TOLERATION])
             for i, mutated in enumerate(annotated)
         ),
     ]  # fmt: skip
-    audited = run(objects, [node("gpu-1", gpus=2)], tolerations=[TOLERATION])
+    audited = run(objects, [gfd_node("gpu-1", gpus=2)], tolerations=[TOLERATION])
     finding = find(audited, "gpu-webhook-changes", "infer")
     assert (finding.result, finding.pods) == (result, pods)
     assert says in finding.message
@@ -120,17 +120,19 @@ def test_what_the_webhook_would_change(
 
 
 def test_a_bare_pod_runs_without_the_change(run: Runner) -> None:
-    result = run([apod("debug", gpu=GPU1, node="gpu-1")], [node("gpu-1")], tolerations=[TOLERATION])
+    result = run(
+        [listed_pod("debug", gpu=GPU1, node="gpu-1")], [gfd_node("gpu-1")], tolerations=[TOLERATION]
+    )
     finding = find(result, "gpu-webhook-changes", "debug")
     assert finding.result == "warn"
     assert "delete it and create it again" in finding.fix
 
 
 def test_nodes_whose_labels_disagree_with_allocatable(run: Runner) -> None:
-    stale = node("gpu-2", replicas=4, config_key="shared")
+    stale = gfd_node("gpu-2", replicas=4, config_key="shared")
     # GFD relabelled for 4 replicas; the plugin, not restarted, still advertises one.
     stale["status"]["allocatable"]["nvidia.com/gpu"] = "1"
-    result = run([], [node("gpu-1"), stale])
+    result = run([], [gfd_node("gpu-1"), stale])
     warned = find(result, "gpu-node-labels", "gpu-2")
     assert warned.result == "warn" and warned.cluster_scoped
     assert "restart the device plugin" in warned.message
@@ -138,8 +140,8 @@ def test_nodes_whose_labels_disagree_with_allocatable(run: Runner) -> None:
 
 
 def test_node_capacity_warns_where_pods_wait(run: Runner) -> None:
-    objects = [apod("waiting", gpu=GPU1), apod("holder", gpu=GPU1, node="gpu-1")]
-    result = run(objects, [node("gpu-1"), node("gpu-2", "t4", taints=[
+    objects = [listed_pod("waiting", gpu=GPU1), listed_pod("holder", gpu=GPU1, node="gpu-1")]
+    result = run(objects, [gfd_node("gpu-1"), gfd_node("gpu-2", "t4", taints=[
         {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}])])  # fmt: skip
     full = find(result, "gpu-node-capacity", "gpu-1")
     assert (full.result, full.message) == (
@@ -151,12 +153,12 @@ def test_node_capacity_warns_where_pods_wait(run: Runner) -> None:
 
 def test_order_most_severe_then_longest_waiting(run: Runner) -> None:
     objects = [
-        apod("recent", gpu=GPU1, created="2025-07-10T00:00:00Z"),
-        apod("ancient", gpu=GPU1, created="2025-05-01T00:00:00Z"),
-        apod("holder", gpu=GPU1, node="gpu-1", created="2025-04-01T00:00:00Z"),
-        apod("debug", gpu=GPU1, node="gpu-1", created="2025-04-02T00:00:00Z"),
+        listed_pod("recent", gpu=GPU1, created="2025-07-10T00:00:00Z"),
+        listed_pod("ancient", gpu=GPU1, created="2025-05-01T00:00:00Z"),
+        listed_pod("holder", gpu=GPU1, node="gpu-1", created="2025-04-01T00:00:00Z"),
+        listed_pod("debug", gpu=GPU1, node="gpu-1", created="2025-04-02T00:00:00Z"),
     ]
-    result = run(objects, [node("gpu-1", gpus=2)], tolerations=[TOLERATION])
+    result = run(objects, [gfd_node("gpu-1", gpus=2)], tolerations=[TOLERATION])
     problems = [(f.result, f.rule, f.subject.name) for f in result.problems()]
     assert problems[:2] == [
         ("fail", "gpu-pod-scheduled", "ancient"),
@@ -172,10 +174,10 @@ def test_order_most_severe_then_longest_waiting(run: Runner) -> None:
 def test_one_finding_per_rule_and_object_and_the_counts(run: Runner) -> None:
     objects = [
         workload("Deployment", "infer", gpu=GPU1),
-        *(apod(f"infer-{i}", gpu=GPU1, owned_by=("Deployment", "infer")) for i in range(3)),
-        apod("bare", gpu={"nvidia.com/gpu": 2}, node="gpu-1"),
+        *(listed_pod(f"infer-{i}", gpu=GPU1, owned_by=("Deployment", "infer")) for i in range(3)),
+        listed_pod("bare", gpu={"nvidia.com/gpu": 2}, node="gpu-1"),
     ]
-    result = run(objects, [node("gpu-1", gpus=2)])
+    result = run(objects, [gfd_node("gpu-1", gpus=2)])
     keys = Counter((f.rule, f.subject) for f in result.findings)
     assert max(keys.values()) == 1
     assert sum(result.summary().values()) == len(result.findings)
@@ -199,7 +201,7 @@ def test_exit_status(results: tuple[str, ...], status: int) -> None:
 def test_the_policy_is_the_webhooks(run: Runner) -> None:
     """The same object, the same policy: the audit's verdict is review()'s."""
     obj = _unequal("Deployment", "infer")
-    nodes = [node("gpu-1", gpus=2)]
+    nodes = [gfd_node("gpu-1", gpus=2)]
     policy = make_policy()
     decision = review(obj, policy=policy, inventory=inventory_from_nodes(nodes, policy, source="t"))
     result = run([obj], nodes, policy=policy)

@@ -5,16 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tests.builders import (
-    claim_template,
-    dra_gpu,
-    exactly,
-    nvidia_classes,
-    resource_claim,
-    resource_slice,
-)
+from tests import objects as o
 from tests.core.audit.conftest import make_policy
-from tests.core.audit.objects import NOW
 from webhook.audit import Collector, audit, reports
 from webhook.policy import inventory_from_nodes
 from webhook.policy.dra import dra_snapshot
@@ -63,7 +55,7 @@ def _pod(
 def _allocated(
     name: str, devices: list[str], pods: list[str], node: str = "a100-1"
 ) -> dict[str, Any]:
-    claim = resource_claim(name, exactly(), namespace=NS)
+    claim = o.resource_claim(name, o.exactly(), namespace=NS)
     claim["status"] = {
         "allocation": {
             "devices": {
@@ -81,12 +73,15 @@ def _allocated(
 def _run(pods: list[dict[str, Any]], claims: list[dict[str, Any]], templates: list[dict[str, Any]]):
     policy = make_policy()
     snapshot = dra_snapshot(
-        nvidia_classes(), [resource_slice("a100-1", dra_gpu(0), dra_gpu(1))], claims, templates
+        o.nvidia_classes(),
+        [o.resource_slice("a100-1", o.dra_gpu(0), o.dra_gpu(1))],
+        claims,
+        templates,
     )
     inventory = replace(inventory_from_nodes([], policy, source="test"), dra=snapshot)
     collector = Collector()
     collector.add_all(pods)
-    return audit(collector, [], policy=policy, now=NOW, inventory=inventory)
+    return audit(collector, [], policy=policy, now=o.NOW, inventory=inventory)
 
 
 def _stuck(result) -> Any:
@@ -98,19 +93,20 @@ def test_a_template_asking_for_more_than_exists() -> None:
     result = _run(
         [_pod("train", {"name": "gpu", "resourceClaimTemplateName": "three"})],
         [],
-        [claim_template("three", exactly(count=3), namespace=NS)],
+        [o.claim_template("three", o.exactly(count=3), namespace=NS)],
     )
     finding = _stuck(result)
     assert finding.result == "fail"
     assert finding.reasons == ("claim-unsatisfiable",)
-    assert "3 devices of class gpu.nvidia.com" in finding.message
-    assert "no node has more than 2 matching devices" in finding.message
+    # The allocator's answer on an empty cluster: the webhook's, in the scheduler's terms.
+    assert "request gpu asks for 3 device(s) of class gpu.nvidia.com" in finding.message
+    assert "node group node a100-1 has 2 such device(s)" in finding.message
     assert "cannot allocate all claims" in (finding.scheduler or "")
     assert result.exit_status() == 1
 
 
 def test_every_matching_device_held_names_the_claims_and_their_pods() -> None:
-    mine = resource_claim("train-gpu-x7", exactly(), namespace=NS)
+    mine = o.resource_claim("train-gpu-x7", o.exactly(), namespace=NS)
     result = _run(
         [
             _pod(
@@ -124,7 +120,7 @@ def test_every_matching_device_held_names_the_claims_and_their_pods() -> None:
             _allocated("infer-gpu-a1", ["gpu-0"], ["infer-0"]),
             _allocated("shared", ["gpu-1"], ["w-0", "w-1", "w-2", "w-3"]),
         ],
-        [claim_template("one", exactly(), namespace=NS)],
+        [o.claim_template("one", o.exactly(), namespace=NS)],
     )
     finding = _stuck(result)
     assert finding.reasons == ("claim-allocated",)
@@ -146,7 +142,7 @@ def test_free_devices_mean_something_else_keeps_it() -> None:
     result = _run(
         [_pod("train", {"name": "gpu", "resourceClaimTemplateName": "one"})],
         [_allocated("infer-gpu-a1", ["gpu-0"], ["infer-0"])],
-        [claim_template("one", exactly(), namespace=NS)],
+        [o.claim_template("one", o.exactly(), namespace=NS)],
     )
     assert _stuck(result).reasons == ("claim-elsewhere",)
 
@@ -155,7 +151,7 @@ def test_pods_with_other_drivers_claims_are_not_gpu_pods() -> None:
     result = _run(
         [_pod("net", {"name": "nic", "resourceClaimTemplateName": "nic"})],
         [],
-        [claim_template("nic", exactly("nic.example.com"), namespace=NS)],
+        [o.claim_template("nic", o.exactly("nic.example.com"), namespace=NS)],
     )
     assert result.gpu_pods == 0
     assert not [f for f in result.findings if f.rule == "gpu-pod-scheduled"]
@@ -167,12 +163,12 @@ def test_dra_objects_come_with_the_objects_dump() -> None:
     collector.add_all(
         [
             _pod("train", {"name": "gpu", "resourceClaimTemplateName": "three"}),
-            *nvidia_classes(),
-            resource_slice("a100-1", dra_gpu(0), dra_gpu(1)),
-            claim_template("three", exactly(count=3), namespace=NS),
+            *o.nvidia_classes(),
+            o.resource_slice("a100-1", o.dra_gpu(0), o.dra_gpu(1)),
+            o.claim_template("three", o.exactly(count=3), namespace=NS),
         ]
     )
-    result = audit(collector, [], policy=make_policy(), now=NOW)
+    result = audit(collector, [], policy=make_policy(), now=o.NOW)
     assert _stuck(result).reasons == ("claim-unsatisfiable",)
     assert result.scanned["ResourceSlice"] == 1
 
@@ -183,14 +179,14 @@ def test_an_allocated_partition_keeps_the_whole_gpu_from_a_claim() -> None:
     count this diagnosis used before saw the whole GPU free and said claim-elsewhere.)"""
     memory = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
     part = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "6Gi"}}}
-    whole = {**dra_gpu(0), "consumesCounters": [memory]}
+    whole = {**o.dra_gpu(0), "consumesCounters": [memory]}
     mig = {
         "name": "gpu-0-mig-1g6gb-0",
         "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.6gb"}},
         "consumesCounters": [part],
     }
-    devices = resource_slice("a30-1", whole, mig)
-    counters = resource_slice("a30-1", driver="gpu.nvidia.com")
+    devices = o.resource_slice("a30-1", whole, mig)
+    counters = o.resource_slice("a30-1", driver="gpu.nvidia.com")
     counters["metadata"]["name"] = "a30-1-counters"
     del counters["spec"]["devices"]
     counters["spec"]["sharedCounters"] = [
@@ -198,20 +194,20 @@ def test_an_allocated_partition_keeps_the_whole_gpu_from_a_claim() -> None:
     ]
     for found in (devices, counters):
         found["spec"]["pool"]["resourceSliceCount"] = 2
-    template = claim_template(
+    template = o.claim_template(
         "whole",
-        exactly(selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"']),
+        o.exactly(selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"']),
         namespace=NS,
     )
     pending = _pod("train", {"name": "gpu", "resourceClaimTemplateName": "whole"})
 
     def run(claims: list[dict[str, Any]]) -> Any:
-        snapshot = dra_snapshot(nvidia_classes(), [devices, counters], claims, [template])
+        snapshot = dra_snapshot(o.nvidia_classes(), [devices, counters], claims, [template])
         policy = make_policy()
         inventory = replace(inventory_from_nodes([], policy, source="test"), dra=snapshot)
         collector = Collector()
         collector.add_all([pending])
-        return audit(collector, [], policy=policy, now=NOW, inventory=inventory)
+        return audit(collector, [], policy=policy, now=o.NOW, inventory=inventory)
 
     assert _stuck(run([])).reasons == ("claim-elsewhere",)
     held = _allocated("infer-mig", ["gpu-0-mig-1g6gb-0"], ["infer-0"], node="a30-1")

@@ -6,8 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from tests.core.audit.conftest import Runner, make_policy
-from tests.core.audit.objects import node
-from tests.support.objects import cpu_node
+from tests.objects import cpu_node, gfd_node
 from webhook.audit import reports
 from webhook.policy.model import Isolation
 
@@ -53,7 +52,7 @@ def test_pods_that_see_gpus_without_a_request_are_reported_per_namespace(run: Ru
         running("dcgm", "gpu-operator", env=ALL),
         running("asks", env=ALL, resources={"limits": {"nvidia.com/gpu": "1"}}),
     ]
-    nodes = [node("gpu-1"), node("gpu-2"), cpu_node("cpu-1")]
+    nodes = [gfd_node("gpu-1"), gfd_node("gpu-2"), cpu_node("cpu-1")]
     policy = replace(make_policy(), isolation=Isolation("enforce"))
     result = run(objects, nodes, policy=policy)
     found = [f for f in result.findings if f.rule == "gpu-visible-without-request"]
@@ -76,7 +75,7 @@ def test_pods_that_see_gpus_without_a_request_are_reported_per_namespace(run: Ru
 
 
 def test_without_enforced_isolation_they_are_warnings(run: Runner) -> None:
-    result = run([running("agent", env=ALL)], [node("gpu-1")], policy=make_policy())
+    result = run([running("agent", env=ALL)], [gfd_node("gpu-1")], policy=make_policy())
     (finding,) = [f for f in result.findings if f.rule == "gpu-visible-without-request"]
     assert finding.result == "warn"
     assert result.exit_status() == 0

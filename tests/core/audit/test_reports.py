@@ -11,7 +11,7 @@ import pytest
 
 from tests.core.audit.conftest import Runner
 from tests.core.audit.crd_schema import errors, schemas
-from tests.core.audit.objects import apod, node, workload
+from tests.objects import gfd_node, listed_pod, workload
 from webhook.audit import LABELS, REPORT_NAME, AuditResult, reports, selector, stale
 
 GPU1 = {"nvidia.com/gpu": 1}
@@ -28,17 +28,17 @@ def result(run: Runner) -> AuditResult:
     objects = [
         bad,
         workload("Deployment", "infer", "team-a", gpu=GPU1),
-        apod("infer-1", "team-a", gpu=GPU1, node="gpu-1", owned_by=("Deployment", "infer")),
-        apod("infer-2", "team-a", gpu=GPU1, owned_by=("Deployment", "infer"),
+        listed_pod("infer-1", "team-a", gpu=GPU1, node="gpu-1", owned_by=("Deployment", "infer")),
+        listed_pod("infer-2", "team-a", gpu=GPU1, owned_by=("Deployment", "infer"),
              scheduler="0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
-        apod("two", "team-b", gpu={"nvidia.com/gpu": 2}, node="gpu-2", phase="Failed",
+        listed_pod("two", "team-b", gpu={"nvidia.com/gpu": 2}, node="gpu-2", phase="Failed",
              reason="UnexpectedAdmissionError", message="request too large"),
         workload("CronJob", "nightly", "team-b", gpu=GPU1),
-        apod("debug", "kube-system", gpu=GPU1, node="gpu-2"),
+        listed_pod("debug", "kube-system", gpu=GPU1, node="gpu-2"),
     ]  # fmt: skip
     batch = [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
-    shared = node("gpu-2", replicas=4, config_key="shared", taints=batch)
-    return run(objects, [node("gpu-1"), shared])
+    shared = gfd_node("gpu-2", replicas=4, config_key="shared", taints=batch)
+    return run(objects, [gfd_node("gpu-1"), shared])
 
 
 @pytest.mark.parametrize("api", ["wgpolicyk8s", "openreports"])

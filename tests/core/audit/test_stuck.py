@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.core.audit.conftest import NOW, Runner
-from tests.core.audit.objects import apod, node
+from tests.objects import gfd_node, listed_pod
 from tests.support.paths import REPO
 from webhook.audit import Collector, Finding, audit
 from webhook.audit.stuck import pod_requests
@@ -27,7 +28,7 @@ TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedul
 def _holders(n: int, on: str) -> list[dict[str, Any]]:
     # Created a day apart, newest first, so that "oldest first" is a real sort.
     return [
-        apod(f"{on}-holder-{i}", gpu=GPU1, node=on, created=f"2025-05-{20 - i:02d}T00:00:00Z")
+        listed_pod(f"{on}-holder-{i}", gpu=GPU1, node=on, created=f"2025-05-{20 - i:02d}T00:00:00Z")
         for i in range(n)
     ]
 
@@ -46,8 +47,8 @@ def _required(key: str, *values: str) -> dict[str, Any]:
 
 CASES = [
     pytest.param(
-        [apod("w", gpu={"nvidia.com/mig-2g.20gb": 1})],
-        [node("gpu-1")],
+        [listed_pod("w", gpu={"nvidia.com/mig-2g.20gb": 1})],
+        [gfd_node("gpu-1")],
         "gpu-pod-scheduled",
         ("not-offered",),
         [
@@ -58,8 +59,8 @@ CASES = [
         id="mig-profile-not-offered",
     ),
     pytest.param(
-        [apod("w", gpu={"nvidia.com/gpu.shared": 1})],
-        [node("gpu-1")],
+        [listed_pod("w", gpu={"nvidia.com/gpu.shared": 1})],
+        [gfd_node("gpu-1")],
         "gpu-pod-scheduled",
         ("not-offered",),
         ["no node advertises nvidia.com/gpu.shared"],
@@ -67,8 +68,8 @@ CASES = [
         id="shared-name-where-nothing-is-renamed",
     ),
     pytest.param(
-        [apod("w", gpu={"nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 1})],
-        [node("gpu-1"), node("mig-1", "a100-40", mig_profile="1g.5gb", config_key="mig")],
+        [listed_pod("w", gpu={"nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 1})],
+        [gfd_node("gpu-1"), gfd_node("mig-1", "a100-40", mig_profile="1g.5gb", config_key="mig")],
         "gpu-pod-scheduled",
         ("not-together",),
         ["no node advertises both nvidia.com/gpu and nvidia.com/mig-1g.5gb"],
@@ -76,8 +77,8 @@ CASES = [
         id="two-kinds-no-node-has-both",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "Tesla-T4"})],
-        [node("gpu-1"), node("gpu-2")],
+        [listed_pod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "Tesla-T4"})],
+        [gfd_node("gpu-1"), gfd_node("gpu-2")],
         "gpu-pod-scheduled",
         ("selection",),
         [
@@ -88,8 +89,8 @@ CASES = [
         id="node-selector",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1, affinity=_required("topology.kubernetes.io/zone", "zone-9"))],
-        [node("gpu-1")],
+        [listed_pod("w", gpu=GPU1, affinity=_required("topology.kubernetes.io/zone", "zone-9"))],
+        [gfd_node("gpu-1")],
         "gpu-pod-scheduled",
         ("selection",),
         ["required node affinity matches none", "topology.kubernetes.io/zone=zone-"],
@@ -97,8 +98,8 @@ CASES = [
         id="required-node-affinity",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1)],
-        [node("gpu-1", taints=TAINT)],
+        [listed_pod("w", gpu=GPU1)],
+        [gfd_node("gpu-1", taints=TAINT)],
         "gpu-pod-scheduled",
         ("taints",),
         [
@@ -111,8 +112,8 @@ CASES = [
         id="untolerated-taint",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1, tolerations=TOLERATE), *_holders(1, "gpu-1")],
-        [node("gpu-1", taints=TAINT)],
+        [listed_pod("w", gpu=GPU1, tolerations=TOLERATE), *_holders(1, "gpu-1")],
+        [gfd_node("gpu-1", taints=TAINT)],
         "gpu-pod-scheduled",
         ("full",),
         ["1 of 1 slot held (gpu-1: 1 of 1)"],
@@ -120,8 +121,8 @@ CASES = [
         id="tolerated-taint-then-full",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1)],
-        [{**node("gpu-1"), "spec": {"unschedulable": True}}],
+        [listed_pod("w", gpu=GPU1)],
+        [{**gfd_node("gpu-1"), "spec": {"unschedulable": True}}],
         "gpu-pod-scheduled",
         ("taints",),
         ["(gpu-1: cordoned)"],
@@ -129,8 +130,8 @@ CASES = [
         id="cordoned",
     ),
     pytest.param(
-        [apod("w", gpu={"nvidia.com/gpu": 4})],
-        [node("gpu-1", gpus=2)],
+        [listed_pod("w", gpu={"nvidia.com/gpu": 4})],
+        [gfd_node("gpu-1", gpus=2)],
         "gpu-pod-scheduled",
         ("too-large",),
         ["asks for 4 nvidia.com/gpu, but no node that could run it has more than 2"],
@@ -138,8 +139,8 @@ CASES = [
         id="more-than-any-node-has",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1), *_holders(1, "gpu-1"), *_holders(1, "gpu-2")],
-        [node("gpu-1"), node("gpu-2", "t4")],
+        [listed_pod("w", gpu=GPU1), *_holders(1, "gpu-1"), *_holders(1, "gpu-2")],
+        [gfd_node("gpu-1"), gfd_node("gpu-2", "t4")],
         "gpu-pod-scheduled",
         ("full",),
         [
@@ -151,8 +152,8 @@ CASES = [
         id="full-and-unshared",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1), *_holders(4, "gpu-1")],
-        [node("gpu-1", replicas=4, config_key="shared")],
+        [listed_pod("w", gpu=GPU1), *_holders(4, "gpu-1")],
+        [gfd_node("gpu-1", replicas=4, config_key="shared")],
         "gpu-pod-scheduled",
         ("full",),
         ["4 of 4 slots held", "these GPUs are shared already"],
@@ -160,8 +161,8 @@ CASES = [
         id="full-and-shared-already",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1), *_holders(7, "gpu-1")],
-        [node("gpu-1", gpus=7)],
+        [listed_pod("w", gpu=GPU1), *_holders(7, "gpu-1")],
+        [gfd_node("gpu-1", gpus=7)],
         "gpu-pod-scheduled",
         ("full",),
         [
@@ -172,8 +173,8 @@ CASES = [
         id="holders-oldest-first-capped",
     ),
     pytest.param(
-        [apod("w", gpu=GPU1), *_holders(1, "gpu-1")],
-        [node("gpu-1", gpus=2)],
+        [listed_pod("w", gpu=GPU1), *_holders(1, "gpu-1")],
+        [gfd_node("gpu-1", gpus=2)],
         "gpu-pod-scheduled",
         ("elsewhere",),
         ["GPU slots are free for it (gpu-1: 1 nvidia.com/gpu free)"],
@@ -181,8 +182,8 @@ CASES = [
         id="free-slots-other-cause",
     ),
     pytest.param(
-        [apod("w", gpu={"nvidia.com/gpu": 2})],
-        [node("gpu-1", replicas=4, config_key="shared")],
+        [listed_pod("w", gpu={"nvidia.com/gpu": 2})],
+        [gfd_node("gpu-1", replicas=4, config_key="shared")],
         "gpu-pod-scheduled",
         ("shared-above-one", "elsewhere"),
         ["asks for 2 nvidia.com/gpu, but every node that could run it shares its GPUs"],
@@ -191,7 +192,7 @@ CASES = [
     ),
     pytest.param(
         [
-            apod(
+            listed_pod(
                 "w",
                 gpu={"nvidia.com/gpu": 2},
                 node="gpu-1",
@@ -200,7 +201,7 @@ CASES = [
                 message=TOO_LARGE,
             )
         ],
-        [node("gpu-1", replicas=4, config_key="shared")],
+        [gfd_node("gpu-1", replicas=4, config_key="shared")],
         "gpu-pod-admitted",
         ("shared-above-one",),
         [
@@ -212,7 +213,7 @@ CASES = [
     ),
     pytest.param(
         [
-            apod(
+            listed_pod(
                 "w",
                 gpu=GPU1,
                 node="gpu-1",
@@ -221,7 +222,7 @@ CASES = [
                 message="Allocate failed due to requested number of devices unavailable",
             )
         ],
-        [node("gpu-1")],
+        [gfd_node("gpu-1")],
         "gpu-pod-admitted",
         ("admission",),
         [
@@ -262,15 +263,15 @@ def test_stuck_reason(
 
 def test_waiting_time_and_the_schedulers_message(run: Runner) -> None:
     message = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
-    pod = apod("w", gpu=GPU1, created="2025-06-15T02:37:12Z", scheduler=message)
-    finding = _finding(run([pod, *_holders(1, "gpu-1")], [node("gpu-1")]), "gpu-pod-scheduled")
+    pod = listed_pod("w", gpu=GPU1, created="2025-06-15T02:37:12Z", scheduler=message)
+    finding = _finding(run([pod, *_holders(1, "gpu-1")], [gfd_node("gpu-1")]), "gpu-pod-scheduled")
     assert finding.waiting == 29 * 86400 + 5 * 3600 + 41 * 60 + 41
     assert finding.message.startswith("1 pod (w) not bound to a node for 29d 5h: ")
     assert finding.scheduler == message
 
 
 def test_a_gated_pod_waits_for_its_gate_not_for_gpus(run: Runner) -> None:
-    pod = apod("w", gpu=GPU1)
+    pod = listed_pod("w", gpu=GPU1)
     pod["status"]["conditions"] = [
         {
             "type": "PodScheduled",
@@ -279,17 +280,17 @@ def test_a_gated_pod_waits_for_its_gate_not_for_gpus(run: Runner) -> None:
             "message": "Scheduling is blocked due to non-empty scheduling gates",
         }
     ]
-    finding = _finding(run([pod], [node("gpu-1")]), "gpu-pod-scheduled")
+    finding = _finding(run([pod], [gfd_node("gpu-1")]), "gpu-pod-scheduled")
     assert (finding.result, finding.reasons) == ("warn", ("gated",))
 
 
 def test_bound_pods_hold_slots_and_finished_ones_do_not(run: Runner) -> None:
     objects = [
-        apod("w", gpu=GPU1),
-        apod("done", gpu=GPU1, node="gpu-1", phase="Succeeded"),
-        apod("starting", gpu=GPU1, node="gpu-2", phase="Pending"),  # bound, pulling its image
+        listed_pod("w", gpu=GPU1),
+        listed_pod("done", gpu=GPU1, node="gpu-1", phase="Succeeded"),
+        listed_pod("starting", gpu=GPU1, node="gpu-2", phase="Pending"),  # bound, pulling its image
     ]
-    result = run(objects, [node("gpu-1"), node("gpu-2")])
+    result = run(objects, [gfd_node("gpu-1"), gfd_node("gpu-2")])
     finding = _finding(result, "gpu-pod-scheduled")
     assert finding.reasons == ("elsewhere",)
     assert "gpu-1: 1 nvidia.com/gpu free" in finding.message
@@ -356,9 +357,11 @@ def test_pod_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
 AUTOSCALED = REPO / "examples" / "clusters" / "autoscaled"
 
 
-def _autoscaled(run: Runner, pod: dict[str, Any], **kwargs: Any) -> Finding:
+def _autoscaled(
+    run: Runner, pod: dict[str, Any], *, extra: Sequence[dict[str, Any]] = (), **kwargs: Any
+) -> Finding:
     policy = load_policy(AUTOSCALED / "policy.yaml")
-    nodes = yaml.safe_load((AUTOSCALED / "nodes.yaml").read_text())["items"]
+    nodes = [*yaml.safe_load((AUTOSCALED / "nodes.yaml").read_text())["items"], *extra]
     collector = Collector()
     collector.add_all([pod])
     return _finding(audit(collector, nodes, policy=policy, now=NOW, **kwargs), "gpu-pod-scheduled")
@@ -366,7 +369,7 @@ def _autoscaled(run: Runner, pod: dict[str, Any], **kwargs: Any) -> Finding:
 
 def test_a_pod_waiting_for_a_node_the_autoscaler_can_add(run: Runner) -> None:
     finding = _autoscaled(
-        run, apod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "Tesla-T4-SHARED"})
+        run, listed_pod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "Tesla-T4-SHARED"})
     )
     assert finding.result == "warn" and finding.reasons == ("scale-up",)
     assert (
@@ -380,7 +383,7 @@ def test_a_pod_waiting_for_a_node_the_autoscaler_can_add(run: Runner) -> None:
 
 def test_a_pod_no_pool_can_ever_serve(run: Runner) -> None:
     # The renamed name no node group advertises (the T4 key does not rename its shares).
-    finding = _autoscaled(run, apod("w", gpu={"nvidia.com/gpu.shared": 1}))
+    finding = _autoscaled(run, listed_pod("w", gpu={"nvidia.com/gpu.shared": 1}))
     assert finding.result == "fail" and finding.reasons == ("not-offered",)
     assert (
         "no node advertises nvidia.com/gpu.shared, and no pool an autoscaler can add would"
@@ -390,7 +393,9 @@ def test_a_pod_no_pool_can_ever_serve(run: Runner) -> None:
 
 
 def test_a_selection_no_pool_at_zero_matches_is_not_a_wait(run: Runner) -> None:
-    pod = apod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    pod = listed_pod(
+        "w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    )
     finding = _autoscaled(run, pod)
     assert finding.reasons == ("not-offered",) and finding.result == "fail"
 
@@ -402,7 +407,7 @@ def test_a_karpenter_nodepool_is_a_pool_the_audit_waits_for(run: Runner) -> None
         "metadata": {"name": "gpu-a10g"},
         "spec": {"template": {"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-A10G"}}}},
     }
-    pod = apod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A10G"})
+    pod = listed_pod("w", gpu=GPU1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A10G"})
     finding = _autoscaled(run, pod, nodepools=[nodepool])
     assert finding.reasons == ("scale-up",)
     assert "pool gpu-a10g (Karpenter NodePool gpu-a10g, from zero)" in finding.message
@@ -412,8 +417,14 @@ def test_full_names_only_the_holders_of_nodes_it_could_run_on(run: Runner) -> No
     """A pod asking for 2 GPUs waits for the holders of the 2-GPU node, not of a 1-GPU node it
     could never use (before the allocator decided, every node that offered the resource was
     called full and its holders named)."""
-    objects = [apod("w", gpu={"nvidia.com/gpu": 2}), *_holders(1, "big"), *_holders(1, "small")]
-    finding = _finding(run(objects, [node("big", gpus=2), node("small")]), "gpu-pod-scheduled")
+    objects = [
+        listed_pod("w", gpu={"nvidia.com/gpu": 2}),
+        *_holders(1, "big"),
+        *_holders(1, "small"),
+    ]
+    finding = _finding(
+        run(objects, [gfd_node("big", gpus=2), gfd_node("small")]), "gpu-pod-scheduled"
+    )
     assert finding.reasons == ("full",)
     assert "1 of 2 slots held (big: 1 of 2)" in finding.message
     assert "ml/big-holder-0" in finding.message
@@ -423,10 +434,53 @@ def test_full_names_only_the_holders_of_nodes_it_could_run_on(run: Runner) -> No
 def test_resources_no_node_has_together_are_too_large_not_full(run: Runner) -> None:
     """Two containers asking for one GPU each need two on one node: on nodes of one GPU each,
     the pod never runs (the webhook's answer), whatever is held."""
-    pod = apod("w", gpu=GPU1)
+    pod = listed_pod("w", gpu=GPU1)
     pod["spec"]["containers"].append({**pod["spec"]["containers"][0], "name": "second"})
-    finding = _finding(run([pod], [node("gpu-1"), node("gpu-2")]), "gpu-pod-scheduled")
+    finding = _finding(run([pod], [gfd_node("gpu-1"), gfd_node("gpu-2")]), "gpu-pod-scheduled")
     assert finding.reasons == ("too-large",)
     assert "asks for 2 nvidia.com/gpu, but no node that could run it has more than 1" in (
         finding.message
     )
+
+
+def test_a_pod_larger_than_any_node_a_pool_can_add_never_runs(run: Runner) -> None:
+    """The allocator judges the pools at zero as the webhook does: 9 GPUs where a node of
+    either pool has 4 is no wait for the autoscaler (it was called scale-up before the
+    allocator decided, though no node it adds could run it)."""
+    finding = _autoscaled(run, listed_pod("w", gpu={"nvidia.com/gpu": 9}))
+    assert finding.result == "fail" and finding.reasons == ("too-large",)
+    assert "it asks for 9 nvidia.com/gpu, but no node that could run it has more than 4" in (
+        finding.message
+    )
+
+
+def test_a_pool_too_small_for_the_pod_is_no_wait_but_one_that_fits_is(run: Runner) -> None:
+    # 3 GPUs: a node of either pool has 4, so it waits for one (the same pod as above, smaller).
+    finding = _autoscaled(run, listed_pod("w", gpu={"nvidia.com/gpu": 3}))
+    assert finding.result == "warn" and finding.reasons == ("scale-up",)
+
+
+def test_an_affinity_no_pool_promises_is_no_wait(run: Runner) -> None:
+    """A label the pools at zero do not promise: no node the autoscaler adds matches, as the
+    webhook judges the same pod (it was called scale-up before the allocator decided)."""
+    count_above_4 = {"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [count_above_4]}]
+            }
+        }
+    }
+    finding = _autoscaled(run, listed_pod("w", gpu=GPU1, affinity=affinity))
+    assert finding.result == "fail" and finding.reasons == ("not-offered",)
+
+
+def test_a_pod_too_large_for_the_nodes_that_exist_waits_for_a_pool_that_fits(run: Runner) -> None:
+    """3 GPUs: the one GPU node that exists has 1, a node of either pool at zero has 4. The
+    scheduler leaves it Pending until the autoscaler adds such a node: a wait, not a failure
+    (the old checks judged the existing nodes alone and called it too-large)."""
+    finding = _autoscaled(
+        run, listed_pod("w", gpu={"nvidia.com/gpu": 3}), extra=[gfd_node("gpu-1")]
+    )
+    assert finding.result == "warn" and finding.reasons == ("scale-up",)
+    assert "no node can run it yet" in finding.message and "pool gpu-t4" in finding.message

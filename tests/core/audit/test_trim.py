@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.audit.objects import apod, workload
+from tests.objects import listed_pod, workload
 from webhook.audit import Collector, trim
 from webhook.audit.trim import trim_pod_spec
 
@@ -87,7 +87,7 @@ def heavy(pod: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_trimmed_pod_stays_small() -> None:
     """100,000 pods must fit: a 6 KB pod keeps well under 1 KB."""
-    original = heavy(apod("infer-1", gpu={"nvidia.com/gpu": 1}, node="gpu-1"))
+    original = heavy(listed_pod("infer-1", gpu={"nvidia.com/gpu": 1}, node="gpu-1"))
     trimmed = trim(original)
     assert trimmed is not None
     assert size(original) > 6000
@@ -97,7 +97,7 @@ def test_a_trimmed_pod_stays_small() -> None:
 
 def test_a_trimmed_deployment_stays_small() -> None:
     original = workload("Deployment", "infer", gpu={"nvidia.com/gpu": 1})
-    original["metadata"]["managedFields"] = heavy(apod("x"))["metadata"]["managedFields"]
+    original["metadata"]["managedFields"] = heavy(listed_pod("x"))["metadata"]["managedFields"]
     original["spec"]["template"]["spec"]["containers"][0]["env"] = [
         {"name": f"VAR_{i}", "value": "v" * 30} for i in range(25)
     ]
@@ -109,7 +109,7 @@ def test_a_trimmed_deployment_stays_small() -> None:
 
 def test_trim_keeps_what_judgement_reads() -> None:
     pod = heavy(
-        apod(
+        listed_pod(
             "infer-1",
             gpu={"nvidia.com/gpu": 2},
             owned_by=("ReplicaSet", "infer-7f9c6d8b54"),
@@ -160,29 +160,31 @@ def test_trim_keeps_what_judgement_reads() -> None:
 @pytest.mark.parametrize(
     ("pod", "kept"),
     [
-        pytest.param(apod("cpu-only"), False, id="no-gpu-request"),
+        pytest.param(listed_pod("cpu-only"), False, id="no-gpu-request"),
         pytest.param(
-            apod("nic", gpu={"nvidia.com/hostdev": 1}, node="n"),
+            listed_pod("nic", gpu={"nvidia.com/hostdev": 1}, node="n"),
             False,
             id="other-nvidia-resources-are-not-gpus",
         ),
         pytest.param(
-            apod("typo", gpu={"nvidia.com/gpus": 1}),
+            listed_pod("typo", gpu={"nvidia.com/gpus": 1}),
             True,
             id="misspelt-gpu-name-kept-for-the-engine",
         ),
         pytest.param(
-            apod("done", gpu={"nvidia.com/gpu": 1}, node="n", phase="Succeeded"),
+            listed_pod("done", gpu={"nvidia.com/gpu": 1}, node="n", phase="Succeeded"),
             False,
             id="succeeded-holds-nothing",
         ),
         pytest.param(
-            apod("crashed", gpu={"nvidia.com/gpu": 1}, node="n", phase="Failed", reason="Error"),
+            listed_pod(
+                "crashed", gpu={"nvidia.com/gpu": 1}, node="n", phase="Failed", reason="Error"
+            ),
             False,
             id="failed-holds-nothing",
         ),
         pytest.param(
-            apod(
+            listed_pod(
                 "refused",
                 gpu={"nvidia.com/gpu": 2},
                 node="n",
@@ -192,8 +194,10 @@ def test_trim_keeps_what_judgement_reads() -> None:
             True,
             id="refused-at-admission-is-reported",
         ),
-        pytest.param(apod("pending", gpu={"nvidia.com/gpu": 1}), True, id="pending"),
-        pytest.param(apod("running", gpu={"nvidia.com/mig-1g.10gb": 1}, node="n"), True, id="mig"),
+        pytest.param(listed_pod("pending", gpu={"nvidia.com/gpu": 1}), True, id="pending"),
+        pytest.param(
+            listed_pod("running", gpu={"nvidia.com/mig-1g.10gb": 1}, node="n"), True, id="mig"
+        ),
     ],
 )
 def test_which_pods_are_kept(pod: dict[str, Any], kept: bool) -> None:
@@ -279,14 +283,14 @@ def test_workloads_keep_their_template_where_their_kind_has_it(
 
 def test_collector_reads_lists_and_items_without_kind() -> None:
     """A kubectl List, and the items of an API list response, which carry no kind."""
-    bare = apod("api-item", gpu={"nvidia.com/gpu": 1})
+    bare = listed_pod("api-item", gpu={"nvidia.com/gpu": 1})
     del bare["kind"], bare["apiVersion"]
     dump = {
         "apiVersion": "v1",
         "kind": "List",
         "items": [
-            apod("gpu", gpu={"nvidia.com/gpu": 1}),
-            apod("cpu"),
+            listed_pod("gpu", gpu={"nvidia.com/gpu": 1}),
+            listed_pod("cpu"),
             workload("Deployment", "d", gpu={"nvidia.com/gpu": 1}),
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
         ],
@@ -294,7 +298,7 @@ def test_collector_reads_lists_and_items_without_kind() -> None:
     collector = Collector()
     collector.add(dump)
     collector.add({"kind": "PodList", "items": [bare]})
-    collector.add_all([apod("no-kind-given", gpu={"nvidia.com/gpu": 1})])
+    collector.add_all([listed_pod("no-kind-given", gpu={"nvidia.com/gpu": 1})])
     assert sorted(p["metadata"]["name"] for p in collector.pods) == [
         "api-item",
         "gpu",
@@ -306,7 +310,7 @@ def test_collector_reads_lists_and_items_without_kind() -> None:
 
 def test_repeated_strings_are_shared() -> None:
     """Thousands of pods on one node share one copy of its name and of their namespace."""
-    first = trim(apod("a" * 3, gpu={"nvidia.com/gpu": 1}, node="gpu-node-" + "1"))
-    second = trim(apod("b" * 3, gpu={"nvidia.com/gpu": 1}, node="gpu-node-" + str(1)))
+    first = trim(listed_pod("a" * 3, gpu={"nvidia.com/gpu": 1}, node="gpu-node-" + "1"))
+    second = trim(listed_pod("b" * 3, gpu={"nvidia.com/gpu": 1}, node="gpu-node-" + str(1)))
     assert first is not None and second is not None
     assert first["spec"]["nodeName"] is second["spec"]["nodeName"]

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import pytest
 from cryptography import x509
 
-from webhook.certs import issue, rotation
-from webhook.certs.rotation import SecretContent, Timing
+from webhook.certs import issue, rotation, trust
+from webhook.certs.rotation import Timing
+from webhook.certs.trust import SecretContent
 
 SVC, NS = "gpw-gpu-policy-webhook", "gpu-policy"
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -54,12 +55,12 @@ def serial(content: SecretContent, key: str) -> int:
 
 
 def bundle_serials(pem: bytes | None) -> list[int]:
-    return [c.serial_number for c in rotation.load_certificates(pem)]
+    return [c.serial_number for c in trust.load_certificates(pem)]
 
 
 def verified_by(content: SecretContent, bundle: bytes | None) -> bool:
     served = cert(content, "tls.crt")
-    ok, _ = rotation.check_served(served, rotation.load_certificates(bundle), NOW)
+    ok, _ = trust.check_served(served, trust.load_certificates(bundle), NOW)
     return ok
 
 
@@ -82,11 +83,11 @@ def stamp(when: dt.datetime) -> str:
 # --------------------------------------------------------------------------------------------
 
 BASE = fresh()
-BASE_BUNDLE = rotation.ca_bundle(BASE)
+BASE_BUNDLE = trust.ca_bundle(BASE)
 # At 2/3 of the CA's life (243 days), a next CA is introduced beside the current one.
 CA_DUE = rotation.renewal_time(cert(BASE, "ca.crt"), T.renew_fraction) + dt.timedelta(minutes=1)
 INTRODUCED = plan(BASE, [BASE_BUNDLE], CA_DUE).content
-BOTH = rotation.ca_bundle(INTRODUCED)
+BOTH = trust.ca_bundle(INTRODUCED)
 MARKED = plan(INTRODUCED, [BOTH, BOTH], CA_DUE).content
 SWITCHED = plan(MARKED, [BOTH, BOTH], CA_DUE + T.settle).content
 
@@ -184,7 +185,7 @@ CASES = {
             and bundle_serials(c.data["ca-previous.crt"]) == [serial(BASE, "ca.crt")]
             and "ca-next.crt" not in c.data
             and cert(c, "tls.crt").verify_directly_issued_by(cert(c, "ca.crt")) is None
-            and rotation.ca_bundle(c) == BOTH
+            and trust.ca_bundle(c) == BOTH
         ),
     ),
     "next CA removed from a caBundle by hand after it was noted: wait again": Case(
@@ -201,7 +202,7 @@ CASES = {
         ("left the caBundle",),
         lambda c: (
             "ca-previous.crt" not in c.data
-            and bundle_serials(rotation.ca_bundle(c)) == [serial(SWITCHED, "ca.crt")]
+            and bundle_serials(trust.ca_bundle(c)) == [serial(SWITCHED, "ca.crt")]
         ),
     ),
     "during the overlap: keep": Case(SWITCHED, [BOTH], CA_DUE + T.settle + T.overlap / 2, ()),
@@ -255,14 +256,14 @@ def test_plan(case: Case) -> None:
         assert any(words in change for change in result.changes), (words, result.changes)
     assert case.check(result.content), result.changes
     # Whatever happened, the result is a Secret a second look keeps as it is.
-    again = plan(result.content, [rotation.ca_bundle(result.content)], case.now)
+    again = plan(result.content, [trust.ca_bundle(result.content)], case.now)
     assert all("new serving certificate" not in c for c in again.changes), again.changes
 
 
 def test_the_bundle_is_the_same_on_both_sides_of_a_switch() -> None:
     """Replicas that read the Secret just before and just after the switch publish the same
     bytes: neither undoes the other's caBundle."""
-    assert rotation.ca_bundle(MARKED) == rotation.ca_bundle(SWITCHED) == BOTH
+    assert trust.ca_bundle(MARKED) == trust.ca_bundle(SWITCHED) == BOTH
     assert bundle_serials(BOTH) == sorted(
         bundle_serials(BOTH), key=lambda s: s != serial(BASE, "ca.crt")
     ), "oldest first"
@@ -291,7 +292,7 @@ def test_the_bundle_is_the_same_on_both_sides_of_a_switch() -> None:
 )
 def test_trusted_by_all(bundles: list[bytes | None], expected: list[str]) -> None:
     names = {serial(BASE, "ca.crt"): "base", serial(INTRODUCED, "ca-next.crt"): "next"}
-    assert [names[c.serial_number] for c in rotation.trusted_by_all(bundles)] == expected
+    assert [names[c.serial_number] for c in trust.trusted_by_all(bundles)] == expected
 
 
 @pytest.mark.parametrize(
@@ -305,16 +306,14 @@ def test_trusted_by_all(bundles: list[bytes | None], expected: list[str]) -> Non
     ids=["its CA", "its CA among two", "another CA", "nothing published"],
 )
 def test_check_served(served: SecretContent, trusted: bytes, ready: bool, words: str) -> None:
-    ok, reason = rotation.check_served(
-        cert(served, "tls.crt"), rotation.load_certificates(trusted), NOW + DAY
+    ok, reason = trust.check_served(
+        cert(served, "tls.crt"), trust.load_certificates(trusted), NOW + DAY
     )
     assert (ok, words in reason) == (ready, True), reason
 
 
 def test_check_served_refuses_an_expired_ca() -> None:
-    ok, reason = rotation.check_served(
-        cert(BASE, "tls.crt"), [cert(BASE, "ca.crt")], NOW + 400 * DAY
-    )
+    ok, reason = trust.check_served(cert(BASE, "tls.crt"), [cert(BASE, "ca.crt")], NOW + 400 * DAY)
     assert not ok and "expired" in reason
 
 
@@ -346,7 +345,7 @@ def test_no_round_serves_what_the_api_server_does_not_trust(
     step: dt.timedelta, publish_every: int
 ) -> None:
     content = fresh()
-    published = rotation.ca_bundle(content)  # the first publish, before anything is served
+    published = trust.ca_bundle(content)  # the first publish, before anything is served
     now, end = NOW, NOW + 3 * 365 * DAY
     cas, servings = {serial(content, "ca.crt")}, {serial(content, "tls.crt")}
     rounds = 0
@@ -358,11 +357,11 @@ def test_no_round_serves_what_the_api_server_does_not_trust(
         # The files a replica writes now are verified by what the API server trusted before
         # this round's publish (and so also after it).
         served = cert(content, "tls.crt")
-        ok, why = rotation.check_served(served, rotation.load_certificates(published), now)
+        ok, why = trust.check_served(served, trust.load_certificates(published), now)
         assert ok, (now, why, result.changes)
         assert now < served.not_valid_after_utc
         if rounds % publish_every == 0:
-            published = rotation.ca_bundle(content)
+            published = trust.ca_bundle(content)
         cas.add(serial(content, "ca.crt"))
         servings.add(serial(content, "tls.crt"))
     assert len(cas) >= 3, "the CA was rotated at least twice in three years"

@@ -76,6 +76,27 @@ def test_errors_name_the_file_and_the_line(text: str, message: str, line: int) -
     assert isinstance(caught.value, PolicyError)
 
 
+def test_every_object_that_is_not_one_is_named_with_its_line() -> None:
+    text = "kind: List\nitems:\n- {kind: Pod}\n- 7\n- 8\n---\njust text\n"
+    with pytest.raises(DocumentError) as caught:
+        kubernetes_objects(text, source="s")
+    assert caught.value.line == 4
+    assert [d.line for d in caught.value.diagnostics] == [4, 5, 7]
+    assert str(caught.value).startswith(
+        "s: line 4: an item of the List is not a Kubernetes object; s: line 5: "
+    )
+
+
+def test_a_dump_names_every_object_of_another_kind() -> None:
+    text = NODE_LIST + "---\n" + POD % "p" + "---\n" + "apiVersion: v1\nkind: Secret\n"
+    with pytest.raises(DocumentError) as caught:
+        nodes_from_text(text, source="nodes.yaml")
+    assert [(d.line, d.reason.rsplit(" ", 1)[-1]) for d in caught.value.diagnostics] == [
+        (12, "Pod"),
+        (16, "Secret"),
+    ]
+
+
 SINGLE = {
     "one": ("a: 1\n", {"a": 1}),
     "empty": ("# nothing\n", None),

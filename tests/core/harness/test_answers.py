@@ -17,7 +17,7 @@ from webhook.harness.compare import Observed, check
 from webhook.harness.report import junit_xml
 from webhook.harness.run import run_case
 from webhook.harness.runners import KubeRunner
-from webhook.harness.suite import Case, Expect, Golden, Problem, Suite
+from webhook.harness.suite import Case, Expect, Golden, Suite, problem
 from webhook.policy import inventory_from_policy
 
 CLUSTERS = REPO / "examples" / "clusters"
@@ -149,7 +149,7 @@ def test_no_answer_is_one_difference(tmp_path: Path) -> None:
 
 
 def test_junit_reports_broken_suite_files_as_errors() -> None:
-    tree = junit_xml([], [Problem("a.suite.yaml", 4, "bad"), Problem("a.suite.yaml", 9, "worse")])
+    tree = junit_xml([], [problem("a.suite.yaml", 4, "bad"), problem("a.suite.yaml", 9, "worse")])
     root = tree.getroot()
     assert (root.get("tests"), root.get("errors")) == ("1", "1")
     error = root.find("testsuite/testcase/error")

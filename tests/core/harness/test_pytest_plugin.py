@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from tests.support.harness import MANIFESTS, suite_text
+from tests.support.harness import LATER_CASE, MANIFESTS, SHARED_GPU_CASES, suite_text
 
 pytest_plugins = ["pytester"]
 
@@ -19,18 +19,7 @@ REGISTERED = any(
 PLUGIN = ["-p", "no:hypothesispytest", "-p", "no:cacheprovider"]
 PLUGIN += [] if REGISTERED else ["-p", "webhook.harness.pytest_plugin"]
 
-CASES = f"""\
-- name: one-shared-gpu
-  object: {MANIFESTS / "pod-gpu-1-shared.yaml"}
-  expect: {{allowed: true}}
-- name: two-shared-gpus
-  object: {MANIFESTS / "pod-gpu-2-shared-denied.yaml"}
-  expect: {{allowed: false, failed: [gpu-shared-request-above-one]}}
-- name: later
-  skip: not written yet
-  object: {MANIFESTS / "pod-no-gpu.yaml"}
-  expect: {{allowed: true}}
-"""
+CASES = SHARED_GPU_CASES + LATER_CASE
 
 
 def write(pytester: pytest.Pytester, rel: str, text: str) -> None:

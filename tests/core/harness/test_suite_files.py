@@ -37,7 +37,7 @@ def problems(tmp_path: Path, text: str) -> list[str]:
     path.write_text(text)
     with pytest.raises(SuiteError) as info:
         SuiteLoader().load(path)
-    return [f"{p.line}: {p.message}" for p in info.value.problems]
+    return [f"{p.line}: {p.reason}" for p in info.value.problems]
 
 
 def case(body: str) -> str:
@@ -191,6 +191,16 @@ def test_problems_in_an_object_file_name_both_files(tmp_path: Path) -> None:
     assert found[0].startswith(
         f"7: case 'a': object {tmp_path / 'bad.yaml'}:3: not valid YAML: expected ',' or ']'"
     )
+
+
+def test_every_non_object_of_an_object_file_is_reported_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "two.yaml").write_text("just text\n---\nkind: Pod\n---\n7\n")
+    found = problems(tmp_path, case("- name: a\n  object: two.yaml\n  expect: allowed\n"))
+    where = tmp_path / "two.yaml"
+    assert found == [
+        f"7: case 'a': object {where}:1: a document is not a Kubernetes object",
+        f"7: case 'a': object {where}:5: a document is not a Kubernetes object",
+    ]
 
 
 def test_a_policy_that_does_not_load_is_a_problem_of_the_suite(tmp_path: Path) -> None:
@@ -378,6 +388,6 @@ def test_discovery(tmp_path: Path) -> None:
         "a/b/gpu-policy-test.yaml",
         "a/other.yaml",
     ]
-    assert [(p.path, p.message) for p in missing] == [
+    assert [(p.source, p.reason) for p in missing] == [
         (str(tmp_path / "nope"), "no such file or directory")
     ]

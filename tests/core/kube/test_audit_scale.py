@@ -1,9 +1,10 @@
 """The audit's benchmark cluster, its paged server, and the benchmark itself at a small size.
 
 ``bench/audit.py`` audits a generated cluster (``tests/support/audit_cluster.py``) served by
-``tests/support/page_server.py``; these tests check that the server lists what the fake API
-server lists, that the audit finds what the generator placed on purpose, and that the
-benchmark runs end to end. No timings: those are the benchmark's to print.
+``tests/support/page_server.py``; these tests check that the audit finds what the generator
+placed on purpose, and that the benchmark runs end to end (that the page server pages as the
+real API server does: ``tests/cluster/kube/test_page_server.py``). No timings: those are the
+benchmark's to print.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.apiserver import FakeApiServer
 from tests.support.audit_cluster import NOW, POLICY, Cluster
 from tests.support.kube_helpers import Pages, read_cluster
 from tests.support.page_server import PageServer
@@ -37,26 +37,6 @@ def problems(doc: dict[str, Any]) -> dict[str, int]:
     """Findings below pass per ``rule/result``, as Cluster.expected() counts them."""
     found = Counter(f"{f['rule']}/{f['result']}" for f in doc["findings"])
     return dict(sorted(found.items()))
-
-
-def test_the_page_server_lists_what_the_fake_api_server_lists(tmp_path: Path) -> None:
-    small = Cluster(50, 300, 0.3)
-    nodes, objects = list(small.nodes()), list(small.objects())
-    with FakeApiServer() as fake, PageServer() as pages:
-        fake.add_many(nodes)
-        fake.add_many(objects)
-        pages.add_many(nodes)
-        pages.add_many(objects)
-        (tmp_path / "fake").mkdir()
-        (tmp_path / "pages").mkdir()
-        want, fake_sink = live_audit(fake.write_kubeconfig(tmp_path / "fake"), 7)
-        got, page_sink = live_audit(pages.write_kubeconfig(tmp_path / "pages"), 7)
-        fake_lists = Counter(r.resource for r in fake.requests if r.verb == "list")
-    assert got == want
-    assert page_sink.sizes == fake_sink.sizes
-    assert pages.lists == fake_lists
-    # 300 pods in pages of 7: 42 full pages and one of 6.
-    assert [n for kind, n in page_sink.sizes if kind == "Pod"] == [7] * 42 + [6]
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.controlplane import node_object
+from tests.objects import node_object
 
 WORLD_LABEL = "oracle.gpu-policy.io/world"
 RACK_LABEL = "oracle.gpu-policy.io/rack"

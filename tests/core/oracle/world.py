@@ -22,6 +22,7 @@ import yaml
 
 from tests.core.oracle.scenarios import WORKLOAD_KINDS, WORLD_LABEL, Scenario
 from webhook.cli.review import review_files
+from webhook.policy.engine.fit import UNPROVEN
 
 POLICY = """\
 # The smallest policy that judges: refuse what cannot run, rename nothing, add no node
@@ -107,6 +108,9 @@ class EngineVerdict:
     objects: list[str] = field(default_factory=list)
     mutated_pod: dict[str, Any] | None = None
     error: str = ""
+    #: Allowed with the warning that the device search ran out of time (engine/fit.py,
+    #: ``UNPROVEN``): the verdict contract's "allow what could not be proven".
+    unproven: bool = False
 
 
 def engine_verdict(scenario: Scenario) -> EngineVerdict:
@@ -135,7 +139,8 @@ def engine_verdict(scenario: Scenario) -> EngineVerdict:
         if obj.get("kind") in WORKLOAD_KINDS and decision.patch:
             mutated = jsonpatch.apply_patch(copy.deepcopy(obj), list(decision.patch))
     allowed = all(d.allowed for _, d in pairs)
-    return EngineVerdict(allowed, reasons, objects, mutated)
+    unproven = any(UNPROVEN in r.message for _, d in pairs for r in d.results if r.status == "warn")
+    return EngineVerdict(allowed, reasons, objects, mutated, unproven=allowed and unproven)
 
 
 def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from webhook.planning.migrate import check, make_migration
 from webhook.planning.migrate.classes import plan_classes
 from webhook.planning.migrate.quota import plan_quota
 from webhook.planning.migrate.rewrite import rewrite
+from webhook.policy import Inventory
 from webhook.policy.supply.assemble import DraObjects, assemble
 
 ROOT = REPO
@@ -127,14 +128,19 @@ def test_a_product_shared_on_some_nodes_and_exclusive_on_others_is_said() -> Non
     assert any("'Tesla T4'" in n and "never nodes" in n for n in notes)
 
 
-def test_check_names_each_steps_state() -> None:
+def dual_inventory() -> Inventory:
+    """The inventory of the dual-published example: its policy, nodes and DRA objects."""
     policy = load_policy(str(DUAL / "policy.yaml"))
     dump = cluster_from_text(read_text(str(DUAL / "nodes.yaml")), source="d")
     kinds = dump.by_kind
     dra = DraObjects(
         kinds["DeviceClass"], kinds["ResourceSlice"], (), kinds["ResourceClaimTemplate"]
     )
-    inventory = assemble(policy, nodes=dump.nodes, source="d", dra=dra)
+    return assemble(policy, nodes=dump.nodes, source="d", dra=dra)
+
+
+def test_check_names_each_steps_state() -> None:
+    inventory = dual_inventory()
     steps = [{"step": 1, "node": "h100-dra"}, {"step": 2, "node": "h100-dual"}]
     result = check(inventory, [], [*steps, {"step": 3, "node": "nowhere"}])
     assert [(s.node, s.state) for s in result.steps] == [
@@ -146,13 +152,7 @@ def test_check_names_each_steps_state() -> None:
 
 
 def test_check_names_a_pod_that_runs_where_the_step_did_not_say() -> None:
-    policy = load_policy(str(DUAL / "policy.yaml"))
-    dump = cluster_from_text(read_text(str(DUAL / "nodes.yaml")), source="d")
-    kinds = dump.by_kind
-    dra = DraObjects(
-        kinds["DeviceClass"], kinds["ResourceSlice"], (), kinds["ResourceClaimTemplate"]
-    )
-    inventory = assemble(policy, nodes=dump.nodes, source="d", dra=dra)
+    inventory = dual_inventory()
     moved = {"pod": "ml/infer", "from": "h100-dra", "to": None, "fitsOn": []}
     step = {"step": 1, "node": "h100-dra", "pods": [moved]}
     pod = {"metadata": {"namespace": "ml", "name": "infer"}, "spec": {"nodeName": "h100-dra"}}

@@ -77,3 +77,16 @@ def test_a_pool_moved_to_a_new_key_keeps_its_declaration_on_it(tmp_path: Path) -
     reread = load_policy(tmp_path / "policy.yaml")
     assert [p.config for p in reread.pools] == ["tesla-t4", "default"]
     assert reread.configs["tesla-t4"].replicas(ResourceForm(None, False)) == 3
+
+
+def test_gpus_driven_by_dra_are_not_sized_for_the_device_plugin() -> None:
+    # The H100 node's GPUs come from NVIDIA's DRA driver: no device-plugin config runs there, so
+    # the plan neither time-slices them nor relabels the node; the T4s are planned as before.
+    mixed = AUTOSCALED.parent / "mixed-t4-dra-h100"
+    policy = load_policy(mixed / "policy.yaml")
+    inventory = load_inventory(policy, mixed / "nodes.yaml")
+    h100 = Measurement(10240, "NVIDIA-H100-80GB-HBM3")
+    plan = make_plan(inventory, policy, [T4, h100], headroom=Fraction(1, 10))
+    changes = pool_changes(plan, policy.node_label)
+    assert len(changes) == 1 and changes[0].startswith("pool default/Tesla-T4 (nodes)")
+    assert not any("dgx-h100-01" in node for p in plan.pools for node in p.pool.nodes)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import gpu, pod
+from tests.objects import gpu, pod
 from tests.support.paths import REPO
 from webhook.contract import PRODUCT_ANNOTATION
 from webhook.files import load_policy
@@ -107,7 +107,7 @@ def test_what_karpenter_cannot_launch_is_noted() -> None:
         {"nvidia.com/device-plugin.config": "t4", "nvidia.com/gpu.product": "Tesla-T4"},
     )
     _, notes = karpenter_pools([np], policy)
-    (note,) = notes
+    (note,) = map(str, notes)
     assert "select nvidia.com/gpu.product=Tesla-T4-SHARED" in note
     assert "(it says Tesla-T4)" in note
     assert (
@@ -153,4 +153,4 @@ def test_a_nodepool_running_a_mig_config_needs_its_layout_declared() -> None:
     )
     pools, notes = karpenter_pools([np], policy)
     assert pools == ()
-    assert "MIG mixed" in notes[0] and "migDevices" in notes[0]
+    assert "MIG mixed" in str(notes[0]) and "migDevices" in str(notes[0])

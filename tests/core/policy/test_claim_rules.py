@@ -13,21 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import (
-    MIG_CLASS_CEL,
-    claim_template,
-    ctr,
-    device_class,
-    dra_gpu,
-    dra_mig,
-    exactly,
-    gpu,
-    nvidia_classes,
-    pod,
-    resource_claim,
-    resource_slice,
-    sharing_config,
-)
+from tests import objects as o
 from webhook.policy import Inventory, Policy, review
 from webhook.policy.model import DraPolicy
 from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
@@ -38,27 +24,27 @@ PROFILE_7G = "device.attributes['gpu.nvidia.com'].profile == '7g.80gb'"
 
 def _objects() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     classes = [
-        *nvidia_classes(),
-        device_class("mig-1g-10gb.gpu.nvidia.com", MIG_CLASS_CEL, PROFILE_1G),
-        device_class("mig-7g-80gb.gpu.nvidia.com", MIG_CLASS_CEL, PROFILE_7G),
+        *o.nvidia_classes(),
+        o.device_class("mig-1g-10gb.gpu.nvidia.com", o.MIG_CLASS_CEL, PROFILE_1G),
+        o.device_class("mig-7g-80gb.gpu.nvidia.com", o.MIG_CLASS_CEL, PROFILE_7G),
     ]
     slices = [
-        resource_slice("a100-1", dra_gpu(0), dra_gpu(1)),
-        resource_slice(
+        o.resource_slice("a100-1", o.dra_gpu(0), o.dra_gpu(1)),
+        o.resource_slice(
             "h100-1",
-            dra_mig(0, "1g.10gb", 0),
-            dra_mig(0, "1g.10gb", 1),
-            dra_mig(0, "1g.10gb", 2),
-            dra_mig(0, "3g.40gb", 4),
+            o.dra_mig(0, "1g.10gb", 0),
+            o.dra_mig(0, "1g.10gb", 1),
+            o.dra_mig(0, "1g.10gb", 2),
+            o.dra_mig(0, "3g.40gb", 4),
         ),
-        resource_slice("shared-1", dra_gpu(7, product="NVIDIA L4", shares=4)),
+        o.resource_slice("shared-1", o.dra_gpu(7, product="NVIDIA L4", shares=4)),
     ]
     return classes, slices
 
 
 TEMPLATES = [
-    claim_template("gpu-2", exactly(count=2)),
-    claim_template("gpu-big", exactly(count=3)),
+    o.claim_template("gpu-2", o.exactly(count=2)),
+    o.claim_template("gpu-big", o.exactly(count=3)),
 ]
 
 
@@ -81,11 +67,11 @@ def dra_inventory(example_policy: Policy) -> Inventory:
 
 
 CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] = [
-    ("one-gpu", claim_template("t", exactly()), True, (), ()),
-    ("two-gpus-on-a-node-with-two", claim_template("t", exactly(count=2)), True, (), ()),
+    ("one-gpu", o.claim_template("t", o.exactly()), True, (), ()),
+    ("two-gpus-on-a-node-with-two", o.claim_template("t", o.exactly(count=2)), True, (), ()),
     (
         "three-gpus-of-a-class-with-two",
-        claim_template("t", exactly(count=3)),
+        o.claim_template("t", o.exactly(count=3)),
         False,
         ("gpu-claim-devices-available",),
         (
@@ -99,16 +85,16 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
     ),
     (
         "claim-too",
-        resource_claim("c", exactly(count=3)),
+        o.resource_claim("c", o.exactly(count=3)),
         False,
         ("gpu-claim-devices-available",),
         ("ResourceClaim c",),
     ),
     (
         "selector-matches-nothing",
-        claim_template(
+        o.claim_template(
             "t",
-            exactly(selectors=["device.attributes['gpu.nvidia.com'].productName == 'H200'"]),
+            o.exactly(selectors=["device.attributes['gpu.nvidia.com'].productName == 'H200'"]),
         ),
         False,
         ("gpu-claim-devices-available",),
@@ -116,44 +102,44 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
     ),
     (
         "selector-does-not-compile",
-        claim_template("t", exactly(selectors=["device.attributes[ =="])),
+        o.claim_template("t", o.exactly(selectors=["device.attributes[ =="])),
         False,
         ("gpu-claim-devices-available",),
         ("does not compile",),
     ),
-    ("all-devices", claim_template("t", exactly(allocationMode="All")), True, (), ()),
+    ("all-devices", o.claim_template("t", o.exactly(allocationMode="All")), True, (), ()),
     (
         "unknown-class",
-        claim_template("t", exactly("gpus.nvidia.com")),
+        o.claim_template("t", o.exactly("gpus.nvidia.com")),
         False,
         ("gpu-claim-device-class",),
         ("DeviceClass gpus.nvidia.com, which does not exist", "did you mean gpu.nvidia.com?"),
     ),
-    ("another-drivers-class", claim_template("t", exactly("nic.example.com")), True, (), ()),
+    ("another-drivers-class", o.claim_template("t", o.exactly("nic.example.com")), True, (), ()),
     (
         "mig-profile-offered",
-        claim_template("t", exactly("mig.nvidia.com", selectors=[PROFILE_1G], count=3)),
+        o.claim_template("t", o.exactly("mig.nvidia.com", selectors=[PROFILE_1G], count=3)),
         True,
         (),
         (),
     ),
     (
         "mig-profile-not-offered",
-        claim_template("t", exactly("mig.nvidia.com", selectors=[PROFILE_7G])),
+        o.claim_template("t", o.exactly("mig.nvidia.com", selectors=[PROFILE_7G])),
         False,
         ("gpu-claim-mig-profile",),
         ("MIG profile no ResourceSlice offers", "1g.10gb (3 devices)", "3g.40gb (1 device)"),
     ),
     (
         "per-profile-class-not-offered",
-        claim_template("t", exactly("mig-7g-80gb.gpu.nvidia.com")),
+        o.claim_template("t", o.exactly("mig-7g-80gb.gpu.nvidia.com")),
         False,
         ("gpu-claim-mig-profile",),
         ("MIG profiles offered: 1g.10gb",),
     ),
     (
         "first-available-falls-back",
-        claim_template(
+        o.claim_template(
             "t",
             {
                 "name": "gpu",
@@ -169,7 +155,7 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
     ),
     (
         "first-available-none-fits",
-        claim_template(
+        o.claim_template(
             "t",
             {
                 "name": "gpu",
@@ -185,32 +171,32 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
     ),
     (
         "two-requests-that-fit-only-apart",
-        claim_template("t", exactly(name="a", count=2), exactly(name="b", count=1)),
+        o.claim_template("t", o.exactly(name="a", count=2), o.exactly(name="b", count=1)),
         False,
         ("gpu-claim-devices-available",),
         ("its requests together need more devices than node group node a100-1 has",),
     ),
     (
         "shared-for-two",
-        claim_template("t", exactly(count=2), config=[sharing_config("MPS")]),
+        o.claim_template("t", o.exactly(count=2), config=[o.sharing_config("MPS")]),
         False,
         ("gpu-claim-shared-request-above-one",),
         ("shares its devices (MPS)", "2 devices", "failRequestsGreaterThanOne", "count: 1"),
     ),
     (
         "shared-for-one",
-        claim_template("t", exactly(), config=[sharing_config("TimeSlicing")]),
+        o.claim_template("t", o.exactly(), config=[o.sharing_config("TimeSlicing")]),
         True,
         (),
         (),
     ),
     (
         "sharing-config-of-another-request",
-        claim_template(
+        o.claim_template(
             "t",
-            exactly("mig.nvidia.com", name="a", count=2),
-            exactly("mig.nvidia.com", name="b"),
-            config=[sharing_config("TimeSlicing", "b", kind="MigDeviceConfig")],
+            o.exactly("mig.nvidia.com", name="a", count=2),
+            o.exactly("mig.nvidia.com", name="b"),
+            config=[o.sharing_config("TimeSlicing", "b", kind="MigDeviceConfig")],
         ),
         True,
         (),
@@ -218,43 +204,43 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
     ),
     (
         "shares-above-one",
-        claim_template("t", exactly(capacity={"requests": {"shares": "2"}})),
+        o.claim_template("t", o.exactly(capacity={"requests": {"shares": "2"}})),
         False,
         ("gpu-claim-shared-request-above-one",),
         ("2 shares of one device", "capacity.requests.shares"),
     ),
     (
         "one-share",
-        claim_template("t", exactly(capacity={"requests": {"shares": "1"}})),
+        o.claim_template("t", o.exactly(capacity={"requests": {"shares": "1"}})),
         True,
         (),
         (),
     ),
     (
         "shares-beyond-any-device",
-        claim_template("t", exactly(capacity={"requests": {"memory": "100Gi"}})),
+        o.claim_template("t", o.exactly(capacity={"requests": {"memory": "100Gi"}})),
         False,
         ("gpu-claim-devices-available",),
         ("no device matches",),
     ),
     (
         "admin-access",
-        claim_template("t", exactly(adminAccess=True)),
+        o.claim_template("t", o.exactly(adminAccess=True)),
         False,
         ("gpu-claim-admin-access",),
         ("adminAccess: true", "in no namespace", "spec.dra.adminAccessNamespaces"),
     ),
     (
         "pod-with-a-known-template",
-        pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
+        o.pod(o.ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
         False,
         ("gpu-claim-devices-available",),
         ('claim "g" (ResourceClaimTemplate gpu-big)', "no node has more than 2"),
     ),
     (
         "pod-with-two-templates-on-one-node",
-        pod(
-            ctr(),
+        o.pod(
+            o.ctr(),
             resourceClaims=[
                 {"name": "a", "resourceClaimTemplateName": "gpu-2"},
                 {"name": "b", "resourceClaimTemplateName": "gpu-2"},
@@ -266,7 +252,7 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
     ),
     (
         "pod-with-a-template-and-a-bad-gpu-resource",
-        pod(gpu(2), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
+        o.pod(o.gpu(2), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
         False,
         ("gpu-shared-request-above-one", "gpu-claim-devices-available"),
         (),
@@ -296,10 +282,10 @@ def test_admin_access_where_the_policy_allows_it(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
     policy = replace(example_policy, dra=DraPolicy(admin_access_namespaces=frozenset({"ops"})))
-    obj = claim_template("t", exactly(adminAccess=True), namespace="ops")
+    obj = o.claim_template("t", o.exactly(adminAccess=True), namespace="ops")
     assert review(obj, policy=policy, inventory=dra_inventory).allowed
     elsewhere = review(
-        claim_template("t", exactly(adminAccess=True)), policy=policy, inventory=dra_inventory
+        o.claim_template("t", o.exactly(adminAccess=True)), policy=policy, inventory=dra_inventory
     )
     assert "only in namespaces ops" in elsewhere.denial
 
@@ -308,21 +294,21 @@ def test_shared_above_one_is_policy_switchable(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
     policy = replace(example_policy, dra=DraPolicy(fail_requests_greater_than_one=False))
-    obj = claim_template("t", exactly(count=2), config=[sharing_config("MPS")])
+    obj = o.claim_template("t", o.exactly(count=2), config=[o.sharing_config("MPS")])
     assert review(obj, policy=policy, inventory=dra_inventory).allowed
 
 
 def test_class_config_shares_too(example_policy: Policy, dra_inventory: Inventory) -> None:
     classes, slices = _objects()
     classes.append(
-        device_class(
+        o.device_class(
             "ts.gpu.nvidia.com",
             "device.driver == 'gpu.nvidia.com'",
-            config=[sharing_config("TimeSlicing")],
+            config=[o.sharing_config("TimeSlicing")],
         )
     )
     inventory = _assembled(example_policy, classes, slices)
-    obj = claim_template("t", exactly("ts.gpu.nvidia.com", count=2))
+    obj = o.claim_template("t", o.exactly("ts.gpu.nvidia.com", count=2))
     decision = review(obj, policy=example_policy, inventory=inventory)
     assert decision.failed == ("gpu-claim-shared-request-above-one",)
 
@@ -330,7 +316,9 @@ def test_class_config_shares_too(example_policy: Policy, dra_inventory: Inventor
 @pytest.mark.parametrize("mode", ["warn", "audit"])
 def test_enforcement_modes(example_policy: Policy, dra_inventory: Inventory, mode: str) -> None:
     policy = replace(example_policy, enforcement=mode)
-    decision = review(claim_template("t", exactly(count=3)), policy=policy, inventory=dra_inventory)
+    decision = review(
+        o.claim_template("t", o.exactly(count=3)), policy=policy, inventory=dra_inventory
+    )
     assert decision.allowed
     assert [r.rule for r in decision.results if r.status == "warn"] == [
         "gpu-claim-devices-available"
@@ -342,7 +330,9 @@ def test_without_dra_objects_claims_are_skipped(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
     decision = review(
-        claim_template("t", exactly(count=30)), policy=example_policy, inventory=example_inventory
+        o.claim_template("t", o.exactly(count=30)),
+        policy=example_policy,
+        inventory=example_inventory,
     )
     assert decision.allowed
     (result,) = decision.results
@@ -353,7 +343,7 @@ def test_claims_report_the_claim_rules_only(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
     decision = review(
-        claim_template("t", exactly()), policy=example_policy, inventory=dra_inventory
+        o.claim_template("t", o.exactly()), policy=example_policy, inventory=dra_inventory
     )
     assert [r.rule for r in decision.results] == [
         "gpu-claim-admin-access",
@@ -379,12 +369,12 @@ def test_a_workload_is_judged_by_the_claims_of_its_template(
 ) -> None:
     """A Deployment whose pods could never be scheduled is refused at apply time, not left to
     a ReplicaSet that creates pods which wait forever."""
-    spec = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}])
+    spec = o.pod(o.ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}])
     decision = review(_deployment(spec["spec"]), policy=example_policy, inventory=dra_inventory)
     assert not decision.allowed
     assert decision.failed == ("gpu-claim-devices-available",)
     assert 'claim "g" (ResourceClaimTemplate gpu-big)' in decision.denial
-    fits = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-2"}])
+    fits = o.pod(o.ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-2"}])
     assert review(_deployment(fits["spec"]), policy=example_policy, inventory=dra_inventory).allowed
 
 
@@ -404,7 +394,7 @@ def test_a_claim_the_cluster_lacks_is_a_warning_naming_it(
     named: str,
     kind: str,
 ) -> None:
-    obj = pod(ctr(), resourceClaims=[{"name": "g", **ref}])
+    obj = o.pod(o.ctr(), resourceClaims=[{"name": "g", **ref}])
     if kind == "Deployment":
         obj = _deployment(obj["spec"])
     decision = review(obj, policy=example_policy, inventory=dra_inventory, namespace="ml")
@@ -427,8 +417,8 @@ def test_a_claim_the_cluster_lacks_is_a_warning_naming_it(
 def test_a_known_claim_beside_a_missing_one_is_still_judged(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
-    obj = pod(
-        ctr(),
+    obj = o.pod(
+        o.ctr(),
         resourceClaims=[
             {"name": "g", "resourceClaimTemplateName": "gpu-big"},
             {"name": "later", "resourceClaimTemplateName": "not-yet"},
@@ -444,6 +434,6 @@ def test_without_dra_objects_a_missing_claim_is_not_reported(
     example_policy: Policy, example_inventory: Inventory
 ) -> None:
     """Without DRA objects the webhook cannot know which claims exist: it says nothing."""
-    obj = pod(ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "not-yet"}])
+    obj = o.pod(o.ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "not-yet"}])
     decision = review(obj, policy=example_policy, inventory=example_inventory)
     assert decision.allowed and not decision.warnings

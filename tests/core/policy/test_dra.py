@@ -7,36 +7,19 @@ from typing import Any
 
 import pytest
 
+from tests.objects import (
+    GPU_CLASS_CEL,
+    allocated_claim,
+    device_class,
+    dra_gpu,
+    resource_slice,
+)
 from webhook.policy.dra import (
     IMPLICIT_PREFIX,
     dra_snapshot,
     parse_allocation,
     parse_resource_slice,
 )
-
-GPU_CLASS_CEL = (
-    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
-)
-MIG_CLASS_CEL = (
-    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
-)
-
-
-def device_class(
-    name: str, *expressions: str, extended: str | None = None, created: str = ""
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in expressions]}
-    if extended:
-        spec["extendedResourceName"] = extended
-    meta: dict[str, Any] = {"name": name}
-    if created:
-        meta["creationTimestamp"] = created
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": meta,
-        "spec": spec,
-    }
 
 
 def gpu(
@@ -46,37 +29,17 @@ def gpu(
     memory: str = "40Gi",
     version: str = "550.54.15",
 ) -> dict[str, Any]:
-    return {
-        "name": f"gpu-{index}",
-        "attributes": {
-            "type": {"string": "gpu"},
+    """A GPU with the attributes these tests read: an int, a version, a qualified name."""
+    return dra_gpu(
+        index,
+        product=product,
+        memory=memory,
+        attributes={
             "index": {"int": index},
-            "productName": {"string": product},
             "driverVersion": {"version": version},
             "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
         },
-        "capacity": {"memory": {"value": memory}},
-    }
-
-
-def slice_(
-    node: str,
-    *devices: dict[str, Any],
-    generation: int = 1,
-    count: int = 1,
-    name: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name or f"{node}-gpu.nvidia.com"},
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
-            "devices": list(devices),
-        },
-    }
+    )
 
 
 @pytest.fixture
@@ -84,7 +47,7 @@ def snapshot():
     return dra_snapshot(
         [device_class("gpu.nvidia.com", GPU_CLASS_CEL, extended="nvidia.com/gpu")],
         [
-            slice_(
+            resource_slice(
                 "node-a",
                 gpu(0),
                 gpu(1, memory="80Gi", product="NVIDIA H100 80GB HBM3", version="560.1.0"),
@@ -229,12 +192,12 @@ def test_an_expression_that_cannot_be_evaluated_is_reported_and_matches_nothing(
 def test_a_class_whose_selector_does_not_compile_selects_nothing_and_says_so():
     snapshot = dra_snapshot(
         [device_class("broken", "device.driver == 'gpu.nvidia.com' &&& true")],
-        [slice_("node-a", gpu(0))],
+        [resource_slice("node-a", gpu(0))],
     )
     devices, problems = snapshot.class_devices("broken")
     assert devices == ()
     assert len(problems) == 1 and "does not compile" in problems[0]
-    assert problems[0] in snapshot.problems
+    assert problems[0] in map(str, snapshot.problems)
 
 
 def test_each_expression_is_compiled_once(snapshot, monkeypatch):
@@ -269,19 +232,19 @@ def test_the_newest_class_serves_a_shared_extended_resource_name_and_the_clash_i
         [],
     )
     assert snapshot.class_for_resource("nvidia.com/gpu").name == "new"
-    assert any("old and new both serve nvidia.com/gpu" in p for p in snapshot.problems)
+    assert any("old and new both serve nvidia.com/gpu" in str(p) for p in snapshot.problems)
 
 
 def test_only_the_newest_generation_of_a_pool_counts_and_an_incomplete_pool_is_reported():
     snapshot = dra_snapshot(
         [device_class("gpu.nvidia.com", GPU_CLASS_CEL)],
         [
-            slice_("node-a", gpu(0), gpu(1), generation=1, name="old"),
-            slice_("node-a", gpu(0), generation=2, count=2, name="new"),
+            resource_slice("node-a", gpu(0), gpu(1), generation=1, name="old"),
+            resource_slice("node-a", gpu(0), generation=2, count=2, name="new"),
         ],
     )
     assert [(d.slice, d.name) for d in snapshot.devices] == [("new", "gpu-0")]
-    assert any("1 of its 2 ResourceSlices" in p for p in snapshot.problems)
+    assert any("1 of its 2 ResourceSlices" in str(p) for p in snapshot.problems)
 
 
 def test_devices_say_where_they_can_be_used():
@@ -358,30 +321,14 @@ def test_consumable_capacity_and_multiple_allocations_are_read():
     assert memory.value == 80 * 2**30 and memory.default == 10 * 2**30
     assert memory.valid_range == (2**30, None, 2**30)
     assert device.attribute("type") == "gpu"
-    assert problems == [
+    assert [str(p) for p in problems] == [
         "ResourceSlice s: device gpu-0: attribute broken has no value this webhook can read"
     ]
+    assert (problems[0].source, problems[0].field) == ("ResourceSlice s", "device gpu-0")
 
 
 def test_a_claim_allocation_names_its_devices_and_consumers():
-    claim = {
-        "metadata": {"name": "train-gpu", "namespace": "ml"},
-        "status": {
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {
-                            "request": "gpu",
-                            "driver": "gpu.nvidia.com",
-                            "pool": "node-a",
-                            "device": "gpu-1",
-                        }
-                    ]
-                }
-            },
-            "reservedFor": [{"resource": "pods", "name": "train-0", "uid": "1"}],
-        },
-    }
+    claim = allocated_claim("train-gpu", "node-a", "gpu-1", reserved_for=("train-0",))
     allocation = parse_allocation(claim)
     assert allocation.devices == (("gpu", "gpu.nvidia.com", "node-a", "gpu-1"),)
     assert allocation.reserved_for == ("pods/train-0",)
@@ -403,7 +350,7 @@ def test_of_classes_created_together_the_lowest_name_serves_the_shared_name():
 
 
 def test_cel_sees_allow_multiple_allocations():
-    shared = slice_("node-a", {**gpu(0), "allowMultipleAllocations": True}, gpu(1))
+    shared = resource_slice("node-a", {**gpu(0), "allowMultipleAllocations": True}, gpu(1))
     snapshot = dra_snapshot([device_class("shared", "device.allowMultipleAllocations")], [shared])
     devices, problems = snapshot.class_devices("shared")
     assert [d.name for d in devices] == ["gpu-0"] and problems == ()
@@ -411,10 +358,10 @@ def test_cel_sees_allow_multiple_allocations():
 
 def test_a_snapshot_built_from_the_previous_one_reuses_its_unchanged_devices():
     classes = [device_class("gpu.nvidia.com", GPU_CLASS_CEL, extended="nvidia.com/gpu")]
-    same, changed = slice_("node-a", gpu(0)), slice_("node-b", gpu(0))
+    same, changed = resource_slice("node-a", gpu(0)), resource_slice("node-b", gpu(0))
     first = dra_snapshot(classes, [same, changed])
     assert len(first.class_devices("gpu.nvidia.com")[0]) == 2
-    edited = slice_("node-b", gpu(0), gpu(1), generation=2)
+    edited = resource_slice("node-b", gpu(0), gpu(1), generation=2)
     second = dra_snapshot(classes, [same, edited], previous=first)
     kept = {d.slice: d for d in first.devices}
     again = [d for d in second.devices if d.pool == "node-a"]
@@ -425,7 +372,7 @@ def test_a_snapshot_built_from_the_previous_one_reuses_its_unchanged_devices():
 
 
 def test_a_remembered_result_never_mixes_true_with_one():
-    flags = slice_(
+    flags = resource_slice(
         "node-a",
         {"name": "a", "attributes": {"x": {"bool": True}}},
         {"name": "b", "attributes": {"x": {"int": 1}}},

@@ -1,18 +1,16 @@
-"""The inventory from DRA beside the Nodes: pools of the devices DeviceClasses select, judged by
-the same engine (webhook/policy/inventory.py, docs/dra.md)."""
+"""DRA beside the Nodes: what DeviceClasses serve, read from the devices they select (no pool
+of nodes: webhook/policy/supply/served.py), judged by the same engine (docs/dra.md)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.builders import gpu, pod
-from tests.core.policy.test_dra import GPU_CLASS_CEL, device_class, slice_
-from tests.core.policy.test_dra import gpu as dra_gpu
+from tests.objects import GPU_CLASS_CEL, device_class, dra_gpu, gpu, pod, resource_slice
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_policy
-from webhook.policy import inventory_from_nodes, review
-from webhook.policy.dra import dra_snapshot
-from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, assemble
+from webhook.policy import review
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
+from webhook.policy.supply.served import offered, served
 
 ROOT = REPO
 DRA_A100 = ROOT / "examples" / "clusters" / "dra-a100"
@@ -29,76 +27,100 @@ def node(name: str, allocatable: dict[str, str] | None = None, **labels: str) ->
 
 
 def inventory(nodes: list[dict[str, Any]], classes: list[Any], slices: list[Any]):
-    return inventory_from_nodes(nodes, POLICY, source="test", dra=dra_snapshot(classes, slices))
+    """The inventory and supply of ``nodes`` with the DRA objects, as every caller builds it."""
+    return assemble(
+        POLICY,
+        nodes=nodes,
+        source="test",
+        dra=DraObjects(classes, slices),
+        fit_budget_s=OFFLINE_FIT_BUDGET_S,
+    )
 
 
 GPU_CLASS = device_class("gpu.nvidia.com", GPU_CLASS_CEL, extended="nvidia.com/gpu")
 
 
-def test_the_devices_a_class_selects_are_a_pool_under_its_extended_resource_name():
+def test_dra_devices_are_no_pool_of_nodes_but_what_a_class_serves():
     found = inventory(
         [node("a"), node("b")],
         [GPU_CLASS],
-        [slice_("a", dra_gpu(0), dra_gpu(1)), slice_("b", dra_gpu(0))],
+        [resource_slice("a", dra_gpu(0), dra_gpu(1)), resource_slice("b", dra_gpu(0))],
     )
-    (pool,) = found.pools
-    (offer,) = pool.offers
-    assert pool.name == "gpu.nvidia.com/NVIDIA-A100-SXM4-40GB"
-    assert pool.nodes == ("a", "b") and pool.device_class == "gpu.nvidia.com"
-    assert pool.origin.describe() == "ResourceSlice pool a and 1 more"
-    assert (offer.form.name, offer.product, offer.devices, offer.most_on_a_node) == (
-        "nvidia.com/gpu",
-        "NVIDIA-A100-SXM4-40GB",
-        3,
-        2,
+    assert found.pools == ()
+    through = served(found, "nvidia.com/gpu")
+    assert through is not None and through.device_class == "gpu.nvidia.com"
+    assert through.describe() == (
+        "NVIDIA-A100-SXM4-40GB (3 devices) through DRA DeviceClass gpu.nvidia.com"
     )
-    assert offer.memory_mib == 40960
-    assert "through DRA DeviceClass gpu.nvidia.com" in found.summary()
+    assert "nvidia.com/gpu: NVIDIA-A100-SXM4-40GB (3 devices) through DRA" in offered(found)
     assert found.dra is not None and found.disagreements == ()
 
 
-def test_a_class_without_an_extended_resource_name_is_no_pool():
+def test_a_class_without_an_extended_resource_name_serves_no_name():
     mig = device_class("mig.nvidia.com", "device.attributes['gpu.nvidia.com'].type == 'mig'")
-    found = inventory([node("a")], [mig], [slice_("a", dra_gpu(0))])
-    assert found.pools == ()
+    found = inventory([node("a")], [mig], [resource_slice("a", dra_gpu(0))])
+    assert served(found, "nvidia.com/gpu") is None
+    assert offered(found) == "no GPU resources"
 
 
-def test_where_a_device_plugin_serves_the_name_its_dra_devices_do_not_count_and_it_is_reported():
+def test_where_a_device_plugin_serves_the_name_too_it_is_reported():
     found = inventory(
         [node("both", {"nvidia.com/gpu": "1"}), node("dra")],
         [GPU_CLASS],
-        [slice_("both", dra_gpu(0), dra_gpu(1)), slice_("dra", dra_gpu(0))],
+        [resource_slice("both", dra_gpu(0), dra_gpu(1)), resource_slice("dra", dra_gpu(0))],
     )
-    dra_pool = next(p for p in found.pools if p.device_class)
-    assert dra_pool.nodes == ("dra",) and dra_pool.offers[0].devices == 1
-    (problem,) = found.disagreements
+    (problem,) = map(str, found.disagreements)
     assert problem.startswith("node both: nvidia.com/gpu comes from its device plugin")
+    assert "(DeviceClass gpu.nvidia.com, 2 devices)" in problem
     assert "serves it from the device plugin alone there" in problem
 
 
-def test_devices_every_node_reaches_add_to_each_node():
-    fabric = slice_("x", dra_gpu(5))
+def test_devices_every_node_reaches_count_on_each_node_that_has_the_plugin_too():
+    fabric = resource_slice("x", dra_gpu(5))
     del fabric["spec"]["nodeName"]
     fabric["spec"]["allNodes"] = True
-    found = inventory([node("a")], [GPU_CLASS], [slice_("a", dra_gpu(0)), fabric])
-    (offer,) = found.pools[0].offers
-    assert (offer.devices, offer.most_on_a_node) == (2, 2)
+    found = inventory([node("a", {"nvidia.com/gpu": "1"})], [GPU_CLASS], [fabric])
+    (problem,) = map(str, found.disagreements)
+    assert "(DeviceClass gpu.nvidia.com, 1 devices)" in problem
 
 
-def test_a_slice_node_selector_picks_nodes_by_their_labels():
-    rack = slice_("rack", dra_gpu(0), dra_gpu(1))
+def test_a_slice_node_selector_reaches_nodes_by_their_labels():
+    rack = resource_slice("rack", dra_gpu(0), dra_gpu(1))
     del rack["spec"]["nodeName"]
     term = {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
     rack["spec"]["nodeSelector"] = {"nodeSelectorTerms": [term]}
-    found = inventory([node("in", rack="r1"), node("out", rack="r2")], [GPU_CLASS], [rack])
-    assert found.pools[0].nodes == ("in",)
+    plugin = {"nvidia.com/gpu": "1"}
+    found = inventory(
+        [node("in", plugin, rack="r1"), node("out", plugin, rack="r2")], [GPU_CLASS], [rack]
+    )
+    (problem,) = map(str, found.disagreements)
+    assert problem.startswith("node in:")
 
 
 def test_a_selector_that_does_not_compile_is_a_disagreement_and_selects_nothing():
     broken = device_class("broken", "device.driver ==", extended="nvidia.com/gpu")
-    found = inventory([node("a")], [broken], [slice_("a", dra_gpu(0))])
-    assert found.pools == ()
-    assert any("does not compile" in d for d in found.disagreements)
+    found = inventory([node("a")], [broken], [resource_slice("a", dra_gpu(0))])
+    through = served(found, "nvidia.com/gpu")
+    assert through is not None and through.kinds == ()
+    assert any("does not compile" in str(d) for d in found.disagreements)
+
+
+def test_a_product_the_devices_are_not_is_refused_with_what_they_are():
+    found = inventory([node("a")], [GPU_CLASS], [resource_slice("a", dra_gpu(0))])
+    h100 = pod(gpu(1))
+    h100["metadata"]["annotations"] = {"gpu-policy.io/product": "NVIDIA-H100-80GB-HBM3"}
+    refused = review(h100, policy=POLICY, inventory=found)
+    (failed,) = [r for r in refused.results if r.status == "fail"]
+    assert failed.rule == "gpu-node-selection"
+    assert "NVIDIA-A100-SXM4-40GB (1 device) through DRA DeviceClass gpu.nvidia.com" in (
+        failed.message
+    )
+    a100 = pod(gpu(1))
+    a100["metadata"]["annotations"] = {"gpu-policy.io/product": "NVIDIA-A100-SXM4-40GB"}
+    allowed = review(a100, policy=POLICY, inventory=found)
+    # Allowed, and no node label written for devices no label is known to select.
+    assert allowed.allowed
+    assert not any("nodeSelector" in op["path"] for op in allowed.patch)
 
 
 def test_a_dra_only_cluster_serves_a_gpu_pod_and_refuses_more_than_a_node_has():
@@ -111,5 +133,7 @@ def test_a_dra_only_cluster_serves_a_gpu_pod_and_refuses_more_than_a_node_has():
     refused = review(pod(gpu(9)), policy=POLICY, inventory=found)
     assert not refused.allowed
     (failed,) = [r for r in refused.results if r.status == "fail"]
+    # The allocator's count, in the scheduler's terms: the claim it makes for nvidia.com/gpu.
     assert failed.rule == "gpu-resource-offered"
-    assert "no node has that many: the most one node offers is 8" in failed.message
+    assert "asks for 9 device(s) of class gpu.nvidia.com" in failed.message
+    assert "node dgx-a100-01 has 8 such device(s)" in failed.message

@@ -13,6 +13,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from tests.objects import allocated_claim, claim_pod
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_policy, read_text
 from webhook.policy import review
@@ -36,19 +37,6 @@ def _inventory(mode: str = "avoid", nodes_edit: Any = None) -> tuple[Any, Any]:
     return policy, assemble(policy, nodes=nodes, source="dump", dra=dra)
 
 
-def claim_pod(template: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ml"},
-        "spec": {
-            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            **spec,
-        },
-    }
-
-
 def test_only_the_node_with_both_ledgers_is_dual_published() -> None:
     _, inventory = _inventory()
     (dual,) = dual_published(inventory.supply)
@@ -65,26 +53,7 @@ def test_a_node_whose_device_plugin_stopped_is_not_dual_published() -> None:
 
 
 def _alloc(devices: list[str]) -> Any:
-    return parse_allocation(
-        {
-            "metadata": {"namespace": "ml", "name": "claim"},
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [
-                            {
-                                "request": "gpu",
-                                "driver": "gpu.nvidia.com",
-                                "pool": "h100-dual",
-                                "device": d,
-                            }
-                            for d in devices
-                        ]
-                    }
-                }
-            },
-        }
-    )
+    return parse_allocation(allocated_claim("claim", "h100-dual", *devices))
 
 
 def _plugin_pod(gpus: int, phase: str = "Running") -> dict[str, Any]:
@@ -119,7 +88,9 @@ def test_double_allocation_counts_both_ledgers(
 
 def test_warn_names_the_nodes_and_changes_nothing() -> None:
     policy, inventory = _inventory("warn")
-    decision = review(claim_pod("one-gpu"), policy=policy, inventory=inventory)
+    decision = review(
+        claim_pod("p", namespace="ml", template="one-gpu"), policy=policy, inventory=inventory
+    )
     assert decision.allowed and decision.patch == ()
     assert any("gpu-claim-dual-published" in w and "h100-dual" in w for w in decision.warnings)
 
@@ -144,7 +115,7 @@ def test_avoid_keeps_every_term_off_the_dual_node_and_twice_is_once() -> None:
             }
         }
     }
-    pod = claim_pod("one-gpu", affinity=affinity)
+    pod = claim_pod("p", namespace="ml", template="one-gpu", affinity=affinity)
     decision = review(pod, policy=policy, inventory=inventory)
     assert decision.allowed
     mutated = jsonpatch.apply_patch(pod, list(decision.patch))
@@ -162,7 +133,9 @@ def test_avoid_keeps_every_term_off_the_dual_node_and_twice_is_once() -> None:
 
 def test_avoid_refuses_what_only_the_dual_node_can_serve() -> None:
     policy, inventory = _inventory("avoid")
-    decision = review(claim_pod("two-gpus"), policy=policy, inventory=inventory)
+    decision = review(
+        claim_pod("p", namespace="ml", template="two-gpus"), policy=policy, inventory=inventory
+    )
     assert not decision.allowed
     failed = [r for r in decision.results if r.status == "fail"]
     assert [r.rule for r in failed] == ["gpu-claim-dual-published"]

@@ -13,16 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import (
-    GPU_CLASS_CEL,
-    claim_template,
-    ctr,
-    device_class,
-    dra_gpu,
-    exactly,
-    pod,
-    resource_slice,
-)
+from tests import objects as o
 from tests.support.paths import REPO
 from webhook.files import load_inventory, load_policy
 from webhook.policy import Inventory, Policy, review
@@ -50,14 +41,14 @@ def dra_policy() -> Policy:
 
 def dra_cluster(policy: Policy, *devices: dict[str, Any], templates: Any = ()) -> Inventory:
     """One DRA node with ``devices``; gpu.nvidia.com serves nvidia.com/gpu too."""
-    klass = device_class("gpu.nvidia.com", GPU_CLASS_CEL)
+    klass = o.device_class("gpu.nvidia.com", o.GPU_CLASS_CEL)
     klass["spec"]["extendedResourceName"] = "nvidia.com/gpu"
     return assemble(
         policy,
         nodes=[node("dra-1")],
         source="test",
         dra=DraObjects(
-            [klass], [resource_slice("dra-1", *devices)], resource_claim_templates=list(templates)
+            [klass], [o.resource_slice("dra-1", *devices)], resource_claim_templates=list(templates)
         ),
         fit_budget_s=5.0,
     )
@@ -67,44 +58,46 @@ def test_containers_are_added_up_as_the_scheduler_does() -> None:
     """Seed 003 again: every node has one GPU, two containers ask for one each."""
     policy = load_policy(CLUSTERS / "seed003-before" / "policy.yaml")
     inventory = load_inventory(policy, CLUSTERS / "seed003-before" / "nodes.yaml")
-    two = pod(ctr("a", limits={"nvidia.com/gpu": 1}), ctr("b", limits={"nvidia.com/gpu": 1}))
+    two = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}), o.ctr("b", limits={"nvidia.com/gpu": 1}))
     refused = review(two, policy=policy, inventory=inventory)
     assert refused.failed == ("gpu-resource-offered",)
     assert "nvidia.com/gpu: 2 in all" in refused.denial
     assert "Insufficient nvidia.com/gpu" in refused.denial
     assert "has 1" in refused.denial
     # An init container's GPU is released before the containers start: one GPU is enough.
-    init = pod(ctr("b", limits={"nvidia.com/gpu": 1}))
-    init["spec"]["initContainers"] = [ctr("a", limits={"nvidia.com/gpu": 1})]
+    init = o.pod(o.ctr("b", limits={"nvidia.com/gpu": 1}))
+    init["spec"]["initContainers"] = [o.ctr("a", limits={"nvidia.com/gpu": 1})]
     assert review(init, policy=policy, inventory=inventory).allowed
 
 
 def test_an_extended_resource_and_a_claim_share_one_node(dra_policy: Policy) -> None:
     """nvidia.com/gpu: 2 served by DRA and a claim for one more, where the node has two."""
-    template = claim_template("one", exactly(), namespace="ml")
-    inventory = dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1), templates=[template])
-    both = pod(
-        ctr(limits={"nvidia.com/gpu": 2}),
+    template = o.claim_template("one", o.exactly(), namespace="ml")
+    inventory = dra_cluster(dra_policy, o.dra_gpu(0), o.dra_gpu(1), templates=[template])
+    both = o.pod(
+        o.ctr(limits={"nvidia.com/gpu": 2}),
         namespace="ml",
         resourceClaims=[{"name": "g", "resourceClaimTemplateName": "one"}],
     )
     refused = review(both, policy=dra_policy, inventory=inventory)
     assert not refused.allowed
     assert "cannot allocate all claims" in refused.denial
-    alone = pod(ctr(limits={"nvidia.com/gpu": 2}), namespace="ml")
+    alone = o.pod(o.ctr(limits={"nvidia.com/gpu": 2}), namespace="ml")
     assert review(alone, policy=dra_policy, inventory=inventory).allowed
 
 
 def test_a_device_class_name_is_judged(dra_policy: Policy) -> None:
     """deviceclass.resource.kubernetes.io/<class>: 3 where the node has two."""
-    inventory = dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1))
+    inventory = dra_cluster(dra_policy, o.dra_gpu(0), o.dra_gpu(1))
     name = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
-    refused = review(pod(ctr(limits={name: 3})), policy=dra_policy, inventory=inventory)
+    refused = review(o.pod(o.ctr(limits={name: 3})), policy=dra_policy, inventory=inventory)
     assert refused.failed == ("gpu-resource-offered",)
     assert "asks for 3 device(s) of class gpu.nvidia.com" in refused.denial
-    assert review(pod(ctr(limits={name: 2})), policy=dra_policy, inventory=inventory).allowed
+    assert review(o.pod(o.ctr(limits={name: 2})), policy=dra_policy, inventory=inventory).allowed
     # Another vendor's extended resource is not the webhook's to judge.
-    other = review(pod(ctr(limits={"example.com/fpga": 9})), policy=dra_policy, inventory=inventory)
+    other = review(
+        o.pod(o.ctr(limits={"example.com/fpga": 9})), policy=dra_policy, inventory=inventory
+    )
     assert other.allowed and other.results[0].status == "skip"
 
 
@@ -113,26 +106,29 @@ def test_the_search_backtracks_where_the_greedy_check_refused(dra_policy: Policy
     request leaves nothing for the second, the scheduler tries the other way round."""
     inventory = dra_cluster(
         dra_policy,
-        dra_gpu(0, product="NVIDIA H100 80GB HBM3", memory="80Gi"),
-        dra_gpu(1),
+        o.dra_gpu(0, product="NVIDIA H100 80GB HBM3", memory="80Gi"),
+        o.dra_gpu(1),
     )
     big = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"
-    template = claim_template(
-        "two", exactly(name="any"), exactly(name="big", selectors=[big]), namespace="ml"
+    template = o.claim_template(
+        "two", o.exactly(name="any"), o.exactly(name="big", selectors=[big]), namespace="ml"
     )
     decision = review(template, policy=dra_policy, inventory=inventory)
     assert decision.allowed, decision.denial
-    three = claim_template(
-        "three", exactly(name="any", count=2), exactly(name="big", selectors=[big]), namespace="ml"
+    three = o.claim_template(
+        "three",
+        o.exactly(name="any", count=2),
+        o.exactly(name="big", selectors=[big]),
+        namespace="ml",
     )
     assert not review(three, policy=dra_policy, inventory=inventory).allowed
 
 
 def test_a_search_out_of_time_allows_with_a_warning(dra_policy: Policy) -> None:
-    inventory = replace(dra_cluster(dra_policy, dra_gpu(0), dra_gpu(1)), fit_budget_s=0.0)
+    inventory = replace(dra_cluster(dra_policy, o.dra_gpu(0), o.dra_gpu(1)), fit_budget_s=0.0)
     # Two requests that fit each alone, not together: only the search could tell.
-    apart = claim_template(
-        "t", exactly(name="a", count=2), exactly(name="b", count=1), namespace="ml"
+    apart = o.claim_template(
+        "t", o.exactly(name="a", count=2), o.exactly(name="b", count=1), namespace="ml"
     )
     decision = review(apart, policy=dra_policy, inventory=inventory)
     assert decision.allowed
@@ -140,7 +136,7 @@ def test_a_search_out_of_time_allows_with_a_warning(dra_policy: Policy) -> None:
     assert warning.startswith("[gpu-claim-devices-available]")
     assert "could not be proven" in warning
     # More devices than a node has of the class is refused without any search.
-    three = claim_template("three", exactly(count=3), namespace="ml")
+    three = o.claim_template("three", o.exactly(count=3), namespace="ml")
     refused = review(three, policy=dra_policy, inventory=inventory)
     assert refused.failed == ("gpu-claim-devices-available",)
     assert "no node has more than 2 matching devices" in refused.denial
@@ -159,12 +155,16 @@ def test_nodes_alike_but_for_their_names_are_judged_once() -> None:
     inventory = assemble(
         policy, nodes=[gpu_node(n) for n in ("n1", "n2", "n3")], source="test", fit_budget_s=5
     )
-    two = pod(ctr("a", limits={"nvidia.com/gpu": 1}), ctr("b", limits={"nvidia.com/gpu": 1}))
+    two = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}), o.ctr("b", limits={"nvidia.com/gpu": 1}))
     refused = review(two, policy=policy, inventory=inventory)
     assert "node group node n1 (and 2 more like it) has 1" in refused.denial
-    pinned = pod(ctr(limits={"nvidia.com/gpu": 1}), nodeSelector={"kubernetes.io/hostname": "n3"})
+    pinned = o.pod(
+        o.ctr(limits={"nvidia.com/gpu": 1}), nodeSelector={"kubernetes.io/hostname": "n3"}
+    )
     assert review(pinned, policy=policy, inventory=inventory).allowed
-    nowhere = pod(ctr(limits={"nvidia.com/gpu": 1}), nodeSelector={"kubernetes.io/hostname": "n9"})
+    nowhere = o.pod(
+        o.ctr(limits={"nvidia.com/gpu": 1}), nodeSelector={"kubernetes.io/hostname": "n9"}
+    )
     assert not review(nowhere, policy=policy, inventory=inventory).allowed
 
 
@@ -174,9 +174,11 @@ def test_reviews_on_one_snapshot_do_not_leak_into_each_other() -> None:
     where = CLUSTERS / "autoscaled"
     policy = load_policy(where / "policy.yaml")
     inventory = load_inventory(policy, where / "nodes.yaml")
-    three = pod(ctr(limits={"nvidia.com/gpu": 3}))
-    shared = pod(ctr(limits={"nvidia.com/gpu": 1}), annotations={"gpu-policy.io/sharing": "shared"})
-    for obj in (pod(ctr(limits={"nvidia.com/gpu": 1})), shared):
+    three = o.pod(o.ctr(limits={"nvidia.com/gpu": 3}))
+    shared = o.pod(
+        o.ctr(limits={"nvidia.com/gpu": 1}), annotations={"gpu-policy.io/sharing": "shared"}
+    )
+    for obj in (o.pod(o.ctr(limits={"nvidia.com/gpu": 1})), shared):
         assert review(obj, policy=policy, inventory=inventory).allowed
     # Only the L4 pool can give three GPUs (the T4 shares fail requests above one).
     assert review(three, policy=policy, inventory=inventory).allowed
@@ -185,15 +187,17 @@ def test_reviews_on_one_snapshot_do_not_leak_into_each_other() -> None:
 def test_a_lone_claim_is_not_refused_for_taints_its_pods_may_tolerate(dra_policy: Policy) -> None:
     """The node of the only GPUs is tainted: the claim fits, its pod must tolerate the taint
     (found by the differential test: the scheduler binds such a pod with the toleration)."""
-    template = claim_template("one", exactly(), namespace="ml")
-    inventory = dra_cluster(dra_policy, dra_gpu(0), templates=[template])
+    template = o.claim_template("one", o.exactly(), namespace="ml")
+    inventory = dra_cluster(dra_policy, o.dra_gpu(0), templates=[template])
     taint = Taint("nvidia.com/gpu", "present", "NoSchedule")
     groups = tuple(replace(g, taints=(taint,)) for g in inventory.supply.groups)
     inventory = replace(inventory, supply=replace(inventory.supply, groups=groups))
     assert review(template, policy=dra_policy, inventory=inventory).allowed
     claims = [{"name": "g", "resourceClaimTemplateName": "one"}]
     refused = review(
-        pod(ctr(), namespace="ml", resourceClaims=claims), policy=dra_policy, inventory=inventory
+        o.pod(o.ctr(), namespace="ml", resourceClaims=claims),
+        policy=dra_policy,
+        inventory=inventory,
     )
     assert not refused.allowed
     assert "untolerated taint" in refused.denial
@@ -205,8 +209,8 @@ def test_nodes_alike_but_for_the_label_a_network_slice_selects_stay_apart(
     """Two GPU-less nodes of one shape; network-attached GPUs reach only the node of rack b:
     a pod asking for one through its class fits there (found by the differential test, where
     the look-alike nodes were made one group with the first node's answer)."""
-    klass = device_class("gpu.nvidia.com", GPU_CLASS_CEL)
-    network = resource_slice("rack-b", dra_gpu(0))
+    klass = o.device_class("gpu.nvidia.com", o.GPU_CLASS_CEL)
+    network = o.resource_slice("rack-b", o.dra_gpu(0))
     del network["spec"]["nodeName"]
     network["spec"]["nodeSelector"] = {
         "nodeSelectorTerms": [
@@ -224,6 +228,8 @@ def test_nodes_alike_but_for_the_label_a_network_slice_selects_stay_apart(
         fit_budget_s=5.0,
     )
     name = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
-    decision = review(pod(ctr(limits={name: 1})), policy=dra_policy, inventory=inventory)
+    decision = review(o.pod(o.ctr(limits={name: 1})), policy=dra_policy, inventory=inventory)
     assert decision.allowed, decision.denial
-    assert not review(pod(ctr(limits={name: 2})), policy=dra_policy, inventory=inventory).allowed
+    assert not review(
+        o.pod(o.ctr(limits={name: 2})), policy=dra_policy, inventory=inventory
+    ).allowed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import gpu, pod
+from tests.objects import gpu, pod
 from tests.support.paths import REPO
 from webhook.files import load_inventory, load_policy
 from webhook.policy import Inventory, review
@@ -92,7 +92,7 @@ def test_stale_plugin_is_treated_as_not_shared() -> None:
     inv = load_inventory(policy, NODES / "labels-replicas-4-but-allocatable-1.yaml")
     (offer,) = [o for _, o in inv.pairs]
     assert offer.replicas == 1
-    assert "restart the device plugin" in inv.disagreements[0]
+    assert "restart the device plugin" in str(inv.disagreements[0])
 
 
 def test_me_profile_spelling() -> None:

@@ -9,8 +9,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import ctr, gpu, pod
-from tests.support.objects import cpu_node, gpu_node
+from tests.objects import cpu_node, ctr, gpu, gpu_node, pod
 from webhook.policy import Inventory, Policy, inventory_from_nodes, inventory_from_policy, review
 from webhook.policy.engine.isolation import visible_devices
 from webhook.policy.errors import PolicyError

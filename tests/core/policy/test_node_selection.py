@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from tests.builders import gpu, pod
+from tests.objects import gpu, pod
 from tests.support.paths import REPO
 from webhook.files import load_inventory, load_policy
 from webhook.policy import PolicyError, parse_policy, review

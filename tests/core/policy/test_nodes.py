@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.audit.objects import node
-from tests.support.objects import cpu_node
+from tests.objects import cpu_node, gfd_node
 from webhook.kube.trim import trim_node
 from webhook.policy.nodes import (
     NodeView,
@@ -28,7 +27,7 @@ L20 = NodeView(
 
 def test_node_views_keep_gpu_nodes_with_their_taints() -> None:
     nodes = [
-        node(
+        gfd_node(
             "b-l20",
             "l20",
             gpus=2,
@@ -37,7 +36,7 @@ def test_node_views_keep_gpu_nodes_with_their_taints() -> None:
                 {"key": "soft", "effect": "PreferNoSchedule"},
             ],
         ),
-        node("a-mig", "a100-40", mig_profile="1g.5gb"),
+        gfd_node("a-mig", "a100-40", mig_profile="1g.5gb"),
         cpu_node("cpu-1"),
     ]
     views = node_views(nodes)

@@ -15,7 +15,7 @@ import yaml
 from tests.support.paths import TESTS
 from webhook.files import load_policy
 from webhook.policy import PolicyError
-from webhook.policy.plugin_config import parse_plugin_config
+from webhook.policy.plugin_config import parse_plugin_config, parse_plugin_configmap
 from webhook.policy.resources import ResourceForm
 
 FIXTURES = TESTS / "fixtures" / "device-plugin-configs"
@@ -158,3 +158,48 @@ def test_policy_errors_name_the_policy_field(tmp_path: Path) -> None:
     bad.write_text("spec: [unclosed\n")
     with pytest.raises(PolicyError, match="line"):
         load_policy(bad)
+
+
+def test_every_refusal_of_a_config_is_reported_at_once() -> None:
+    """The plugin stops on the first; the webhook names that one first, then the others."""
+    doc = _cfg(
+        "version: v2\n"
+        "flags: {plugin: {deviceIDStrategy: serial}}\n"
+        "sharing: {timeSlicing: {resources: [{name: gpu, replicas: 1}, {replicas: 2}]}}\n"
+    )
+    with pytest.raises(PolicyError) as caught:
+        parse_plugin_config(doc, key="k", source="cfg.yaml")
+    fields = [d.field for d in caught.value.diagnostics]
+    assert fields == [
+        "sharing.timeSlicing.resources[0].replicas",
+        "sharing.timeSlicing.resources[1].name",
+        "version",
+        "flags.plugin.deviceIDStrategy",
+    ]
+    first = caught.value.diagnostics[0]
+    assert (caught.value.field, caught.value.reason) == (first.field, first.reason)
+    assert str(caught.value).startswith(
+        "cfg.yaml: sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2"
+    )
+    assert all(str(d) in str(caught.value) for d in caught.value.diagnostics)
+
+
+def test_every_key_of_a_configmap_is_read_and_each_refusal_reported() -> None:
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "plugin"},
+        "data": {
+            "good": "version: v1\n",
+            "a": "flags: {migStrategy: half}\n",
+            "b": "flags: {failOnInitError: 'yes'}\n",
+            "c": 3,
+        },
+    }
+    with pytest.raises(PolicyError) as caught:
+        parse_plugin_configmap(configmap, source="cm.yaml")
+    assert [(d.source, d.field) for d in caught.value.diagnostics] == [
+        ("cm.yaml: data.a", "flags.migStrategy"),
+        ("cm.yaml: data.b", "flags.failOnInitError"),
+        ("cm.yaml", "data.c"),
+    ]

@@ -18,8 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.builders import gpu, pod
-from tests.support.objects import gpu_node
+from tests.objects import gpu, gpu_node, pod
 from tests.support.paths import REPO
 from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
 from webhook.files import load_inventory, load_policy
@@ -1098,7 +1097,7 @@ def test_a_node_advertising_mps_past_the_limit_is_a_disagreement(
     node = gpu_node("n1", gpus=1, replicas=replicas, extra_labels=labels, heavy=False)
     policy = parse_policy({"version": "v1"}, source="cfg")
     inventory = inventory_from_nodes([node], policy, source="nodes")
-    found = [d for d in inventory.disagreements if "MPS control daemon accepts at most" in d]
+    found = [d for d in inventory.disagreements if "MPS control daemon accepts at most" in str(d)]
     assert bool(found) == reported, inventory.disagreements
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import ctr, gpu, pod
+from tests.objects import ctr, gpu, pod
 from tests.support.paths import REPO
 from webhook.contract import (
     GPU_POLICY_API_VERSION,

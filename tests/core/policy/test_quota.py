@@ -15,18 +15,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import (
-    claim_template,
-    ctr,
-    device_class,
-    dra_gpu,
-    dra_mig,
-    exactly,
-    gpu,
-    nvidia_classes,
-    pod,
-    resource_slice,
-)
+from tests import objects as o
 from webhook.contract import QUOTA_ANNOTATION, QUOTA_RESOURCE
 from webhook.policy import Inventory, Policy, review
 from webhook.policy.dra import dra_snapshot
@@ -45,15 +34,17 @@ def _firsts(*alternatives: dict[str, Any]) -> dict[str, Any]:
 
 
 TEMPLATES = [
-    claim_template("two-gpus", exactly(count=2)),
-    claim_template(
+    o.claim_template("two-gpus", o.exactly(count=2)),
+    o.claim_template(
         "mig-1g",
-        exactly(
+        o.exactly(
             "mig.nvidia.com", selectors=["device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"]
         ),
     ),
-    claim_template("a-share", exactly("shares.nvidia.com", capacity={"requests": {"shares": "1"}})),
-    claim_template(
+    o.claim_template(
+        "a-share", o.exactly("shares.nvidia.com", capacity={"requests": {"shares": "1"}})
+    ),
+    o.claim_template(
         "mig-or-gpu",
         _firsts(
             {"name": "small", "deviceClassName": "mig.nvidia.com"},
@@ -66,17 +57,17 @@ TEMPLATES = [
 @pytest.fixture(scope="module")
 def dra_inventory(example_inventory: Inventory) -> Inventory:
     classes = [
-        *nvidia_classes(),
-        device_class(
+        *o.nvidia_classes(),
+        o.device_class(
             "shares.nvidia.com",
             "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L4'",
         ),
     ]
     classes[0]["spec"]["extendedResourceName"] = "example.com/gpu"
     slices = [
-        resource_slice("a100-1", dra_gpu(0), dra_gpu(1)),
-        resource_slice("h100-1", dra_mig(0, "1g.10gb", 0), dra_mig(0, "3g.40gb", 4)),
-        resource_slice("shared-1", dra_gpu(7, product="NVIDIA L4", shares=4)),
+        o.resource_slice("a100-1", o.dra_gpu(0), o.dra_gpu(1)),
+        o.resource_slice("h100-1", o.dra_mig(0, "1g.10gb", 0), o.dra_mig(0, "3g.40gb", 4)),
+        o.resource_slice("shared-1", o.dra_gpu(7, product="NVIDIA L4", shares=4)),
     ]
     return replace(example_inventory, dra=dra_snapshot(classes, slices, (), TEMPLATES))
 
@@ -102,29 +93,34 @@ def _charged(obj: dict[str, Any], policy: Policy, inventory: Inventory) -> int |
 
 
 def _claim_pod(template: str) -> dict[str, Any]:
-    return pod(
-        ctr(resources={"claims": [{"name": "gpu"}]}),
+    return o.pod(
+        o.ctr(resources={"claims": [{"name": "gpu"}]}),
         resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}],
     )
 
 
 CASES = [
     # Device plugin: replicas, MIG slices (1g.5gb is also time-sliced 2 ways), pinning.
-    ("l20-pinned-by-its-product", pod(gpu(1), nodeSelector=L20), ON, 125),
-    ("unpinned-gpu-charged-the-heaviest-pool", pod(gpu(1)), ON, 333),
-    ("mig-3g-is-3-of-7-slices", pod(gpu(1, "nvidia.com/mig-3g.20gb")), ON, 428),
-    ("mig-1g-shared-2-ways", pod(gpu(1, "nvidia.com/mig-1g.5gb")), ON, 71),
-    ("mig-by-memory", pod(gpu(1, "nvidia.com/mig-3g.20gb")), replace(ON, mig_share="memory"), 500),
+    ("l20-pinned-by-its-product", o.pod(o.gpu(1), nodeSelector=L20), ON, 125),
+    ("unpinned-gpu-charged-the-heaviest-pool", o.pod(o.gpu(1)), ON, 333),
+    ("mig-3g-is-3-of-7-slices", o.pod(o.gpu(1, "nvidia.com/mig-3g.20gb")), ON, 428),
+    ("mig-1g-shared-2-ways", o.pod(o.gpu(1, "nvidia.com/mig-1g.5gb")), ON, 71),
+    (
+        "mig-by-memory",
+        o.pod(o.gpu(1, "nvidia.com/mig-3g.20gb")),
+        replace(ON, mig_share="memory"),
+        500,
+    ),
     # Overrides by name and by profile.
     (
         "weight-by-name",
-        pod(gpu(1), nodeSelector=L20),
+        o.pod(o.gpu(1), nodeSelector=L20),
         replace(ON, weights={"nvidia.com/gpu": Fraction(1, 2)}),
         500,
     ),
     (
         "weight-by-profile",
-        pod(gpu(1, "nvidia.com/mig-2g.10gb")),
+        o.pod(o.gpu(1, "nvidia.com/mig-2g.10gb")),
         replace(ON, weights={"2g.10gb": Fraction(1, 4)}),
         250,
     ),
@@ -140,15 +136,15 @@ CASES = [
         1000,
     ),
     # KEP-5004: extended names a DeviceClass serves weigh what its devices weigh.
-    ("extended-resource-name-of-a-class", pod(gpu(2, "example.com/gpu")), ON, 2000),
+    ("extended-resource-name-of-a-class", o.pod(o.gpu(2, "example.com/gpu")), ON, 2000),
     (
         "implicit-deviceclass-name",
-        pod(gpu(1, "deviceclass.resource.kubernetes.io/mig.nvidia.com")),
+        o.pod(o.gpu(1, "deviceclass.resource.kubernetes.io/mig.nvidia.com")),
         ON,
         428,
     ),
     # Off: nothing is added.
-    ("quota-off", pod(gpu(1)), QuotaPolicy(), None),
+    ("quota-off", o.pod(o.gpu(1)), QuotaPolicy(), None),
 ]
 
 
@@ -169,7 +165,7 @@ def test_the_warning_says_the_cost_and_that_the_heaviest_was_charged(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
     decision = review(
-        pod(gpu(1)), policy=replace(example_policy, quota=ON), inventory=dra_inventory
+        o.pod(o.gpu(1)), policy=replace(example_policy, quota=ON), inventory=dra_inventory
     )
     (warning,) = [w for w in decision.warnings if w.startswith("[gpu-quota]")]
     assert "this pod costs 0.333 GPU-equivalents" in warning
@@ -183,14 +179,14 @@ def test_charging_twice_is_charging_once_whatever_the_spelling(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
     policy = replace(example_policy, quota=ON)
-    obj = pod(gpu(1, "nvidia.com/mig-3g.20gb"), ctr("sidecar", limits={QUOTA_RESOURCE: "5"}))
+    obj = o.pod(o.gpu(1, "nvidia.com/mig-3g.20gb"), o.ctr("sidecar", limits={QUOTA_RESOURCE: "5"}))
     first = review(obj, policy=policy, inventory=dra_inventory)
     mutated = jsonpatch.apply_patch(obj, list(first.patch))
     # What a user wrote on another container is taken away: the pod pays its cost once.
     assert QUOTA_RESOURCE not in mutated["spec"]["containers"][1]["resources"].get("limits", {})
     assert review(mutated, policy=policy, inventory=dra_inventory).patch == ()
     # The API server hands 1000 back as 1k: still no second patch.
-    big = jsonpatch.apply_patch(pod(gpu(1), nodeSelector=L20), [])
+    big = jsonpatch.apply_patch(o.pod(o.gpu(1), nodeSelector=L20), [])
     big["spec"]["containers"][0]["resources"] = {
         "limits": {"nvidia.com/gpu": 1, QUOTA_RESOURCE: "1k"},
         "requests": {"nvidia.com/gpu": 1, QUOTA_RESOURCE: "1k"},
@@ -213,8 +209,8 @@ def test_exempt_namespaces_and_audit_mode_are_not_charged(
     example_policy: Policy, dra_inventory: Inventory
 ) -> None:
     policy = replace(example_policy, quota=ON)
-    assert _charged(pod(gpu(1), namespace="kube-system"), policy, dra_inventory) is None
-    assert _charged(pod(gpu(1)), replace(policy, enforcement="audit"), dra_inventory) is None
+    assert _charged(o.pod(o.gpu(1), namespace="kube-system"), policy, dra_inventory) is None
+    assert _charged(o.pod(o.gpu(1)), replace(policy, enforcement="audit"), dra_inventory) is None
 
 
 @pytest.mark.parametrize(
@@ -251,11 +247,11 @@ def test_quota_settings_in_a_policy() -> None:
 def test_the_nodes_that_advertise(dra_inventory: Inventory) -> None:
     every = ["a100-1", "h100-1", "shared-1", "cpu-1"]
     assert nodes_to_advertise(dra_inventory, every) == {"a100-1", "h100-1", "shared-1"}
-    network = dra_gpu(9)
-    slice_ = resource_slice("x", network)
+    network = o.dra_gpu(9)
+    slice_ = o.resource_slice("x", network)
     del slice_["spec"]["nodeName"]
     slice_["spec"]["allNodes"] = True
-    everywhere = replace(dra_inventory, dra=dra_snapshot(nvidia_classes(), [slice_]))
+    everywhere = replace(dra_inventory, dra=dra_snapshot(o.nvidia_classes(), [slice_]))
     assert nodes_to_advertise(everywhere, every) == set(every)
 
 
@@ -269,16 +265,16 @@ def _quota(namespace: str, name: str, hard: str, used: str | None) -> dict[str, 
 
 
 def test_budgets_per_namespace(example_policy: Policy, dra_inventory: Inventory) -> None:
-    charged = pod(
-        ctr(limits={"nvidia.com/gpu": 1}, requests={QUOTA_RESOURCE: "1k"}),
+    charged = o.pod(
+        o.ctr(limits={"nvidia.com/gpu": 1}, requests={QUOTA_RESOURCE: "1k"}),
         name="a",
         namespace="team-a",
     )
     done = {
-        **pod(ctr(requests={QUOTA_RESOURCE: "500"}), name="done", namespace="team-a"),
+        **o.pod(o.ctr(requests={QUOTA_RESOURCE: "500"}), name="done", namespace="team-a"),
         "status": {"phase": "Succeeded"},
     }
-    old = pod(gpu(1), name="old", namespace="team-a")
+    old = o.pod(o.gpu(1), name="old", namespace="team-a")
     claims = _claim_pod("two-gpus")
     claims["metadata"] = {"namespace": "kube-system", "name": "driver"}
     found = namespace_budgets(
@@ -287,7 +283,7 @@ def test_budgets_per_namespace(example_policy: Policy, dra_inventory: Inventory)
             _quota("team-a", "tight", "1500", "1k"),
             _quota("team-b", "cpu", "", None),
         ],
-        [charged, done, old, claims, pod(ctr(), namespace="team-c")],
+        [charged, done, old, claims, o.pod(o.ctr(), namespace="team-c")],
         policy=example_policy,
         inventory=dra_inventory,
     )
@@ -304,7 +300,7 @@ def test_a_pod_that_fails_a_rule_is_charged_too(
 ) -> None:
     """The mutating endpoint lets it through (the validating one refuses it): should the
     verdicts of the two differ, the pod must not run uncounted."""
-    obj = pod(gpu(2), nodeSelector=L20)
+    obj = o.pod(o.gpu(2), nodeSelector=L20)
     decision = review(obj, policy=replace(example_policy, quota=ON), inventory=dra_inventory)
     assert decision.failed == ("gpu-shared-request-above-one",)
     mutated = jsonpatch.apply_patch(obj, list(decision.patch))
@@ -321,7 +317,7 @@ def test_the_warning_names_the_budget_the_server_read(
         ),
     )
     decision = review(
-        pod(gpu(1)), policy=replace(example_policy, quota=quota), inventory=dra_inventory
+        o.pod(o.gpu(1)), policy=replace(example_policy, quota=quota), inventory=dra_inventory
     )
     (warning,) = [w for w in decision.warnings if w.startswith("[gpu-quota]")]
     assert (
@@ -329,7 +325,7 @@ def test_the_warning_names_the_budget_the_server_read(
         in warning
     )
     elsewhere = review(
-        pod(gpu(1), namespace="team-b"),
+        o.pod(o.gpu(1), namespace="team-b"),
         policy=replace(example_policy, quota=quota),
         inventory=dra_inventory,
     )

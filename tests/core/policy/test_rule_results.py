@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests import builders as b
+from tests import objects as b
 from tests.support.paths import REPO
 from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.engine.results import FIX_FIRST

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import ctr, gpu, pod
+from tests.objects import ctr, gpu, pod
 from webhook.policy import Inventory, Policy, review
 
 CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] = [

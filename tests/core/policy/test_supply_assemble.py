@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import dra_gpu, nvidia_classes, resource_slice
+from tests.objects import dra_gpu, nvidia_classes, resource_slice
 from tests.support.paths import REPO
 from webhook.files import cluster_from_text, load_inventory, load_policy
 from webhook.kube.snapshot import live_view

@@ -17,9 +17,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from prometheus_client import REGISTRY
 
-from tests.support.objects import IGNORED_STRATEGY
+from tests.objects import IGNORED_STRATEGY, load, pod_spec, review, with_gpu, workload
 from tests.support.paths import REPO
-from tests.support.reviewdata import load, pod_spec, review, with_gpu, workload
 from webhook.admission import handler as handler_module
 from webhook.contract import EXAMPLE_POLICY
 from webhook.server import Settings, create_app, metrics
@@ -95,7 +94,7 @@ def test_validate_denies_and_counts_the_rule(client: FlaskClient) -> None:
 
 
 def test_deployment_asking_for_two_gpus_is_denied(client: FlaskClient) -> None:
-    doc = review(workload("Deployment", pod_spec(2)))
+    doc = review(workload("Deployment", spec=pod_spec(2)))
     response = post(client, "/validate", doc).get_json()["response"]
     assert response["allowed"] is False
     assert "[gpu-shared-request-above-one]" in response["status"]["message"]

@@ -10,7 +10,7 @@ from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.reviewdata import fixture_ids, load, with_gpu
+from tests.objects import fixture_ids, load, with_gpu
 from webhook.server import Settings, create_app
 
 APP: Flask = create_app(Settings())

@@ -16,7 +16,7 @@ import pytest
 from gunicorn.config import Config
 from gunicorn.http import wsgi
 
-from webhook.server.response import OneWriteResponse, use_one_write_responses
+from webhook.server.response import OneWriteResponse, answer_bytes, use_one_write_responses
 
 
 class _Recorder:
@@ -32,12 +32,15 @@ class _Recorder:
 class _Request:
     """The parts of gunicorn's request a response reads."""
 
-    def __init__(self, method: str = "POST", version: tuple[int, int] = (1, 1)) -> None:
+    def __init__(
+        self, method: str = "POST", version: tuple[int, int] = (1, 1), close: bool = False
+    ) -> None:
         self.method = method
         self.version = version
+        self.close = close
 
     def should_close(self) -> bool:
-        return False
+        return self.close
 
 
 def _serve(
@@ -46,9 +49,10 @@ def _serve(
     headers: list[tuple[str, str]],
     body: list[bytes],
     method: str = "POST",
+    close: bool = False,
 ) -> list[bytes]:
     sock = _Recorder()
-    resp = cls(_Request(method), sock, Config())
+    resp = cls(_Request(method, close=close), sock, Config())
     resp.start_response(status, headers)
     for chunk in body:
         resp.write(chunk)
@@ -91,6 +95,16 @@ def test_same_bytes_as_gunicorn(
     theirs = _serve(wsgi.Response, status, headers, body, method)
     ours = _serve(OneWriteResponse, status, headers, body, method)
     assert _no_date(b"".join(ours)) == _no_date(b"".join(theirs))
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["keep-alive", "close"])
+@pytest.mark.parametrize(("status", "headers", "body"), [c[1:4] for c in CASES[:2]])
+def test_answer_bytes_are_gunicorns(
+    status: str, headers: list[tuple[str, str]], body: list[bytes], close: bool
+) -> None:
+    # What the worker sends for a review it reads itself (webhook.server.worker).
+    theirs = b"".join(_serve(wsgi.Response, status, headers, body, close=close))
+    assert _no_date(answer_bytes(status, close, headers, b"".join(body))) == _no_date(theirs)
 
 
 def test_a_review_leaves_in_one_write() -> None:

@@ -1,4 +1,4 @@
-"""bench/audit.py run end to end on a small cluster of the fake API server: the audit finds what the
+"""bench/audit.py run end to end on a small cluster of its page server: the audit finds what the
 generator placed, and both variants fetch the same pages."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from tests.support.cluster import LiveCluster
 from tests.support.gunicorn import REPO, free_port, server_env
 from tests.support.procs import terminate
 from tests.support.waiting import wait_until
-from webhook.certs import issue, rotation
+from webhook.certs import issue, rotation, trust
 from webhook.contract import (
     CERT_INTERVAL_ENV,
     CERT_SECRET_ENV,
@@ -148,7 +148,7 @@ def test_first_start_makes_its_certificates_and_is_ready(running) -> None:
     assert server.serials == [load(data["tls.crt"]).serial_number]
 
 
-def _seed(kube: LiveCluster, content: rotation.SecretContent) -> None:
+def _seed(kube: LiveCluster, content: trust.SecretContent) -> None:
     """The Secret and caBundles a previous server left behind."""
     kube.add(
         {
@@ -159,7 +159,7 @@ def _seed(kube: LiveCluster, content: rotation.SecretContent) -> None:
             "data": {k: base64.b64encode(v).decode() for k, v in content.data.items()},
         }
     )
-    encoded = base64.b64encode(rotation.ca_bundle(content)).decode()
+    encoded = base64.b64encode(trust.ca_bundle(content)).decode()
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
 
         def publish(obj: dict) -> None:
@@ -169,18 +169,18 @@ def _seed(kube: LiveCluster, content: rotation.SecretContent) -> None:
         kube.modify(kind, CONFIG, publish)
 
 
-def healthy() -> rotation.SecretContent:
+def healthy() -> trust.SecretContent:
     """What a server running for a while leaves: a CA and a serving certificate, not due."""
     now = dt.datetime.now(dt.UTC)
     return rotation.plan(None, published=[], service=SVC, namespace=NS, now=now).content
 
 
-def with_next_ca() -> rotation.SecretContent:
+def with_next_ca() -> trust.SecretContent:
     """Halfway through a CA rotation: a next CA, trusted everywhere since just now."""
     now = dt.datetime.now(dt.UTC)
     content = healthy()
     nxt, nxt_key = issue.make_ca("next-server-ca", 365, now=now)
-    return rotation.SecretContent(
+    return trust.SecretContent(
         {**content.data, "ca-next.crt": nxt, "ca-next.key": nxt_key},
         {"gpu-policy.io/ca-next-trusted-since": stamp(now)},
     )

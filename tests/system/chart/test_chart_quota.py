@@ -10,7 +10,6 @@ import yaml
 
 from tests.support.chart_helpers import CASES, FULLNAME, Renderer
 from webhook.policy.model import parse_policy
-from webhook.policy.quota.settings import QUOTA_FIELDS
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +56,3 @@ def test_pods_with_claims_reach_the_mutating_webhook(
 def test_quota_without_watching_the_cluster_fails(renderer: Renderer) -> None:
     error = renderer.fails("--set", "quota.enabled=true", "--set", "server.watchCluster=false")
     assert "quota.enabled needs server.watchCluster" in error
-
-
-def test_the_schema_knows_the_fields_the_policy_knows(values_schema: dict[str, Any]) -> None:
-    """values.schema.json checks policy.spec.quota with the fields the model reads."""
-    spec = values_schema["properties"]["policy"]["properties"]["spec"]["properties"]
-    assert set(spec["quota"]["properties"]) == QUOTA_FIELDS
-    assert spec["quota"]["additionalProperties"] is False

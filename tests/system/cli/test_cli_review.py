@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonpatch
 import yaml
 
-from tests.support.objects import IGNORED_STRATEGY
+from tests.objects import IGNORED_STRATEGY
 
 from .conftest import CLUSTERS, gpu_policy
 

@@ -11,23 +11,17 @@ from typing import Any
 
 import yaml
 
-from tests.support.harness import MANIFESTS, cli
+from tests.support.harness import LATER_CASE, MANIFESTS, SHARED_GPU_CASES, cli
 
-CASES = f"""\
-- name: one-shared-gpu
-  object: {MANIFESTS / "pod-gpu-1-shared.yaml"}
-  expect: {{allowed: true}}
-- name: two-shared-gpus
-  object: {MANIFESTS / "pod-gpu-2-shared-denied.yaml"}
-  expect: {{allowed: false, failed: [gpu-shared-request-above-one]}}
+CASES = (
+    SHARED_GPU_CASES
+    + f"""\
 - name: half-a-gpu
   object: {MANIFESTS / "pod-gpu-fractional-500m.yaml"}
   expect: {{allowed: false, failed: [gpu-quantity]}}
-- name: later
-  skip: not written yet
-  object: {MANIFESTS / "pod-no-gpu.yaml"}
-  expect: {{allowed: true}}
 """
+    + LATER_CASE
+)
 
 # The same, with one expectation deliberately wrong: two shared GPUs are denied, not allowed.
 BROKEN = CASES.replace(

@@ -3,7 +3,7 @@
 The tests here start the webhook as it runs in a cluster (gunicorn with
 ``webhook.server.gunicorn_conf`` over real TLS) and feed it bad input and faults. The helpers are
 in ``robust_server.py`` beside this file; the AdmissionReview builders come from
-tests/support/reviewdata.py, the fake API server and the gunicorn launcher from tests/support.
+tests/objects/reviews.py, the control plane and the gunicorn launcher from tests/support.
 """
 
 from __future__ import annotations

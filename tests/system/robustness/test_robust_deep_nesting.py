@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.reviewdata import load, with_gpu
+from tests.objects import load, with_gpu
 from webhook.server import Settings, create_app
 
 APP = create_app(Settings())

@@ -31,9 +31,8 @@ from typing import Any
 
 import pytest
 
+from tests.objects import configmap_ref_policy, load, load_example_cluster, with_gpu
 from tests.support.cluster import LiveCluster
-from tests.support.objects import configmap_ref_policy, load_example_cluster
-from tests.support.reviewdata import load, with_gpu
 from tests.support.waiting import wait_until
 from tests.system.robustness.robust_server import (
     REPO,

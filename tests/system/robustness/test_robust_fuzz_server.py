@@ -32,7 +32,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.reviewdata import fixture_ids, load, with_gpu
+from tests.objects import fixture_ids, load, with_gpu
+from tests.support.json_paths import paths, put
 from tests.system.robustness.robust_server import (
     FUZZ_TALLY,
     Server,
@@ -172,35 +173,13 @@ def send_doc(path: str, doc: Any, *, ascii_only: bool = True) -> dict[str, Any] 
 # --------------------------------------------------------------------------------------------
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
-
-
-def _put(doc: Any, path: tuple[Any, ...], value: Any, *, delete: bool = False) -> None:
-    parent = doc
-    for step in path[:-1]:
-        parent = parent[step]
-    if delete and isinstance(parent, dict):
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = value
-
-
 @st.composite
 def mangled_reviews(draw: st.DrawFn) -> dict[str, Any]:
     """A captured review with 1-3 fields (any depth) removed or given a value of a wrong type."""
     doc = copy.deepcopy(draw(st.sampled_from(DOCS)))
     for _ in range(draw(st.integers(1, 3))):
-        paths = [p for p in _paths(doc) if p]
-        path = draw(st.sampled_from(paths))
-        _put(doc, path, draw(WRONG_TYPES | json_values), delete=draw(st.booleans()))
+        path = draw(st.sampled_from([p for p in paths(doc) if p]))
+        put(doc, path, draw(WRONG_TYPES | json_values), delete=draw(st.booleans()))
     return doc
 
 
@@ -255,8 +234,7 @@ def nested_reviews(draw: st.DrawFn) -> tuple[str, int, bytes]:
     doc = with_gpu(doc, 1)
     uid = doc["request"]["uid"]
     depth = draw(st.sampled_from([10, 100, 500, 900, 985, 1020, 2000, 5000, 100_000]))
-    paths = [p for p in _paths(doc) if p]
-    _put(doc, draw(st.sampled_from(paths)), "\0PLACEHOLDER")
+    put(doc, draw(st.sampled_from([p for p in paths(doc) if p])), "\0PLACEHOLDER")
     leaf = json.dumps(draw(WRONG_TYPES))
     if draw(st.booleans()):
         inner = "[" * depth + leaf + "]" * depth

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.reviewdata import load, with_gpu
+from tests.objects import load, with_gpu
 from tests.support.waiting import wait_until
 from tests.system.robustness.robust_server import REPO, Server, post, start_server, stop_server
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from tests.objects import PLUGIN_CONFIGMAP, load_example_cluster
 from tests.support.chart_helpers import TOOLS, Renderer
 from tests.support.cluster import LiveCluster, running_cluster
 from tests.support.controlplane import ControlPlane
-from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
 from tests.support.waiting import wait_until
 from webhook.server import Settings, create_app
 

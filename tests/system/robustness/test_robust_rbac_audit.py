@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.objects import PLUGIN_CONFIGMAP, load_example_cluster
 from tests.support.chart_helpers import FULLNAME, TOOLS, Renderer
 from tests.support.cli import run_cli
 from tests.support.cluster import LiveCluster, running_cluster
 from tests.support.controlplane import ControlPlane
-from tests.support.objects import PLUGIN_CONFIGMAP, load_example_cluster
 from tests.system.robustness.robust_server import REPO
 from webhook.audit import APIS as REPORT_APIS
 from webhook.audit import LABELS, REPORT_NAME

@@ -40,6 +40,15 @@ from cryptography import x509
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from tests.objects import (
+    configmap_ref_policy,
+    load,
+    load_example_cluster,
+    pod_spec,
+    review,
+    with_gpu,
+    workload,
+)
 from tests.support.cluster import LiveCluster
 from tests.support.gunicorn import (
     REPO,
@@ -56,8 +65,6 @@ from tests.support.gunicorn import (
     stop,
     wait_until_serving,
 )
-from tests.support.objects import configmap_ref_policy, load_example_cluster
-from tests.support.reviewdata import EXAMPLES, load, pod_spec, review, with_gpu, workload
 from tests.support.waiting import wait_until
 from webhook.certs import issue
 from webhook.server.metrics import FLUSH_SECONDS
@@ -123,7 +130,7 @@ def test_reviews_over_one_kept_alive_connection(server: Server) -> None:
         }
 
         # The example of `make run` for /validate: denied with every failed rule.
-        denied = json.loads((EXAMPLES / "admissionreview-gpu-pod-denied.json").read_text())
+        denied = json.loads((REPO / "examples" / "admissionreview-gpu-pod-denied.json").read_text())
         response = answer(conn, "/validate", denied)
         assert response["allowed"] is False and response["status"]["code"] == 403
         assert response["status"]["message"].startswith("[gpu-shared-request-above-one]")
@@ -136,7 +143,7 @@ def test_reviews_over_one_kept_alive_connection(server: Server) -> None:
         assert answer(conn, "/mutate", dry) == answer(conn, "/mutate", real)
 
         # A Deployment asking for two (shared) GPUs on the example policy is denied.
-        deployment = review(workload("Deployment", pod_spec(2)))
+        deployment = review(workload("Deployment", spec=pod_spec(2)))
         response = answer(conn, "/validate", deployment)
         assert response["allowed"] is False
         assert "[gpu-shared-request-above-one]" in response["status"]["message"]
@@ -424,7 +431,7 @@ def test_serve_dev_as_make_run_does(tmp_path: Path) -> None:
             f"{curl}--data @examples/admissionreview-gpu-pod.json https://127.0.0.1:{port}/mutate"
             in log
         )
-        doc = json.loads((EXAMPLES / "admissionreview-gpu-pod.json").read_text())
+        doc = json.loads((REPO / "examples" / "admissionreview-gpu-pod.json").read_text())
         conn = srv.connect()
         try:
             response = answer(conn, "/mutate", doc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import ssl
 import threading
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.objects import ctr, pod, review
 from tests.support.gunicorn import Server, running
 from tests.support.slow_clients import SlowClients
 from tests.support.waiting import wait_until
@@ -29,26 +31,8 @@ from webhook.certs import issue
 from webhook.contract import HANDSHAKE_TIMEOUT_ENV, READ_TIMEOUT_ENV
 from webhook.server.worker import AnsweredFirstPool
 
-REVIEW = json.dumps(
-    {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "u"},
-            "object": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "p"},
-                "spec": {"containers": [{"name": "c", "image": "i"}]},
-            },
-        },
-    }
-).encode()
+#: A review of a pod without GPUs: the webhook lets it through unchanged.
+REVIEW = json.dumps(review(pod(ctr("c", image="i")), namespace="default")).encode()
 
 
 def review(conn: http.client.HTTPSConnection) -> int:
@@ -243,5 +227,26 @@ def test_a_thread_waits_for_its_connection_only_while_another_is_free() -> None:
         assert all(f.result(timeout=10) for f in busy)
         assert pool.quiet() and pool.start_lingering()
         pool.stop_lingering()
+    finally:
+        pool.shutdown()
+
+
+def test_a_lingering_thread_is_woken_when_another_connection_comes() -> None:
+    # A lingering thread sleeps in one poll on its connection and the pool's wake-up pipe:
+    # a connection submitted meanwhile must make that pipe readable at once, and the pipe must
+    # be empty again once no thread lingers (else the next lingering thread wakes for nothing).
+    pool = AnsweredFirstPool(3)
+    try:
+        readable = select.poll()
+        readable.register(pool.wake_fd, select.POLLIN)
+        assert pool.start_lingering()
+        assert readable.poll(0) == []
+        assert pool.submit(lambda _: "other", object()).result(timeout=10) == "other"
+        assert readable.poll(0) != []
+        pool.stop_lingering()
+        assert readable.poll(0) == []
+        # Without a lingering thread nothing is written.
+        assert pool.submit(lambda _: "again", object()).result(timeout=10) == "again"
+        assert readable.poll(0) == []
     finally:
         pool.shutdown()

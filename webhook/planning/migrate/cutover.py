@@ -22,6 +22,7 @@ from webhook.planning.migrate.classes import DRIVER, ClassPlan
 from webhook.planning.migrate.rewrite import rewrite_spec
 from webhook.policy.allocator import fit
 from webhook.policy.demand import Demand, pod_demand
+from webhook.policy.dra import node_slice
 from webhook.policy.inventory import Inventory
 from webhook.policy.supply import Supply
 
@@ -80,17 +81,7 @@ def driver_slice(node: Mapping[str, Any], inventory: Inventory) -> dict[str, Any
             slug = profile.replace(".", "")
             devices.append({"name": f"gpu-{parent}-mig-{slug}-{n}", "attributes": attributes})
             n += 1
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{name}-{DRIVER}-migrate"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": name,
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    return node_slice(f"{name}-{DRIVER}-migrate", DRIVER, name, devices, generation=1)
 
 
 def _attributes(kind: str, product: str, uuid: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from webhook.policy.allocator.structured import (
     Allocator,
     BudgetExceeded,
 )
-from webhook.policy.demand.model import ALL, Claim, Constraint, Request
+from webhook.policy.demand.model import ALL, Claim, Constraint, DeviceRequest, Request
 from webhook.policy.supply import NodeGroup, Supply
 
 
@@ -100,6 +100,11 @@ def _constraint_text(constraint: Constraint) -> str:
     return f"{kind} {attribute}{scope}"
 
 
+def _named(request: DeviceRequest) -> str:
+    """The request's name, and for one the scheduler named itself, the container that asked."""
+    return f"{request.name} ({request.asked_by})" if request.asked_by else request.name
+
+
 def _failing_request(claims: Sequence[Claim], where: _Where) -> str | None:
     """The first request that cannot be allocated even alone, described; None if none."""
     for claim in claims:
@@ -109,11 +114,11 @@ def _failing_request(claims: Sequence[Claim], where: _Where) -> str | None:
                 # Fewer usable devices than asked for: said without searching.
                 counted = _usable(exact, where)
                 if exact.count > counted[0] - counted[1]:
-                    return _request_detail(claim, request.name, exact, where, counted)
+                    return _request_detail(claim, _named(request), exact, where, counted)
             if _allocates((Claim(claim.label, (request,), ()),), where):
                 continue
             if exact is not None:
-                return _request_detail(claim, request.name, exact, where)
+                return _request_detail(claim, _named(request), exact, where)
             parts = [
                 _request_detail(claim, f"{request.name}/{sub.name}", sub, where)
                 for sub in request.first_available
@@ -127,6 +132,8 @@ def _failing_constraint(claims: Sequence[Claim], where: _Where) -> str | None:
     for claim in claims:
         if not claim.constraints:
             continue
+        if _allocates((claim,), where):
+            continue  # Alone, with its constraints, it fits: they are not at fault.
         if not _allocates((replace(claim, constraints=()),), where):
             continue
         for constraint in claim.constraints:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from webhook.policy.allocator.devices import request_fits_capacity, taint_prevents_allocation
@@ -71,7 +72,7 @@ def cannot_allocate(alloc: Allocator) -> bool:
         # invalid-pool error that a search finding nothing leads to: which of the two the
         # search meets is not counted here, so the search decides.
         return False
-    if not (_some_request_short(alloc) or _could_prune(alloc)):
+    if not (_some_request_short(alloc) or _could_prune(alloc) or _partitionable(alloc)):
         # No rule can prove anything: the selectors are left to the search, so the usual
         # allowed pod pays for no evaluation the search would not make.
         return False
@@ -140,6 +141,18 @@ def _could_prune(alloc: Allocator) -> bool:
     case that counting with the selectors would prove, which the search then finds.)"""
     needed = sum(_min_count(alloc, key[0], key[1]) for key in alloc.request_data if key[2] == 0)
     return needed > _devices_in_reach(alloc)
+
+
+def _partitionable(alloc: Allocator) -> bool:
+    """Whether rule 4 may hold: some complete, valid pool in reach has shared counters
+    (partitionable devices, such as a GPU and the MIG devices it can be cut into), and the
+    claims have several requests (one request's search over a node's devices is short: the
+    usual single GPU asked for pays for no evaluation)."""
+    if alloc.usage or len({key[:2] for key in alloc.request_data}) < 2:
+        return False
+    return any(
+        pool.counter_sets for pool in alloc.pools if not (pool.is_incomplete or pool.is_invalid)
+    )
 
 
 def _min_count(alloc: Allocator, claim_index: int, request_index: int) -> int:
@@ -255,4 +268,126 @@ def _proven(alloc: Allocator, usable: dict[RequestKey, _Usable]) -> bool:
         needed_all += needed
         reach_all |= reach
         multiple_all = multiple_all or multiple
-    return not admin and not multiple_all and needed_all > len(reach_all)  # Rule 3.
+    if admin or multiple_all:
+        return False
+    return needed_all > len(reach_all) or _counters_short(alloc, usable)  # Rules 3 and 4.
+
+
+Counters = dict[str, dict[str, dict[str, Fraction]]]  # pool name -> counter set -> counter
+
+
+def _counters_short(alloc: Allocator, usable: dict[RequestKey, _Usable]) -> bool:
+    """Rule 4, under rule 3's conditions (no admin access, no device that allows multiple
+    allocations, so no device is taken twice) and on an empty cluster:
+
+    Requests of one alternative whose usable devices are the same set, and need as many
+    devices as the set has, take every device of it in any allocation: those devices are
+    forced. A device ``allocateDevice`` takes must fit its pool's shared counters with what
+    the devices taken before consume, and what a device took is only ever given back when it
+    is given back itself (upstream keeps even some of that), so in any allocation the forced
+    devices and each other device taken fit the counters together. So the forced devices
+    must fit them, and every other request needs as many usable devices, not forced, that
+    fit them beside the forced ones. (A GPU taken whole uses up the counters of every MIG
+    device it could be cut into.)
+    """
+    if alloc.usage or any(d.request.allocation_mode == ALL for d in alloc.request_data.values()):
+        return False
+    names = [pool.pool for pool in alloc.pools]
+    if len(names) != len(set(names)):
+        return False  # Counters are keyed by pool name upstream: two pools of one name.
+    by_id = _devices_by_id(alloc)
+    alternatives: dict[tuple[int, int], list[RequestKey]] = {}
+    for key in alloc.request_data:
+        alternatives.setdefault(key[:2], []).append(key)
+    forced_sets = _forced_sets(alloc, usable, alternatives)
+    forced: set[DeviceID] = set().union(*forced_sets) if forced_sets else set()
+    if not forced or not forced <= set(by_id):
+        return False
+    available: Counters = {
+        pool.pool: {name: dict(s.counters) for name, s in pool.counter_sets.items()}
+        for pool in alloc.pools
+    }
+    consumed: Counters = {}
+    for device_id in forced:
+        _consume(consumed, by_id[device_id])
+    if not _within(available, consumed):
+        return True  # The forced devices cannot all be taken.
+    for keys in alternatives.values():
+        if len(keys) == 1 and frozenset(usable[keys[0]].devices) in forced_sets:
+            continue  # It takes forced devices.
+        if not any(
+            sum(
+                1
+                for device_id in usable[key].devices - forced
+                if _fits_beside(available, consumed, by_id[device_id])
+            )
+            >= alloc.request_data[key].num_devices
+            for key in keys
+        ):
+            return True
+    return False
+
+
+def _devices_by_id(alloc: Allocator) -> dict[DeviceID, DeviceWithID]:
+    """Every device of the complete, valid pools in reach, by its ID."""
+    from webhook.policy.allocator.structured import DeviceWithID
+
+    by_id: dict[DeviceID, DeviceWithID] = {}
+    for pool in alloc.pools:
+        if pool.is_incomplete or pool.is_invalid:
+            continue
+        for device_slice in pool.device_slices_targeting_node:
+            for device in device_slice.devices:
+                by_id[device.key] = DeviceWithID(device, device.key, device_slice, pool)
+    return by_id
+
+
+def _forced_sets(
+    alloc: Allocator,
+    usable: dict[RequestKey, _Usable],
+    alternatives: dict[tuple[int, int], list[RequestKey]],
+) -> set[frozenset[DeviceID]]:
+    """The sets of usable devices that requests of one alternative, all with that same set,
+    need whole (their counts add up to its size)."""
+    tight: dict[frozenset[DeviceID], int] = {}
+    for keys in alternatives.values():
+        if len(keys) == 1:
+            devices = frozenset(usable[keys[0]].devices)
+            tight[devices] = tight.get(devices, 0) + alloc.request_data[keys[0]].num_devices
+    return {devices for devices, needed in tight.items() if needed == len(devices)}
+
+
+def _consume(consumed: Counters, device: DeviceWithID) -> None:
+    counters = consumed.setdefault(device.pool.pool, {})
+    for consumption in device.device.consumes_counters:
+        taken = counters.setdefault(consumption.counter_set, {})
+        for name, value in consumption.counters.items():
+            taken[name] = taken.get(name, Fraction(0)) + value
+
+
+def _within(available: Counters, consumed: Counters) -> bool:
+    """``checkAvailableCounters``' test: no counter of a pool's sets overdrawn."""
+    for pool_name, sets in available.items():
+        taken_sets = consumed.get(pool_name, {})
+        for set_name, counters in sets.items():
+            taken = taken_sets.get(set_name, {})
+            if any(value < taken.get(name, Fraction(0)) for name, value in counters.items()):
+                return False
+    return True
+
+
+def _fits_beside(available: Counters, consumed: Counters, device: DeviceWithID) -> bool:
+    """Whether ``device`` fits the counters beside what ``consumed`` holds."""
+    if not device.device.consumes_counters:
+        return True
+    mine: Counters = {}
+    _consume(mine, device)
+    pool_name = device.pool.pool
+    sets = available.get(pool_name, {})
+    for set_name, counters in mine.get(pool_name, {}).items():
+        held = consumed.get(pool_name, {}).get(set_name, {})
+        limits = sets.get(set_name, {})
+        for name, value in counters.items():
+            if name in limits and limits[name] < held.get(name, Fraction(0)) + value:
+                return False
+    return True

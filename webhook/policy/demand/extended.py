@@ -78,7 +78,11 @@ def _resource_request(
     # container's sorted request names.
     ridx = sorted(asked).index(resource)
     name = f"container-{index}-request-{ridx}"
-    return DeviceRequest(name, exactly=Request(name, class_name, count=wanted - total))
+    return DeviceRequest(
+        name,
+        exactly=Request(name, class_name, count=wanted - total),
+        asked_by=f'container "{container[0]}", {resource}: {wanted}',
+    )
 
 
 def _count(request: DeviceRequest) -> int:

@@ -54,6 +54,9 @@ class DeviceRequest:
     name: str
     exactly: Request | None = None
     first_available: tuple[Request, ...] = ()
+    # Who asked, in the pod's words, for requests the scheduler names itself (the claim it
+    # builds for extended resources: "container-0-request-0"); empty for a claim's own.
+    asked_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,8 @@ from webhook.policy.dra.objects import (
     DeviceClass,
     DeviceTaint,
     ResourceSlice,
+    dra_product,
+    node_slice,
 )
 from webhook.policy.dra.parse import (
     parse_allocation,
@@ -47,7 +49,9 @@ __all__ = [
     "DraSnapshot",
     "ResourceSlice",
     "Selectors",
+    "dra_product",
     "dra_snapshot",
+    "node_slice",
     "parse_allocation",
     "parse_device_class",
     "parse_resource_slice",

@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import semver
+
+from webhook.policy.products import sanitise_model
 
 API_GROUP = "resource.k8s.io"
 API_VERSION = "resource.k8s.io/v1"
@@ -24,6 +26,7 @@ API_VERSION = "resource.k8s.io/v1"
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 Attribute = int | bool | str | semver.Version
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,19 +114,11 @@ class Device:
 
     def attribute(self, name: str) -> Attribute | None:
         """The attribute ``name`` (``productName``, or ``domain/productName``), None if absent."""
-        domain, ident = split_qualified(name, self.driver)
-        for key, value in self.attributes.items():
-            if split_qualified(key, self.driver) == (domain, ident):
-                return value
-        return None
+        return _qualified(self.attributes, name, self.driver)
 
     def capacity_of(self, name: str) -> Capacity | None:
         """The capacity ``name`` (``memory``, or ``domain/memory``), None if absent."""
-        domain, ident = split_qualified(name, self.driver)
-        for key, value in self.capacity.items():
-            if split_qualified(key, self.driver) == (domain, ident):
-                return value
-        return None
+        return _qualified(self.capacity, name, self.driver)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +158,33 @@ def split_qualified(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
+def _qualified(values: Mapping[str, _V], name: str, driver: str) -> _V | None:
+    """The value of ``name`` among keys with or without a domain (the driver's when absent)."""
+    wanted = split_qualified(name, driver)
+    for key, value in values.items():
+        if split_qualified(key, driver) == wanted:
+            return value
+    return None
+
+
+def node_slice(
+    name: str, driver: str, node: str, devices: list[dict[str, Any]], *, generation: int
+) -> dict[str, Any]:
+    """The document of a ResourceSlice named ``name`` that holds the whole pool of ``node``
+    (the pool named after the node, one slice): what a driver publishes for a node's devices."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
 @dataclass(frozen=True)
 class ResourceSlice:
     """One ResourceSlice: its pool (name, generation, number of slices), where its devices
@@ -181,3 +203,12 @@ class ResourceSlice:
     per_device_node_selection: bool
     shared_counters: tuple[CounterSet, ...]
     devices: tuple[Device, ...]
+
+
+def dra_product(device: Device) -> tuple[str | None, str | None]:
+    """(GPU model as GFD spells it, MIG profile) of a device the NVIDIA DRA driver publishes
+    (docs/dra.md, "Device attributes"): ``productName``, and ``profile`` for ``type: mig``."""
+    name = device.attribute("productName")
+    model = sanitise_model(name) if isinstance(name, str) and name else None
+    profile = device.attribute("profile") if device.attribute("type") == "mig" else None
+    return model, profile if isinstance(profile, str) else None

@@ -25,6 +25,7 @@ from webhook.policy.dra.objects import (
     DeviceTaint,
     ResourceSlice,
 )
+from webhook.policy.errors import Diagnostic, warning
 from webhook.policy.quantity import QuantityError, quantity_value
 
 # --- parsing the objects -------------------------------------------------------------------
@@ -165,7 +166,7 @@ def _device_extras(raw: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def parse_slice(obj: Mapping[str, Any]) -> tuple[ResourceSlice | None, list[str]]:
+def parse_slice(obj: Mapping[str, Any]) -> tuple[ResourceSlice | None, list[Diagnostic]]:
     """One ResourceSlice object, and what could not be read in it (None without a driver or
     pool name)."""
     spec = obj.get("spec") or {}
@@ -173,14 +174,15 @@ def parse_slice(obj: Mapping[str, Any]) -> tuple[ResourceSlice | None, list[str]
     driver = str(spec.get("driver") or "")
     pool_spec = spec.get("pool") or {}
     pool = str(pool_spec.get("name") or "")
-    problems: list[str] = []
+    here = f"ResourceSlice {name}"
+    problems: list[Diagnostic] = []
     if not driver or not pool:
-        return None, [f"ResourceSlice {name}: no driver or pool name"]
+        return None, [warning(here, "no driver or pool name")]
     per_device = bool(spec.get("perDeviceNodeSelection"))
     devices = []
     for raw in spec.get("devices") or ():
         if not isinstance(raw, Mapping) or not raw.get("name"):
-            problems.append(f"ResourceSlice {name}: a device without a name")
+            problems.append(warning(here, "a device without a name"))
             continue
         # perDeviceNodeSelection: each device says where it is; otherwise the slice does.
         where = raw if per_device else spec
@@ -189,8 +191,11 @@ def parse_slice(obj: Mapping[str, Any]) -> tuple[ResourceSlice | None, list[str]
             parsed = _attribute(value)
             if parsed is None:
                 problems.append(
-                    f"ResourceSlice {name}: device {raw['name']}: attribute {key} has no value "
-                    "this webhook can read"
+                    warning(
+                        here,
+                        f"attribute {key} has no value this webhook can read",
+                        f"device {raw['name']}",
+                    )
                 )
                 continue
             attributes[str(key)] = parsed
@@ -199,7 +204,7 @@ def parse_slice(obj: Mapping[str, Any]) -> tuple[ResourceSlice | None, list[str]
             parsed_cap = _capacity(value)
             if parsed_cap is None:
                 problems.append(
-                    f"ResourceSlice {name}: device {raw['name']}: capacity {key} is no quantity"
+                    warning(here, f"capacity {key} is no quantity", f"device {raw['name']}")
                 )
                 continue
             capacity[str(key)] = parsed_cap
@@ -239,7 +244,7 @@ def parse_slice(obj: Mapping[str, Any]) -> tuple[ResourceSlice | None, list[str]
     ), problems
 
 
-def parse_resource_slice(obj: Mapping[str, Any]) -> tuple[list[Device], list[str]]:
+def parse_resource_slice(obj: Mapping[str, Any]) -> tuple[list[Device], list[Diagnostic]]:
     """The devices of one ResourceSlice, and what could not be read in it."""
     found, problems = parse_slice(obj)
     return (list(found.devices) if found is not None else []), problems

@@ -22,6 +22,7 @@ from webhook.policy.dra.parse import (
     parse_device_class,
     parse_resource_slice,
 )
+from webhook.policy.errors import Diagnostic, warning
 from webhook.policy.selectors import CelCompileError, CelRuntimeError, compile_selector
 
 
@@ -102,7 +103,7 @@ def _compile_problem(expression: str, err: CelCompileError) -> str:
 
 def _latest_generation(
     slices: Iterable[Mapping[str, Any]],
-) -> tuple[list[Mapping[str, Any]], list[str]]:
+) -> tuple[list[Mapping[str, Any]], list[Diagnostic]]:
     """The slices of each pool's newest generation; the scheduler ignores older ones while a
     driver replaces them, and a pool missing some of its slices is incomplete."""
     pools: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
@@ -111,7 +112,7 @@ def _latest_generation(
         key = (str(spec.get("driver") or ""), str((spec.get("pool") or {}).get("name") or ""))
         pools.setdefault(key, []).append(obj)
     kept: list[Mapping[str, Any]] = []
-    problems: list[str] = []
+    problems: list[Diagnostic] = []
     for (driver, pool), members in sorted(pools.items()):
 
         def generation(obj: Mapping[str, Any]) -> int:
@@ -123,8 +124,11 @@ def _latest_generation(
         expected = ((current[0].get("spec") or {}).get("pool") or {}).get("resourceSliceCount")
         if isinstance(expected, int) and expected != len(current):
             problems.append(
-                f"pool {pool} of {driver}: {len(current)} of its {expected} ResourceSlices "
-                "published: its devices may be incomplete"
+                warning(
+                    f"pool {pool} of {driver}",
+                    f"{len(current)} of its {expected} ResourceSlices published: its devices "
+                    "may be incomplete",
+                )
             )
     return kept, problems
 
@@ -142,7 +146,7 @@ class DraSnapshot:
     # extended resource name -> the class that serves it (the implicit names are not listed)
     extended: Mapping[str, str] = field(default_factory=dict)
     allocations: tuple[Allocation, ...] = ()
-    read_problems: tuple[str, ...] = ()
+    read_problems: tuple[Diagnostic, ...] = ()
     # The ResourceClaimSpec of each ResourceClaim and ResourceClaimTemplate read, by (kind,
     # namespace, name): what a pod's spec.resourceClaims asks for (docs/dra-claims.md).
     claim_specs: Mapping[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
@@ -150,8 +154,8 @@ class DraSnapshot:
     # Each ResourceSlice object read, by id: (the object, its devices, its problems). The next
     # snapshot reuses the devices of a slice that is the same object (the watch keeps an
     # unchanged object as it is), with what was evaluated on them.
-    slices: Mapping[int, tuple[Mapping[str, Any], tuple[Device, ...], tuple[str, ...]]] = field(
-        default_factory=dict, repr=False, compare=False
+    slices: Mapping[int, tuple[Mapping[str, Any], tuple[Device, ...], tuple[Diagnostic, ...]]] = (
+        field(default_factory=dict, repr=False, compare=False)
     )
     _class_devices: dict[str, tuple[tuple[Device, ...], tuple[str, ...]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -206,12 +210,13 @@ class DraSnapshot:
         return None if name is None else self.classes.get(name)
 
     @property
-    def problems(self) -> tuple[str, ...]:
+    def problems(self) -> tuple[Diagnostic, ...]:
         """What could not be read, and every class selector that cannot be evaluated."""
         out = dict.fromkeys(self.read_problems)
         for device_class in self.classes.values():
             for problem in self.class_devices(device_class.name)[1]:
-                out.setdefault(problem, None)
+                # The selector's problem names its expression and what is wrong with it.
+                out.setdefault(warning("", problem), None)
         return tuple(out)
 
 
@@ -255,7 +260,7 @@ def dra_snapshot(
     ordered.sort(key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or ""))
     classes: dict[str, DeviceClass] = {}
     extended: dict[str, str] = {}
-    problems: list[str] = []
+    problems: list[Diagnostic] = []
     for obj in ordered:
         parsed = parse_device_class(obj)
         classes[parsed.name] = parsed
@@ -263,14 +268,17 @@ def dra_snapshot(
         if resource:
             if resource in extended:
                 problems.append(
-                    f"DeviceClasses {extended[resource]} and {parsed.name} both serve {resource}: "
-                    f"the scheduler uses {parsed.name}"
+                    warning(
+                        f"DeviceClasses {extended[resource]} and {parsed.name} both serve "
+                        f"{resource}",
+                        f"the scheduler uses {parsed.name}",
+                    )
                 )
             extended[resource] = parsed.name
     slices, trouble = _latest_generation(resource_slices)
     problems += trouble
     devices: list[Device] = []
-    read: dict[int, tuple[Mapping[str, Any], tuple[Device, ...], tuple[str, ...]]] = {}
+    read: dict[int, tuple[Mapping[str, Any], tuple[Device, ...], tuple[Diagnostic, ...]]] = {}
     before = previous.slices if previous is not None else {}
     for obj in slices:
         known = before.get(id(obj))

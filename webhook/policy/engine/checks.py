@@ -16,6 +16,7 @@ from webhook.policy.inventory import Inventory
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.records import per_review_record
 from webhook.policy.resources import PREFIX, ResourceForm, parse_resource
+from webhook.policy.supply.served import offered, served_names
 from webhook.policy.workloads import container_label, containers
 
 # A request or limit the container does not state (None is a value a manifest can hold).
@@ -148,14 +149,14 @@ def check_container(
 
 
 def _unknown_name(name: str, label: str, inventory: Inventory) -> RuleResult:
-    known = [*inventory.names, "nvidia.com/gpu", "nvidia.com/gpu.shared"]
+    known = [*inventory.names, *served_names(inventory), "nvidia.com/gpu", "nvidia.com/gpu.shared"]
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     return RuleResult(
         "gpu-resource-name",
         "fail",
         f"{label} asks for {name}, which no NVIDIA device plugin advertises; {hint}"
-        f"the cluster offers {inventory.summary()}",
+        f"the cluster offers {offered(inventory)}",
         label,
     )
 

@@ -199,6 +199,11 @@ def _judged(demand: Demand, inventory: Inventory) -> Verdict:
     return replace(verdict, closest=named)
 
 
+#: The words of the warning on an object allowed because the device search ran out of time
+#: (the differential test tells such an allowance from a wrong answer by them).
+UNPROVEN = "could not be proven in the time allowed"
+
+
 def verdict_findings(verdict: Verdict | None, what: str, *, has_claims: bool) -> list[RuleResult]:
     """The rule result of a verdict: a failure that says why no node group can run ``what``
     (the scheduler's reason, what in the demand fails and what the closest group has, the
@@ -212,7 +217,7 @@ def verdict_findings(verdict: Verdict | None, what: str, *, has_claims: bool) ->
             RuleResult(
                 rule,
                 "warn",
-                f"{what}: whether some node can run it could not be proven in the time allowed "
+                f"{what}: whether some node can run it {UNPROVEN} "
                 f"(the device search was cut short{_near(closest)}); it is allowed "
                 '(docs/rules.md, "Whether it fits")',
             )

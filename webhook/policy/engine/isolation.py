@@ -30,6 +30,7 @@ from webhook.policy.engine.checks import Found
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
 from webhook.policy.records import per_review_record
+from webhook.policy.supply.served import served_names
 from webhook.policy.text import shown
 from webhook.policy.workloads import Workload, container_label
 
@@ -118,7 +119,8 @@ def _claims(container: Mapping[str, Any]) -> bool:
 
 
 def _how_to_ask(inventory: Inventory) -> str:
-    names = [n for n in inventory.names if not n.startswith("nvidia.com/mig")] or ["nvidia.com/gpu"]
+    every = sorted({*inventory.names, *served_names(inventory)})
+    names = [n for n in every if not n.startswith("nvidia.com/mig")] or ["nvidia.com/gpu"]
     return f"ask for one in resources.limits ({names[0]}: 1)"
 
 

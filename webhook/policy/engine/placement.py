@@ -4,6 +4,11 @@ Three steps, each returning its answer or the rule result that says why there is
 :func:`candidates` narrows the inventory's offers for one container, :func:`choose_names`
 picks the resource name every container will ask for on pools they all share, and
 :func:`selection` names the node labels that keep the pod on those pools.
+
+A name a DRA DeviceClass serves (``extendedResourceName``) may also be served by the class's
+devices, which are no pool (``webhook.policy.supply.served``): :func:`through_dra` says when
+they can serve a container (its kind of device, product and sharing), and such a container
+keeps its name, gets no node label for them, and is left to the allocator for how many fit.
 """
 
 from __future__ import annotations
@@ -19,17 +24,20 @@ from webhook.policy.model import Policy
 from webhook.policy.products import base_model
 from webhook.policy.records import per_review_record
 from webhook.policy.resources import ResourceForm
+from webhook.policy.supply.served import Served, offered, served
 
 Pair = tuple[Pool, Offer]
 
 
 @per_review_record
 class Choice:
-    """The resource name one container will ask for, and the offers of it that can serve it."""
+    """The resource name one container will ask for, and the offers of it that can serve it;
+    ``dra``: how a DeviceClass's devices can serve it too (None: they cannot)."""
 
     ask: Ask
     name: str
     candidates: list[Pair]
+    dra: Served | None = None
 
 
 def _describe_kind(form: ResourceForm, mig_profile: str | None) -> str:
@@ -37,12 +45,30 @@ def _describe_kind(form: ResourceForm, mig_profile: str | None) -> str:
     return f"MIG {profile} instances" if profile else "GPUs"
 
 
-def summary(pairs: Iterable[Pair]) -> str:
-    """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), ...``: the offers, name by name."""
+def summary(pairs: Iterable[Pair], dra: Served | None = None) -> str:
+    """``nvidia.com/gpu: NVIDIA-L20-SHARED (8 slots), ...``: the offers, name by name, and
+    ``dra``'s devices under their name."""
     by_name: dict[str, list[str]] = {}
     for pool, offer in pairs:
         by_name.setdefault(offer.form.name, []).append(describe_pair(pool, offer))
+    if dra is not None:
+        by_name.setdefault(dra.resource, []).append(dra.describe())
     return "; ".join(f"{name}: {', '.join(sorted(set(v)))}" for name, v in sorted(by_name.items()))
+
+
+def through_dra(ask: Ask, intent: Intent, inventory: Inventory) -> Served | None:
+    """How the devices of the DeviceClass that serves ``ask``'s name can serve it: of its kind
+    (its MIG profile, or whole GPUs), unshared (a DRA device is never a device-plugin share),
+    of a product the pod names, with no config key asked for. None when they cannot."""
+    found = served(inventory, ask.form.name)
+    if found is None or ask.form.renamed or intent.sharing == "shared":
+        return None
+    profile = ask.form.profile or intent.mig_profile
+    if intent.config_key is not None or not found.has_profile(profile):
+        return None
+    if intent.products and not found.model_keys(profile) & intent.products:
+        return None
+    return found
 
 
 def _selection_admits(intent: Intent, offer: Offer) -> bool:
@@ -134,16 +160,30 @@ def _offering(inventory: Inventory) -> str:
 
 
 def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | RuleResult:
-    """The (pool, offer) pairs that can serve ``ask``, or the failure that says why none can."""
+    """The (pool, offer) pairs that can serve ``ask``, or the failure that says why none can;
+    none, and no failure, when only DRA devices can serve it (:func:`through_dra`)."""
+    dra = through_dra(ask, intent, inventory)
+    # The devices serving the unshared name, for the words of a failure.
+    found = _candidates(ask, intent, inventory, served(inventory, ask.form.original))
+    if isinstance(found, RuleResult) and dra is not None:
+        return []
+    return found
+
+
+def _candidates(
+    ask: Ask, intent: Intent, inventory: Inventory, dra: Served | None
+) -> list[Pair] | RuleResult:
     form = ask.form
     by_kind = _of_kind(ask, intent, inventory)
-    if not by_kind:
+    if dra is not None and not dra.has_profile(form.profile or intent.mig_profile):
+        dra = None  # its devices are of another kind
+    if not by_kind and dra is None:
         return RuleResult(
             "gpu-resource-offered",
             "fail",
             f"{ask.label} asks for {form.name}, but {_nobody(inventory)} offers "
             f"{_describe_kind(form, intent.mig_profile)}: the pod would stay "
-            f"Pending. The cluster offers {inventory.summary()}; ask for one of those",
+            f"Pending. The cluster offers {offered(inventory)}; ask for one of those",
             ask.label,
         )
     if form.renamed and intent.sharing == "exclusive":
@@ -160,7 +200,7 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
         cands = [(p, o) for p, o in cands if o.shared]
     elif intent.sharing == "exclusive":
         cands = [(p, o) for p, o in cands if not o.shared]
-    if not cands:
+    if not cands and (shared_only or dra is None):
         why = "shared" if shared_only else "exclusive (not shared)"
         source = "its name" if form.renamed else f"annotation {SHARING_ANNOTATION}"
         what = _describe_kind(form, intent.mig_profile)
@@ -168,7 +208,7 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
             "gpu-resource-offered",
             "fail",
             f"{ask.label} asks for {why} {what} ({source}), but {_nobody(inventory)} offers "
-            f"them: the pod would stay Pending. {_offering(inventory)} {summary(by_kind)}"
+            f"them: the pod would stay Pending. {_offering(inventory)} {summary(by_kind, dra)}"
             f"{_shared_mig_hint(ask, intent, inventory) if shared_only else ''}",
             ask.label,
         )
@@ -184,7 +224,7 @@ def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | R
             "gpu-node-selection",
             "fail",
             f"{ask.label} asks for {form.name}, but {intent.describe_selection()} matches no "
-            f"node that offers it; the nodes that do offer {summary(cands)}: "
+            f"node that offers it; the nodes that do offer {summary(cands, dra)}: "
             f"{_selection_fix(intent, cands)}",
             ask.label,
         )
@@ -243,7 +283,7 @@ def _for_several(ask: Ask, selected: list[Pair]) -> list[Pair] | RuleResult:
 
 def awaiting_nodes(choice: Choice) -> RuleResult | None:
     """The warning for a container only pools at zero can serve: which pools will add a node."""
-    if not all(pool.at_zero for pool, _ in choice.candidates):
+    if choice.dra is not None or not all(pool.at_zero for pool, _ in choice.candidates):
         return None
     pools = ", ".join(dict.fromkeys(pool.describe() for pool, _ in choice.candidates))
     label = choice.ask.label
@@ -258,7 +298,7 @@ def awaiting_nodes(choice: Choice) -> RuleResult | None:
 
 def several_shared(ask: Ask, cands: Sequence[Pair]) -> RuleResult | None:
     """The warning for a container that asks for several shares of GPUs, where allowed."""
-    if ask.count == 1 or not cands[0][1].shared:
+    if ask.count == 1 or not cands or not cands[0][1].shared:
         return None
     return RuleResult(
         "gpu-shared-request-above-one",
@@ -269,17 +309,66 @@ def several_shared(ask: Ask, cands: Sequence[Pair]) -> RuleResult | None:
     )
 
 
+@per_review_record
+class PerContainer:
+    """Each container's candidates and DRA devices (in the order of the asks), the findings,
+    the containers no node has enough for (in the inventory's terms: the allocator decides
+    whether that refuses the pod), and whether a placement rule failed."""
+
+    found: list[list[Pair]]
+    dra: list[Served | None]
+    findings: list[RuleResult]
+    short: list[RuleResult]
+    failed: bool
+
+
+def per_container(asks: Sequence[Ask], intent: Intent, inventory: Inventory) -> PerContainer:
+    """:func:`candidates` of every container, with what no node has enough of and the
+    warnings about several shares."""
+    out = PerContainer([], [], [], [], False)
+    for ask in asks:
+        cands = candidates(ask, intent, inventory)
+        if isinstance(cands, RuleResult):
+            out.findings.append(cands)
+            out.failed = True
+            continue
+        dra = through_dra(ask, intent, inventory)
+        out.found.append(cands)
+        out.dra.append(dra)
+        # How many devices a DeviceClass gives one node is the allocator's to count.
+        note = too_many(ask, cands) if dra is None else None
+        if note is not None:
+            out.short.append(note)
+        warning = several_shared(ask, cands)
+        if warning is not None:
+            out.findings.append(warning)
+    return out
+
+
 def choose_names(
-    asks: Sequence[Ask], found: Sequence[list[Pair]], policy: Policy
+    asks: Sequence[Ask],
+    found: Sequence[list[Pair]],
+    policy: Policy,
+    dra: Sequence[Served | None] = (),
 ) -> list[Choice] | RuleResult:
     """Pick the resource name each container will ask for, on pools they all share.
 
-    ``found`` holds each ask's candidates, in the same order.
+    ``found`` holds each ask's candidates, ``dra`` how a DeviceClass's devices can serve it,
+    in the same order. A container DRA devices can serve keeps its name and does not narrow
+    the pools of the others: the devices may be on whichever node they get.
     """
+    served_too = list(dra) or [None] * len(asks)
     pools: set[str] | None = None
-    for cands in found:
+    for cands, devices in zip(found, served_too, strict=True):
+        if devices is not None:
+            continue
         names = {p.name for p, _ in cands}
         pools = names if pools is None else pools & names
+    if pools is None:
+        return [
+            Choice(ask, ask.form.name, cands, devices)
+            for ask, cands, devices in zip(asks, found, served_too, strict=True)
+        ]
     if not pools:
         detail = "; ".join(
             f"{a.label} -> {', '.join(sorted({p.name for p, _ in c}))}"
@@ -292,8 +381,12 @@ def choose_names(
             "one pod run on one node; ask for GPUs one node pool offers",
         )
     choices = []
-    for ask, cands in zip(asks, found, strict=True):
-        choice = _choose_name(ask, [(p, o) for p, o in cands if p.name in pools], policy)
+    for ask, cands, devices in zip(asks, found, served_too, strict=True):
+        usable = [(p, o) for p, o in cands if p.name in pools]
+        if devices is not None:
+            choices.append(Choice(ask, ask.form.name, usable, devices))
+            continue
+        choice = _choose_name(ask, usable, policy)
         if isinstance(choice, RuleResult):
             return choice
         choices.append(choice)
@@ -328,6 +421,8 @@ def _needs_selection(choice: Choice, inventory: Inventory) -> bool:
     # node with fewer devices than asked for is never chosen by the scheduler anyway).
     chosen = {id(offer) for _, offer in choice.candidates}
     count = choice.ask.count
+    if choice.dra is None and served(inventory, choice.name) is not None:
+        return True  # a DeviceClass serves the name with devices that cannot serve it
     return any(
         id(offer) not in chosen and (offer.most_on_a_node is None or offer.most_on_a_node >= count)
         for _, offer in inventory.advertising(choice.name)
@@ -349,6 +444,17 @@ def selection(
         return {}
     wanted: dict[str, set[str]] = {}
     for choice in choices:
+        if choice.dra is not None:
+            if not needed:
+                return {}  # DRA's devices are on nodes no label is known to select
+            label = choice.ask.label
+            return RuleResult(
+                "gpu-node-selection",
+                "warn",
+                f"{label}: cannot steer the pod to {choice.name} on {choice.dra.describe()}: "
+                "its nodes carry no known product label",
+                label,
+            )
         for _, offer in choice.candidates:
             if offer.selector is None:
                 if not needed:

@@ -23,13 +23,10 @@ from webhook.policy.engine.isolation import Isolation, judge, with_void
 from webhook.policy.engine.mutation import mutated_spec
 from webhook.policy.engine.placement import (
     Choice,
-    Pair,
     awaiting_nodes,
-    candidates,
     choose_names,
+    per_container,
     selection,
-    several_shared,
-    too_many,
 )
 from webhook.policy.engine.results import Aspects, fails, judged
 from webhook.policy.engine.subjects import PodSubject
@@ -231,26 +228,11 @@ def _placed(
     """The chosen names (none when a placement rule fails), the node labels to select,
     findings, and the containers no node has enough for (in the inventory's terms: the
     allocator decides whether that refuses the pod)."""
-    found: list[list[Pair]] = []
-    findings: list[RuleResult] = []
-    short: list[RuleResult] = []
-    failed = False
-    for ask in asks:
-        cands = candidates(ask, intent, inventory)
-        if isinstance(cands, RuleResult):
-            findings.append(cands)
-            failed = True
-            continue
-        found.append(cands)
-        note = too_many(ask, cands)
-        if note is not None:
-            short.append(note)
-        warning = several_shared(ask, cands)
-        if warning is not None:
-            findings.append(warning)
-    if failed:
+    each = per_container(asks, intent, inventory)
+    findings, short = each.findings, each.short
+    if each.failed:
         return [], {}, findings, short
-    choices = choose_names(asks, found, policy)
+    choices = choose_names(asks, each.found, policy, each.dra)
     if isinstance(choices, RuleResult):
         return [], {}, [*findings, choices], short
     # A pod only pools at zero can serve is what makes the autoscaler add their node: it is

@@ -16,12 +16,12 @@ The pools that can appear come from the policy's autoscaled pools (``spec.pools`
 (Karpenter NodePools: ``webhook.policy.autoscaling``); docs/autoscaling.md says how.
 
 The package holds the types (``model``), building from nodes (``from_nodes``), the declared and
-autoscaled pools (``declared``) and the pools of DRA devices (``dra_pools``); the names the rest
-of the code uses are importable from the package itself.
+autoscaled pools (``declared``); the names the rest of the code uses are importable from the
+package itself. DRA devices are no pools: what DeviceClasses serve is read from their devices
+(``webhook.policy.supply.served``).
 """
 
 from webhook.policy.inventory.declared import assumed_taints, declared_pool, inventory_from_policy
-from webhook.policy.inventory.dra_pools import dra_product
 from webhook.policy.inventory.from_nodes import inventory_from_nodes
 from webhook.policy.inventory.model import (
     Inventory,
@@ -41,7 +41,6 @@ __all__ = [
     "assumed_taints",
     "declared_pool",
     "describe_pair",
-    "dra_product",
     "inventory_from_nodes",
     "inventory_from_policy",
 ]

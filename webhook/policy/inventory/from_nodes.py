@@ -2,8 +2,7 @@
 
 ``status.allocatable`` is the truth about resource names and slots, GFD labels the truth about
 products (docs/device-plugin.md, "GFD labels"); disagreements between the two are recorded, not
-hidden. Nodes of one shape become one pool; the pools that can appear and the DRA pools are
-added beside them.
+hidden. Nodes of one shape become one pool; the pools that can appear are added beside them.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.policy.dra import DraSnapshot
+from webhook.policy.errors import Diagnostic, warning
 from webhook.policy.inventory.declared import autoscaled_pools, with_pools_that_can_appear
-from webhook.policy.inventory.dra_pools import dra_pools
 from webhook.policy.inventory.model import Inventory, Offer, Pool
 from webhook.policy.model import Policy
 from webhook.policy.nodes import GpuNodes, node_views
@@ -52,7 +51,7 @@ class _NodeOffers:
     mig_strategy: str
     model: str | None
     offers: list[Offer]
-    problems: list[str]
+    problems: list[Diagnostic]
 
 
 def _node(node: Mapping[str, Any], policy: Policy) -> _Node:
@@ -77,7 +76,7 @@ def _node_offers(node: Mapping[str, Any], policy: Policy) -> _NodeOffers | None:
     allocatable: Mapping[str, Any] = (node.get("status") or {}).get("allocatable") or {}
     view = _node(node, policy)
     offers: list[Offer] = []
-    problems: list[str] = []
+    problems: list[Diagnostic] = []
     model = None
     for resource, raw in allocatable.items():
         if not resource.startswith(PREFIX):
@@ -98,7 +97,7 @@ def _node_offers(node: Mapping[str, Any], policy: Policy) -> _NodeOffers | None:
 
 def _node_offer(
     node: _Node, resource: str, form: ResourceForm, slots: int
-) -> tuple[Offer, list[str]]:
+) -> tuple[Offer, list[Diagnostic]]:
     """The offer of one allocatable GPU resource, and where labels and config disagree on it."""
     original = form.original
     labels, config = node.labels, node.config
@@ -122,9 +121,11 @@ def _node_offer(
         # A plugin not restarted since the ConfigMap changed (it does not watch it): GFD
         # labels the new sharing, the running plugin still hands out whole devices.
         problems.append(
-            f"node {node.name}: labels say {original} x{count} shared {replicas} ways, "
-            f"allocatable says {resource}: {slots}: restart the device plugin; treated as not "
-            "shared"
+            warning(
+                f"node {node.name}",
+                f"labels say {original} x{count} shared {replicas} ways, allocatable says "
+                f"{resource}: {slots}: restart the device plugin; treated as not shared",
+            )
         )
         replicas = 1
     problems += _mps_limit_problems(node, resource, strategy, replicas)
@@ -154,7 +155,9 @@ def _node_offer(
     return offer, problems
 
 
-def _mps_limit_problems(node: _Node, resource: str, strategy: str, replicas: int) -> list[str]:
+def _mps_limit_problems(
+    node: _Node, resource: str, strategy: str, replicas: int
+) -> list[Diagnostic]:
     """A node advertising more MPS replicas than the control daemon admits on its GPUs.
 
     v0.20.0 never registers such a resource (docs/device-plugin.md, "When the plugin serves
@@ -167,9 +170,12 @@ def _mps_limit_problems(node: _Node, resource: str, strategy: str, replicas: int
     if strategy != "mps" or replicas <= limit:
         return []
     return [
-        f"node {node.name}: allocatable has {resource} shared {replicas} ways by MPS, but the "
-        f"MPS control daemon accepts at most {limit} per GPU here: the device plugin v0.20.0 "
-        "registers nothing with this config, so these slots will not last"
+        warning(
+            f"node {node.name}",
+            f"allocatable has {resource} shared {replicas} ways by MPS, but the MPS control "
+            f"daemon accepts at most {limit} per GPU here: the device plugin v0.20.0 registers "
+            "nothing with this config, so these slots will not last",
+        )
     ]
 
 
@@ -181,7 +187,7 @@ def _label_problems(
     product: str | None,
     replicas: tuple[int, int],
     slots: int,
-) -> list[str]:
+) -> list[Diagnostic]:
     """Where the node's labels and config disagree with what it advertises.
 
     ``replicas``: as the labels or the config say, and as the advertised name corrects it.
@@ -189,31 +195,40 @@ def _label_problems(
     original = form.original
     config = node.config
     said, shared = replicas
-    problems = []
+    problems: list[Diagnostic] = []
     if said != shared:
         problems.append(
-            f"node {node.name}: allocatable has {resource} but label {original}.replicas says "
-            f"{node.labels.get(f'{original}.replicas', 'nothing')}: GFD may read another config "
-            "than the plugin"
+            warning(
+                f"node {node.name}",
+                f"allocatable has {resource} but label {original}.replicas says "
+                f"{node.labels.get(f'{original}.replicas', 'nothing')}: GFD may read another "
+                "config than the plugin",
+            )
         )
     if config is not None:
         advertised = config.advertised(form.with_renamed(False)).name
         if advertised != resource:
             problems.append(
-                f"node {node.name}: advertises {resource}, but config {node.key!r} "
-                f"would advertise {advertised}"
+                warning(
+                    f"node {node.name}",
+                    f"advertises {resource}, but config {node.key!r} would advertise {advertised}",
+                )
             )
     if product is None:
         return problems
     if shared > 1 and not form.renamed and not product.endswith("-SHARED"):
         problems.append(
-            f"node {node.name}: {original}.product={product} lacks -SHARED although "
-            f"{resource} is shared"
+            warning(
+                f"node {node.name}",
+                f"{original}.product={product} lacks -SHARED although {resource} is shared",
+            )
         )
     if product.endswith("-SHARED") and (shared == 1 or form.renamed):
         problems.append(
-            f"node {node.name}: {original}.product={product} says shared, allocatable says "
-            f"{resource}: {slots}"
+            warning(
+                f"node {node.name}",
+                f"{original}.product={product} says shared, allocatable says {resource}: {slots}",
+            )
         )
     return problems
 
@@ -253,21 +268,21 @@ def inventory_from_nodes(
     *,
     source: str,
     can_appear: Iterable[Pool] = (),
-    notes: Iterable[str] = (),
+    notes: Iterable[Diagnostic] = (),
     dra: DraSnapshot | None = None,
 ) -> Inventory:
     """Group GPU nodes into pools by (config key, GPU model) and sum their offers.
 
     Nodes without any ``nvidia.com/`` GPU resource in ``status.allocatable`` are not pools.
-    With ``dra``, the devices its DeviceClasses select are pools too, under the extended
-    resource names the classes serve (:func:`dra_pools`). The policy's autoscaled pools, then
-    ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools at zero,
-    unless the nodes already form them. ``notes`` (what those objects keep the autoscaler
+    ``dra``, the DRA side, is kept beside the pools (``Inventory.dra``); its devices are no
+    pools (``webhook.policy.supply.served`` says what they serve). The policy's autoscaled
+    pools, then ``can_appear`` (pools the cluster's autoscaler objects describe), join as pools
+    at zero, unless the nodes already form them. ``notes`` (what those objects keep the autoscaler
     from doing) join the disagreements.
     """
     nodes = list(nodes)
     grouped: dict[tuple[str | None, str | None], tuple[_NodeOffers, list[str], list[Offer]]] = {}
-    problems: list[str] = []
+    problems: list[Diagnostic] = []
     nodes = list(nodes)
     for node in nodes:
         found = _node_offers(node, policy)
@@ -296,9 +311,8 @@ def inventory_from_nodes(
             )
         )
     if dra is not None:
-        found_pools, found_problems = dra_pools(dra, nodes)
-        pools += found_pools
-        problems += found_problems
+        # DRA's devices are no pools of nodes: the supply holds them (supply/assemble.py).
+        problems += dra.problems
         source += f" + DRA: {len(dra.devices)} devices in ResourceSlices"
     everything, origins = with_pools_that_can_appear(
         pools, (*autoscaled_pools(policy), *can_appear)

@@ -3,8 +3,8 @@
 An :class:`Offer` is one extended resource a pool's nodes advertise (its name, slots, product,
 sharing); a :class:`Pool` is nodes of one shape, with its :class:`PoolOrigin` and its
 :class:`Scaling` (``at_zero``: it has no nodes now, and can get some); the :class:`Inventory`
-holds the pools of one snapshot. Building them is ``webhook.policy.inventory.from_nodes``,
-``declared`` and ``dra_pools``.
+holds the pools of one snapshot. Building them is ``webhook.policy.inventory.from_nodes`` and
+``declared``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from webhook.policy.dra import DraSnapshot
+from webhook.policy.errors import Diagnostic
 from webhook.policy.nodes import GpuNodes
 from webhook.policy.products import (
     base_model,
@@ -87,7 +88,7 @@ class Offer:
         return f"{what} ({self.slots} slot{'' if self.slots == 1 else 's'})"
 
 
-OriginKind = Literal["nodes", "policy", "karpenter", "resourceslice"]
+OriginKind = Literal["nodes", "policy", "karpenter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +96,8 @@ class PoolOrigin:
     """Where a pool's description comes from.
 
     ``kind``: ``nodes`` (Node objects, live or dumped), ``policy`` (``spec.pools``),
-    ``karpenter`` (a Karpenter NodePool), ``resourceslice`` (a DRA ResourceSlice pool);
-    ``name``: the node dump, policy file, NodePool or ResourceSlice pool it names.
+    ``karpenter`` (a Karpenter NodePool); ``name``: the node dump, policy file or NodePool it
+    names.
     """
 
     kind: OriginKind
@@ -108,7 +109,6 @@ class PoolOrigin:
             "nodes": "nodes",
             "policy": "declared in",
             "karpenter": "Karpenter NodePool",
-            "resourceslice": "ResourceSlice pool",
         }[self.kind]
         return what if self.name is None else f"{what} {self.name}"
 
@@ -172,12 +172,9 @@ class Pool:
 
 
 def describe_pair(pool: Pool, offer: Offer) -> str:
-    """An offer as messages name it; one of a pool at zero says which pool can add it, one
-    of DRA devices which DeviceClass serves it."""
+    """An offer as messages name it; one of a pool at zero says which pool can add it."""
     if pool.at_zero:
         return f"{offer.product or 'unknown product'} (no node yet: {pool.describe()})"
-    if pool.origin.kind == "resourceslice" and pool.device_class:
-        return f"{offer.describe()} through DRA DeviceClass {pool.device_class}"
     return offer.describe()
 
 
@@ -196,7 +193,7 @@ class Inventory:
 
     pools: tuple[Pool, ...]
     source: str
-    disagreements: tuple[str, ...] = ()
+    disagreements: tuple[Diagnostic, ...] = ()
     # Which pods can be placed on a GPU node (docs/isolation.md): the GPU nodes' names, labels
     # and taints, or, without Node objects, the taints the policy's tolerations are for.
     gpu_nodes: GpuNodes = _UNKNOWN_GPU_NODES

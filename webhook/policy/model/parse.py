@@ -8,19 +8,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.contract import GPU_POLICY_API_VERSION, SHARING_POLICY_KIND
-from webhook.policy.errors import PolicyError
-from webhook.policy.model.sections import (
-    _DEVICE_PLUGIN,
-    _check_keys,
-    _choice,
-    _device_plugin,
-    _dra,
-    _get,
-    _isolation,
-    _node_selection,
-    _pools,
-    _tolerations,
-)
+from webhook.policy import schema
+from webhook.policy.errors import Diagnostics, PolicyError
+from webhook.policy.model import sections
+from webhook.policy.model.sections import DEVICE_PLUGIN
+from webhook.policy.model.spec import SPEC_SCHEMA
 from webhook.policy.model.values import (
     DEFAULT_NODE_LABEL,
     PluginSource,
@@ -33,20 +25,7 @@ from webhook.policy.plugin_config import (
     parse_plugin_configmap,
 )
 from webhook.policy.quota.settings import parse_quota
-
-_SPEC_FIELDS = frozenset(
-    {
-        "enforcement",
-        "defaultIntent",
-        "exemptNamespaces",
-        "devicePlugin",
-        "pools",
-        "mutation",
-        "isolation",
-        "dra",
-        "quota",
-    }
-)
+from webhook.policy.text import shown
 
 
 def parse_policy(
@@ -110,67 +89,50 @@ def _bare_config(doc: Mapping[str, Any], source: str, text: str | None) -> Polic
 def _sharing_policy(
     doc: Mapping[str, Any], source: str, read: Callable[[str], str] | None
 ) -> Policy:
-    spec = _get(doc, "spec", Mapping, {}, source, "spec")
-    unknown = sorted(set(spec) - _SPEC_FIELDS)
-    if unknown:
-        raise PolicyError(
-            source,
-            f"spec.{unknown[0]}",
-            f"unknown field (known: {', '.join(sorted(_SPEC_FIELDS))})",
-        )
-    dp = _get(spec, "devicePlugin", Mapping, None, source, _DEVICE_PLUGIN)
-    if dp is None:
-        raise PolicyError(source, _DEVICE_PLUGIN, "required: the device plugin's config")
-    configs, ref, plugin_source = _device_plugin(dp, source, read)
-    default = _get(dp, "defaultConfig", str, None, source, f"{_DEVICE_PLUGIN}.defaultConfig")
-    _check_keys(configs, ((f"{_DEVICE_PLUGIN}.defaultConfig", default),), source)
-    # Checked in this order, so a policy with several problems is told about the same one first.
-    mutation = _get(spec, "mutation", Mapping, {}, source, "spec.mutation")
-    tolerations = _tolerations(mutation, source)
-    exempt = _get(spec, "exemptNamespaces", list, ["kube-system"], source, "spec.exemptNamespaces")
-    pools = _pools(spec.get("pools"), source)
-    _check_keys(
-        configs, ((f"spec.pools[{i}].config", p.config) for i, p in enumerate(pools)), source
+    """A SharingPolicy: its structure checked against the spec's schema, then every section
+    read; every problem of both is raised at once."""
+    diags = Diagnostics(source)
+    raw = doc.get("spec") or {}
+    spec = schema.check(raw, SPEC_SCHEMA, diags, "spec")
+    if not isinstance(spec, Mapping):
+        diags.check()  # a spec that is not a mapping: nothing in it can be read
+        spec = {}
+    dp = spec.get("devicePlugin")
+    # Not there at all is a problem of its own; one of the wrong type is noted already.
+    if dp is None and raw.get("devicePlugin") is None:
+        diags.error(DEVICE_PLUGIN, "required: the device plugin's config")
+    configs, ref, plugin_source = sections.device_plugin(dp, diags, read)
+    default = (dp or {}).get("defaultConfig")
+    sections.check_keys(configs, ((f"{DEVICE_PLUGIN}.defaultConfig", default),), diags)
+    mutation = spec.get("mutation") or {}
+    tolerations = sections.tolerations(mutation, diags)
+    pools = sections.pools(spec.get("pools"), diags)
+    sections.check_keys(
+        configs, ((f"spec.pools[{i}].config", p.config) for i, p in enumerate(pools)), diags
     )
-    dra = _dra(spec, source)
-    isolation = _isolation(spec, source)
-    quota = parse_quota(spec, source)
-    metadata = _get(doc, "metadata", Mapping, {}, source, "metadata")
+    dra = sections.dra(spec, diags)
+    quota = parse_quota(spec, source, diags)
+    metadata = doc.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        diags.error("metadata", f"must be a mapping, not {shown(metadata)}")
+        metadata = None
+    diags.check()
     return Policy(
         configs=configs,
         default_config=default if default is not None else _fallback(configs),
-        node_label=_get(
-            dp, "nodeLabel", str, DEFAULT_NODE_LABEL, source, f"{_DEVICE_PLUGIN}.nodeLabel"
-        ),
-        enforcement=_choice(
-            spec.get("enforcement", "enforce"),
-            ("enforce", "warn", "audit"),
-            source,
-            "spec.enforcement",
-        ),
-        default_intent=_choice(
-            spec.get("defaultIntent", "any"),
-            ("any", "shared", "exclusive"),
-            source,
-            "spec.defaultIntent",
-        ),
-        exempt_namespaces=frozenset(str(n) for n in exempt),
-        rewrite_resource_names=_get(
-            mutation,
-            "rewriteResourceNames",
-            bool,
-            True,
-            source,
-            "spec.mutation.rewriteResourceNames",
-        ),
-        inject_node_selection=_node_selection(mutation.get("injectNodeSelection"), source),
+        node_label=(dp or {}).get("nodeLabel", DEFAULT_NODE_LABEL),
+        enforcement=spec.get("enforcement", "enforce"),
+        default_intent=spec.get("defaultIntent", "any"),
+        exempt_namespaces=frozenset(map(str, spec.get("exemptNamespaces", ("kube-system",)))),
+        rewrite_resource_names=mutation.get("rewriteResourceNames", True),
+        inject_node_selection=sections.node_selection(mutation.get("injectNodeSelection")),
         tolerations=tolerations,
         pools=pools,
         configmap_ref=ref,
-        name=str(metadata.get("name", "policy")),
+        name=str((metadata or {}).get("name", "policy")),
         source=source,
         plugin_source=plugin_source,
         dra=dra,
-        isolation=isolation,
+        isolation=sections.isolation(spec),
         quota=quota,
     )

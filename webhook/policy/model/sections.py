@@ -1,8 +1,11 @@
 """Reading the sections of a SharingPolicy's ``spec`` (``pools``, ``devicePlugin``, ``dra``,
 ``isolation``, ``mutation``) into the values of ``webhook.policy.model.values``.
 
-Each refuses an unknown key or a value of the wrong kind with a PolicyError naming the
-source and the field.
+Each reads a section whose structure ``webhook.policy.model.spec`` has already checked (the
+fields at fault are left out, so each reads the types it expects or falls back on its default),
+and notes in the reading's :class:`~webhook.policy.errors.Diagnostics` what a schema cannot
+say: a config key the device plugin does not have, ``minNodes`` above ``maxNodes``, a MIG
+profile that is not one. Every problem is noted and the reading goes on.
 """
 
 from __future__ import annotations
@@ -12,12 +15,10 @@ from typing import Any
 
 import yaml
 
-from webhook.policy.errors import PolicyError
+from webhook.policy.errors import Diagnostics, PolicyError
 from webhook.policy.model.values import (
     DEFAULT_ISOLATION_EXEMPT,
     DEFAULT_TOLERATIONS,
-    ISOLATION_MODES,
-    NODE_SELECTION_MODES,
     ConfigMapRef,
     DeclaredPool,
     DraPolicy,
@@ -35,161 +36,115 @@ from webhook.policy.plugin_config import (
 from webhook.policy.resources import is_mig_profile
 
 
-def _get(  # noqa: PLR0917 - a lookup helper: the positional form reads best
-    body: Mapping[str, Any],
-    key: str,
-    kind: type | tuple[type, ...],
-    default: Any,
-    source: str,
-    field: str,
-) -> Any:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) and kind is int:
-        raise PolicyError(source, field, f"must be an integer, not {value!r}")
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise PolicyError(source, field, f"must be {names}, not {value!r}")
-    return value
-
-
-def _node_selection(value: object, source: str) -> NodeSelection:
+def node_selection(value: object) -> NodeSelection:
+    """``spec.mutation.injectNodeSelection``, one of the modes (or true / false)."""
     # true / false were the only values before the modes: they keep meaning "inject" / "not".
     if value is None or value is True:
         return "intent"
     if value is False:
         return "never"
-    choice: NodeSelection = _choice(
-        value, NODE_SELECTION_MODES, source, "spec.mutation.injectNodeSelection"
-    )
-    return choice
+    mode: NodeSelection = value  # type: ignore[assignment]  # one of the schema's choices
+    return mode
 
 
-def _choice(value: object, choices: tuple[str, ...], source: str, field: str) -> Any:
-    if value not in choices:
-        raise PolicyError(source, field, f"{value!r} is not one of {', '.join(choices)}")
-    return value
-
-
-def _pools(raw: object, source: str) -> tuple[DeclaredPool, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise PolicyError(source, "spec.pools", "must be a list")
+def pools(raw: object, diags: Diagnostics) -> tuple[DeclaredPool, ...]:
+    """``spec.pools``: the pools whose structure holds, their bounds and profiles checked."""
     pools = []
-    for i, entry in enumerate(raw):
+    for i, entry in enumerate(raw if isinstance(raw, list) else ()):
         where = f"spec.pools[{i}]"
-        if not isinstance(entry, Mapping):
-            raise PolicyError(source, where, "must be a mapping")
-        config = _get(entry, "config", str, None, source, f"{where}.config")
+        config = entry.get("config")
         if not config:
-            raise PolicyError(source, f"{where}.config", "name the device-plugin config key")
-        mig_raw = _get(entry, "migDevices", Mapping, {}, source, f"{where}.migDevices")
+            continue  # the structure check said it is required
         mig = []
-        for profile, count in mig_raw.items():
+        for profile, count in (entry.get("migDevices") or {}).items():
             p = str(profile).removeprefix("mig-")
             if not is_mig_profile(p):
-                raise PolicyError(source, f"{where}.migDevices.{profile}", "not a MIG profile")
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise PolicyError(source, f"{where}.migDevices.{profile}", "must be a count >= 1")
+                diags.error(f"{where}.migDevices.{profile}", "not a MIG profile")
+                continue
             mig.append((p, count))
-        low, high = _scaling(entry, source, where)
-        nodes = _get(entry, "nodes", int, 1 if low is None else low, source, f"{where}.nodes")
-        gpus = _get(entry, "gpusPerNode", int, 1, source, f"{where}.gpusPerNode")
+        low, high = _scaling(entry, diags, where)
+        nodes = entry.get("nodes", 1 if low is None else low)
+        gpus = entry.get("gpusPerNode", 1)
         if nodes < 0 or gpus < 0:
-            raise PolicyError(source, where, "nodes and gpusPerNode cannot be negative")
-        if high is not None and nodes > high:
-            raise PolicyError(source, f"{where}.nodes", f"more than maxNodes ({high})")
+            diags.error(where, "nodes and gpusPerNode cannot be negative")
+        elif high is not None and nodes > high:
+            diags.error(f"{where}.nodes", f"more than maxNodes ({high})")
         pools.append(
             DeclaredPool(
                 config=config,
-                product=_get(entry, "product", str, None, source, f"{where}.product"),
+                product=entry.get("product"),
                 nodes=nodes,
                 gpus_per_node=gpus,
-                memory_mib=_get(entry, "memoryMiB", int, None, source, f"{where}.memoryMiB"),
+                memory_mib=entry.get("memoryMiB"),
                 mig_devices=tuple(mig),
-                name=_get(entry, "name", str, None, source, f"{where}.name") or None,
+                name=entry.get("name") or None,
                 min_nodes=low,
                 max_nodes=high,
-                device_class=_get(entry, "deviceClass", str, None, source, f"{where}.deviceClass")
-                or None,
+                device_class=entry.get("deviceClass") or None,
             )
         )
     return tuple(pools)
 
 
-_POOL_FIELDS = frozenset(
-    {
-        "name",
-        "config",
-        "product",
-        "nodes",
-        "minNodes",
-        "maxNodes",
-        "gpusPerNode",
-        "memoryMiB",
-        "migDevices",
-        "deviceClass",
-    }
-)
-
-
-def _scaling(entry: Mapping[str, Any], source: str, where: str) -> tuple[int | None, int | None]:
-    """A declared pool's (minNodes, maxNodes); unknown fields are refused here, once per pool."""
-    unknown = sorted(str(k) for k in entry if k not in _POOL_FIELDS)
-    if unknown:
-        raise PolicyError(
-            source,
-            f"{where}.{unknown[0]}",
-            f"unknown field (known: {', '.join(sorted(_POOL_FIELDS))})",
-        )
-    low = _get(entry, "minNodes", int, None, source, f"{where}.minNodes")
-    high = _get(entry, "maxNodes", int, None, source, f"{where}.maxNodes")
+def _scaling(
+    entry: Mapping[str, Any], diags: Diagnostics, where: str
+) -> tuple[int | None, int | None]:
+    """A declared pool's (minNodes, maxNodes); (None, None) when they cannot be used."""
+    low, high = entry.get("minNodes"), entry.get("maxNodes")
     if (low is not None and low < 0) or (high is not None and high < 1):
-        raise PolicyError(source, where, "minNodes cannot be negative, maxNodes must be >= 1")
+        diags.error(where, "minNodes cannot be negative, maxNodes must be >= 1")
+        return None, None
     if low is not None and high is not None and low > high:
-        raise PolicyError(source, f"{where}.minNodes", f"above maxNodes ({high})")
+        diags.error(f"{where}.minNodes", f"above maxNodes ({high})")
+        return None, None
     return low, high
 
 
 _CONFIG_KEYS = ("config", "configFile", "configMap", "configMapFile")
-_DEVICE_PLUGIN = "spec.devicePlugin"
+DEVICE_PLUGIN = "spec.devicePlugin"
 
 
-def _configmap_ref(body: Mapping[str, Any], source: str) -> ConfigMapRef | None:
-    where = f"{_DEVICE_PLUGIN}.configMapRef"
-    ref_raw = _get(body, "configMapRef", Mapping, None, source, where)
+def _configmap_ref(body: Mapping[str, Any], diags: Diagnostics) -> ConfigMapRef | None:
+    ref_raw = body.get("configMapRef")
     if ref_raw is None:
         return None
     ns, name = ref_raw.get("namespace"), ref_raw.get("name")
-    if not isinstance(ns, str) or not isinstance(name, str) or not ns or not name:
-        raise PolicyError(source, where, "needs a namespace and a name")
+    if not ns or not name:
+        diags.error(f"{DEVICE_PLUGIN}.configMapRef", "needs a namespace and a name")
+        return None
     return ConfigMapRef(ns, name)
 
 
-def _device_plugin(
-    body: Mapping[str, Any], source: str, read: Callable[[str], str] | None
+def device_plugin(
+    body: Mapping[str, Any] | None, diags: Diagnostics, read: Callable[[str], str] | None
 ) -> tuple[dict[str, PluginConfig], ConfigMapRef | None, PluginSource]:
-    """The configs ``spec.devicePlugin`` gives, the ConfigMap to watch, and the configs' texts."""
+    """The configs ``spec.devicePlugin`` gives, the ConfigMap to watch, and the configs' texts.
+
+    A device-plugin config that cannot be used adds every problem it has to ``diags``; no
+    ``body`` (the section is missing or at fault: noted already) gives nothing.
+    """
+    if body is None:
+        return {}, None, PluginSource({})
     given = [k for k in _CONFIG_KEYS if k in body]
-    ref = _configmap_ref(body, source)
+    ref = _configmap_ref(body, diags)
     if len(given) > 1:
-        raise PolicyError(
-            source,
-            _DEVICE_PLUGIN,
-            f"give one of config, configFile, configMap, configMapFile, not {given}",
+        diags.error(
+            DEVICE_PLUGIN, f"give one of config, configFile, configMap, configMapFile, not {given}"
         )
+        return {}, ref, PluginSource({})
     if not given:
-        if ref is None:
-            raise PolicyError(
-                source,
-                _DEVICE_PLUGIN,
+        if ref is None and "configMapRef" not in body:
+            diags.error(
+                DEVICE_PLUGIN,
                 "give the device plugin's config (config, configFile, configMap, "
                 "configMapFile) or a configMapRef to watch",
             )
         return {}, ref, PluginSource({})
-    configs, texts = _plugin_configs(given[0], body[given[0]], source, read)
+    try:
+        configs, texts = _plugin_configs(given[0], body[given[0]], diags.source, read)
+    except PolicyError as exc:
+        diags.absorb(exc)
+        return {}, ref, PluginSource({})
     return configs, ref, texts
 
 
@@ -197,7 +152,7 @@ def _plugin_configs(
     kind: str, value: Any, source: str, read: Callable[[str], str] | None
 ) -> tuple[dict[str, PluginConfig], PluginSource]:
     """The configs one of ``config``, ``configFile``, ``configMap``, ``configMapFile`` gives."""
-    where = f"{_DEVICE_PLUGIN}.{kind}"
+    where = f"{DEVICE_PLUGIN}.{kind}"
     if kind == "configMap":
         return parse_plugin_configmap(value, source=f"{source}: {where}"), configmap_source(value)
     if kind == "config":
@@ -207,7 +162,7 @@ def _plugin_configs(
         else:
             config = parse_plugin_config(value, key="default", source=label)
         return {"default": config}, PluginSource({"default": value})
-    if not isinstance(value, str) or read is None:
+    if read is None:
         raise PolicyError(source, where, "must be a path to a file")
     try:
         text = read(value)
@@ -223,110 +178,54 @@ def _plugin_configs(
     return parse_plugin_configmap(doc, source=value), configmap_source(doc)
 
 
-_DRA_FIELDS = frozenset(
-    {
-        "deviceClassSuffixes",
-        "failRequestsGreaterThanOne",
-        "adminAccessNamespaces",
-        "dualPublishedNodes",
-    }
-)
-#: ``spec.dra.dualPublishedNodes``: what the webhook does with a claim pod while some nodes
-#: publish the same GPUs through the device plugin and DRA (docs/migrate.md, "The guard").
-DUAL_PUBLISHED_MODES = ("warn", "avoid")
-
-
-def _dra(spec: Mapping[str, Any], source: str) -> DraPolicy:
-    body = _get(spec, "dra", Mapping, {}, source, "spec.dra")
-    unknown = sorted(set(body) - _DRA_FIELDS)
-    if unknown:
-        raise PolicyError(
-            source,
-            f"spec.dra.{unknown[0]}",
-            f"unknown field (known: {', '.join(sorted(_DRA_FIELDS))})",
-        )
-    suffixes = _get(
-        body, "deviceClassSuffixes", list, ["nvidia.com"], source, "spec.dra.deviceClassSuffixes"
-    )
-    if not suffixes or not all(isinstance(s, str) and s.strip(".") for s in suffixes):
-        raise PolicyError(
-            source, "spec.dra.deviceClassSuffixes", "must be a list of DNS suffixes (nvidia.com)"
-        )
-    namespaces = _get(
-        body, "adminAccessNamespaces", list, [], source, "spec.dra.adminAccessNamespaces"
-    )
+def dra(spec: Mapping[str, Any], diags: Diagnostics) -> DraPolicy:
+    """``spec.dra``."""
+    body = spec.get("dra") or {}
+    suffixes = body.get("deviceClassSuffixes", ["nvidia.com"])
+    if not suffixes or not all(s.strip(".") for s in suffixes):
+        diags.error("spec.dra.deviceClassSuffixes", "must be a list of DNS suffixes (nvidia.com)")
+        suffixes = ["nvidia.com"]
     return DraPolicy(
-        device_class_suffixes=tuple(str(s).strip(".") for s in suffixes),
-        fail_requests_greater_than_one=_get(
-            body,
-            "failRequestsGreaterThanOne",
-            bool,
-            True,
-            source,
-            "spec.dra.failRequestsGreaterThanOne",
-        ),
-        admin_access_namespaces=frozenset(str(n) for n in namespaces),
-        dual_published_nodes=_choice(
-            body.get("dualPublishedNodes", "warn"),
-            DUAL_PUBLISHED_MODES,
-            source,
-            "spec.dra.dualPublishedNodes",
-        ),
+        device_class_suffixes=tuple(s.strip(".") for s in suffixes),
+        fail_requests_greater_than_one=body.get("failRequestsGreaterThanOne", True),
+        admin_access_namespaces=frozenset(map(str, body.get("adminAccessNamespaces", ()))),
+        dual_published_nodes=body.get("dualPublishedNodes", "warn"),
     )
 
 
-_ISOLATION_FIELDS = frozenset({"mode", "exemptNamespaces"})
-
-
-def _isolation(spec: Mapping[str, Any], source: str) -> Isolation:
-    body = _get(spec, "isolation", Mapping, {}, source, "spec.isolation")
-    unknown = sorted(set(body) - _ISOLATION_FIELDS)
-    if unknown:
-        raise PolicyError(
-            source,
-            f"spec.isolation.{unknown[0]}",
-            f"unknown field (known: {', '.join(sorted(_ISOLATION_FIELDS))})",
-        )
+def isolation(spec: Mapping[str, Any]) -> Isolation:
+    """``spec.isolation`` (nothing in it needs more than the structure check)."""
+    body = spec.get("isolation") or {}
     # YAML 1.1 reads a bare `off` as false: take it for the mode it was meant to be.
     raw = body.get("mode", "off")
-    mode = "off" if raw is False else raw
-    exempt = _get(
-        body,
-        "exemptNamespaces",
-        list,
-        list(DEFAULT_ISOLATION_EXEMPT),
-        source,
-        "spec.isolation.exemptNamespaces",
-    )
     return Isolation(
-        mode=_choice(mode, ISOLATION_MODES, source, "spec.isolation.mode"),
-        exempt_namespaces=frozenset(str(n) for n in exempt),
+        mode="off" if raw is False else raw,
+        exempt_namespaces=frozenset(
+            map(str, body.get("exemptNamespaces", DEFAULT_ISOLATION_EXEMPT))
+        ),
     )
 
 
-def _check_keys(
-    configs: Mapping[str, PluginConfig], named: Iterable[tuple[str, str | None]], source: str
+def check_keys(
+    configs: Mapping[str, PluginConfig],
+    named: Iterable[tuple[str, str | None]],
+    diags: Diagnostics,
 ) -> None:
     """Every config key the policy names (field, key) is one the device plugin's config has."""
     for field, key in named:
         if key is not None and configs and key not in configs:
-            raise PolicyError(source, field, f"no config key {key!r} (keys: {', '.join(configs)})")
+            diags.error(field, f"no config key {key!r} (keys: {', '.join(configs)})")
 
 
-def _tolerations(mutation: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], ...]:
-    tolerations = _get(
-        mutation,
-        "tolerations",
-        list,
-        list(DEFAULT_TOLERATIONS),
-        source,
-        "spec.mutation.tolerations",
-    )
-    for i, tol in enumerate(tolerations):
-        if not isinstance(tol, Mapping) or tol.get("operator", "Equal") not in ("Equal", "Exists"):
-            raise PolicyError(
-                source,
+def tolerations(mutation: Mapping[str, Any], diags: Diagnostics) -> tuple[Mapping[str, Any], ...]:
+    """``spec.mutation.tolerations``: each a toleration whose operator is Equal or Exists."""
+    kept = []
+    for i, tol in enumerate(mutation.get("tolerations", DEFAULT_TOLERATIONS)):
+        if tol.get("operator", "Equal") not in ("Equal", "Exists"):
+            diags.error(
                 f"spec.mutation.tolerations[{i}]",
                 "must be a toleration (key, operator Equal|Exists, value, effect)",
             )
-    return tuple(dict(t) for t in tolerations)
+            continue
+        kept.append(dict(tol))
+    return tuple(kept)

@@ -13,10 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from webhook.contract import DEVICE_PLUGIN_CONFIGMAP
-from webhook.policy.errors import PolicyWarning
-from webhook.policy.plugin_config import (
-    PluginConfig,
-)
+from webhook.policy.errors import Diagnostic
+from webhook.policy.plugin_config import PluginConfig
 from webhook.policy.quota.settings import QuotaPolicy
 
 Enforcement = Literal["enforce", "warn", "audit"]
@@ -25,6 +23,10 @@ NodeSelection = Literal["intent", "always", "when-needed", "never"]
 NODE_SELECTION_MODES: tuple[NodeSelection, ...] = ("intent", "always", "when-needed", "never")
 IsolationMode = Literal["off", "warn", "enforce"]
 ISOLATION_MODES: tuple[IsolationMode, ...] = ("off", "warn", "enforce")
+#: ``spec.dra.dualPublishedNodes``: what the webhook does with a claim pod while some nodes
+#: publish the same GPUs through the device plugin and DRA (docs/migrate.md, "The guard").
+DualPublished = Literal["warn", "avoid"]
+DUAL_PUBLISHED_MODES: tuple[DualPublished, ...] = ("warn", "avoid")
 # The GPU Operator's namespace: its device plugin, DCGM exporter and validators use the GPUs
 # without a device-plugin request, on purpose (docs/isolation.md).
 DEFAULT_ISOLATION_EXEMPT: tuple[str, ...] = ("gpu-operator",)
@@ -146,7 +148,7 @@ class Policy:
     isolation: Isolation = Isolation()
     quota: QuotaPolicy = dataclasses.field(default_factory=QuotaPolicy)
 
-    def plugin_warnings(self) -> tuple[PolicyWarning, ...]:
+    def plugin_warnings(self) -> tuple[Diagnostic, ...]:
         """What the device plugin would silently ignore in the configs, each warning once."""
         return tuple(dict.fromkeys(w for c in self.configs.values() for w in c.warnings))
 

@@ -1,10 +1,11 @@
 """The NVIDIA device plugin's config file (api/config/v1), read the way the plugin reads it.
 
-What the plugin refuses is refused here, with the plugin's reason, the file and the field.
-What it loads loads here too. Where it silently ignores something (a removed or misspelt key,
-the ``rename`` and ``devices`` fields, an entry no device matches, the time-slicing section
-next to an MPS one), the config carries a PolicyWarning saying so. Where it loads a config yet
-never registers a resource (MPS past the control daemon's client limit, MPS that shares
+What the plugin refuses is refused here, with the plugin's reason, the file and the field
+(every refusal of a file at once, the one the plugin stops on first). What it loads loads here
+too. Where it silently ignores something (a removed or misspelt key, the ``rename`` and
+``devices`` fields, an entry no device matches, the time-slicing section next to an MPS one),
+the config carries a warning (a Diagnostic) saying so. Where it loads a config yet never
+registers a resource (MPS past the control daemon's client limit, MPS that shares
 nothing), :meth:`PluginConfig.never_served` says why and the inventory offers nothing. Every
 rule, and the NVIDIA source it comes from, is listed in docs/device-plugin.md ("Config file",
 "When the plugin serves nothing").

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from webhook.policy.errors import PolicyWarning
+from webhook.policy.errors import Diagnostic
 from webhook.policy.resources import GPU, ResourceForm
 
 MigStrategy = Literal["none", "single", "mixed"]
@@ -58,7 +58,7 @@ class PluginConfig:
     rename_by_default: bool
     fail_requests_greater_than_one: bool
     resources: tuple[ReplicatedResource, ...]
-    warnings: tuple[PolicyWarning, ...] = ()
+    warnings: tuple[Diagnostic, ...] = ()
 
     def _entry(self, form: ResourceForm) -> ReplicatedResource | None:
         original = form.original

@@ -1,5 +1,6 @@
 """Checking the values of single fields as the plugin does: the reader that collects what it
-refuses and warns about, device references, resource names, and typed values.
+refuses and warns about (every problem of a file, not only the first), device references,
+resource names, and typed values.
 
 The sections (``webhook.policy.plugin_config.sections``) and the flags
 (``webhook.policy.plugin_config.read``) are checked with these.
@@ -11,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.policy.errors import PolicyError, PolicyWarning
+from webhook.policy.errors import Diagnostics
 from webhook.policy.plugin_config.config import MAX_RESOURCE_NAME
 from webhook.policy.resources import PREFIX
 
@@ -25,24 +26,18 @@ _UUID = re.compile(r"^[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}$")
 _GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$|^[-+]?0$")
 
 
-class _Reader:
-    """Reads one config document, collecting warnings; raises PolicyError on a refusal."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.warnings: list[PolicyWarning] = []
-
-    def refuse(self, field: str, reason: str) -> PolicyError:
-        return PolicyError(self.source, field, reason)
-
-    def warn(self, field: str, reason: str) -> None:
-        self.warnings.append(PolicyWarning(self.source, field, reason))
+class _Reader(Diagnostics):
+    """Reads one config document, collecting what the plugin refuses (errors) and what it
+    ignores (warnings) in the order the plugin meets them: the first error is the one the
+    plugin stops on. A refused value is read as the plugin's zero value, so that the reading
+    goes on and finds the rest."""
 
     def mapping(self, value: object, field: str) -> Mapping[str, Any]:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            raise self.refuse(field, f"must be a mapping, not {type(value).__name__}")
+            self.error(field, f"must be a mapping, not {type(value).__name__}")
+            return {}
         return value
 
     def unknown_keys(
@@ -70,7 +65,8 @@ class _Reader:
         # A null leaves the Go field at its zero value (false, or an unset *bool).
         if value is None or isinstance(value, bool):
             return value
-        raise self.refuse(field, f"must be true or false, not {value!r}")
+        self.error(field, f"must be true or false, not {value!r}")
+        return None
 
 
 def _struct_field(body: Mapping[str, Any], name: str) -> tuple[bool, Any]:
@@ -136,7 +132,7 @@ def _devices(r: _Reader, value: object, field: str) -> bool:
     """Check ``devices`` as ReplicatedDevices.UnmarshalJSON does; True when it is ``all``."""
     if value is None or isinstance(value, str):
         if value != "all":
-            raise r.refuse(
+            r.error(
                 field,
                 f"devices set as {value or ''!r} but the only valid string input is 'all'",
             )
@@ -144,40 +140,45 @@ def _devices(r: _Reader, value: object, field: str) -> bool:
     count = _integral(value)
     if count is not None:
         if count <= 0:
-            raise r.refuse(field, f"devices set as {count} but a count of devices must be > 0")
+            r.error(field, f"devices set as {count} but a count of devices must be > 0")
         return False
     if isinstance(value, list):
         for i, item in enumerate(value):
             index = _integral(item)
             if (index is not None and index >= 0) or (isinstance(item, str) and _device_ref(item)):
                 continue
-            raise r.refuse(
+            r.error(
                 f"{field}[{i}]",
                 f"unsupported type for device in devices list: {item!r} (use a GPU index, "
                 "a MIG index <gpu>:<mig>, or a GPU-/MIG- UUID)",
             )
         return False
-    raise r.refuse(field, f"unrecognized type for devices spec: {value!r}")
+    r.error(field, f"unrecognized type for devices spec: {value!r}")
+    return True
 
 
-def _resource_name(r: _Reader, value: object, field: str) -> str:
-    """The full name, as NewResourceName (api/config/v1/resources.go) builds and checks it."""
+def _resource_name(r: _Reader, value: object, field: str) -> str | None:
+    """The full name, as NewResourceName (api/config/v1/resources.go) builds and checks it;
+    None when the plugin refuses it (noted)."""
     if not isinstance(value, str):
-        raise r.refuse(field, f"must be a resource name, not {value!r}")
+        r.error(field, f"must be a resource name, not {value!r}")
+        return None
     name = value if value.startswith(PREFIX) else PREFIX + value
     if len(name) > MAX_RESOURCE_NAME:
-        raise r.refuse(
+        r.error(
             field,
             f"fully-qualified resource name must be {MAX_RESOURCE_NAME} characters or less: {name}",
         )
+        return None
     part = name[len(PREFIX) :]
     if len(part) > _DNS_SUBDOMAIN_MAX or _DNS_SUBDOMAIN.match(part) is None:
-        raise r.refuse(
+        r.error(
             field,
             f"incorrect format for resource name {name!r}: after nvidia.com/ it must be a "
             "lowercase RFC 1123 subdomain (lower case letters, digits, '-' and '.', starting "
             "and ending with a letter or digit)",
         )
+        return None
     return name
 
 
@@ -212,7 +213,8 @@ def _typed(r: _Reader, value: object, kind: str, field: str) -> object:
         reason = (
             f"json: cannot unmarshal {_json_type(value)} into Go struct field of type {go}: {hint}"
         )
-    raise r.refuse(field, f"the device plugin cannot read {value!r} ({reason})")
+    r.error(field, f"the device plugin cannot read {value!r} ({reason})")
+    return None
 
 
 def _typed_fields(

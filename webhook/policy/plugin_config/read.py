@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
-from webhook.policy.errors import PolicyError
+from webhook.policy.errors import Diagnostics, PolicyError
 from webhook.policy.plugin_config.config import (
     ALLOCATION_POLICIES,
     DEVICE_DISCOVERY_STRATEGIES,
@@ -111,31 +110,34 @@ def _imex_channels(r: _Reader, raw: object) -> list[int]:
     if ids is None:
         return []
     if not isinstance(ids, list):
-        raise r.refuse(
+        r.error(
             "imex.channelIDs",
             f"the device plugin cannot read {ids!r} (json: cannot unmarshal "
             f"{_json_type(ids)} into Go struct field of type []int): write [] or [0]",
         )
+        return []
     channels = []
     for i, item in enumerate(ids):
         channel = _integral(item)
         if channel is None:
-            raise r.refuse(
+            r.error(
                 f"imex.channelIDs[{i}]",
                 f"the device plugin cannot read {item!r} (json: cannot unmarshal "
                 f"{_json_type(item)} into Go value of type int)",
             )
+            continue
         channels.append(channel)
     return channels
 
 
 def _one_of(r: _Reader, value: object, allowed: Sequence[str], field: str, reason: str) -> None:
     if value is not None and value not in allowed:
-        raise r.refuse(field, f"{reason}: use {', '.join(allowed)}")
+        r.error(field, f"{reason}: use {', '.join(allowed)}")
 
 
 def _validate_flags(r: _Reader, flags: _Flags, imex: list[int], mps: bool) -> MigStrategy:
-    """cmd/nvidia-device-plugin/main.go validateFlags, in its order: the first failure wins.
+    """cmd/nvidia-device-plugin/main.go validateFlags, in its order: the first failure is the
+    one the plugin stops on, the others are noted after it.
 
     Not checked here, as they depend on the node or on the DaemonSet: CDI strategies on a
     system without NVML, and ``--mps-root`` (the Helm chart always sets MPS_ROOT).
@@ -165,7 +167,7 @@ def _validate_flags(r: _Reader, flags: _Flags, imex: list[int], mps: bool) -> Mi
     raw_strategy = "none" if flags.mig_strategy is None else flags.mig_strategy
     mig_strategy = _as_mig_strategy(raw_strategy)
     if mps and mig_strategy == "mixed":
-        raise r.refuse("flags.migStrategy", "using --mig-strategy=mixed is not supported with MPS")
+        r.error("flags.migStrategy", "using --mig-strategy=mixed is not supported with MPS")
     _one_of(
         r,
         flags.discovery,
@@ -174,33 +176,32 @@ def _validate_flags(r: _Reader, flags: _Flags, imex: list[int], mps: bool) -> Mi
         f"invalid --device-discovery-strategy option {flags.discovery!r}",
     )
     if mig_strategy is None:
-        raise r.refuse(
+        r.error(
             "flags.migStrategy",
             f"unknown MIG strategy: {raw_strategy!r}: use none, single or mixed",
         )
     if imex not in ([], [0]):
-        raise r.refuse(
+        r.error(
             "imex.channelIDs",
             "invalid IMEX channel IDs: invalid IMEX config: channelIDs must be [] or [0]; "
             f"found [{' '.join(str(i) for i in imex)}]",
         )
-    return mig_strategy
+    return mig_strategy or "none"
 
 
 def parse_plugin_config(doc: object, *, key: str, source: str) -> PluginConfig:
     """Validate one device-plugin config document (already decoded from YAML).
 
-    Raises PolicyError naming ``source``, the field and the reason for everything the plugin
-    itself refuses at start (docs/device-plugin.md, "Config file"), checked in the plugin's
-    order: decoding, then the version, then the flags. What it loads but ignores is kept as
-    warnings on the returned config.
+    Raises one PolicyError naming ``source``, the fields and the reasons of everything the
+    plugin itself refuses at start (docs/device-plugin.md, "Config file"), in the plugin's
+    order: decoding, then the version, then the flags (the first is the one the plugin stops
+    on). What it loads but ignores is kept as warnings on the returned config.
     """
     r = _Reader(source)
-    if doc is not None and not isinstance(doc, Mapping):
-        raise r.refuse("", f"must be a mapping, not {type(doc).__name__}")
     # An empty file decodes as an empty config: version v1 and every default (config.go
     # parseConfigFrom: yaml.Unmarshal of nothing leaves the Config zero).
-    body: Mapping[str, Any] = doc or {}
+    body = r.mapping(doc, "")
+    r.check()  # nothing else can be read from a document that is not a mapping
     r.unknown_keys(body, _TOP_FIELDS, "", fold=True)
     _, raw_flags = _struct_field(body, "flags")
     flags = _flags(r, raw_flags)
@@ -215,8 +216,9 @@ def parse_plugin_config(doc: object, *, key: str, source: str) -> PluginConfig:
     # config.go parseConfigFrom: the version once the file is decoded.
     _, version = _struct_field(body, "version")
     if version not in ("v1", "", None):
-        raise r.refuse("version", f"unknown version: {version} (only v1 exists)")
+        r.error("version", f"unknown version: {version} (only v1 exists)")
     mig_strategy = _validate_flags(r, flags, imex, mps is not None)
+    r.check()
     strategy: SharingStrategy = "none"
     section = None
     fail = False
@@ -243,7 +245,7 @@ def parse_plugin_config(doc: object, *, key: str, source: str) -> PluginConfig:
         rename_by_default=section.rename if section is not None else False,
         fail_requests_greater_than_one=fail,
         resources=section.resources if section is not None else (),
-        warnings=tuple(r.warnings),
+        warnings=r.warnings,
     )
 
 
@@ -267,9 +269,18 @@ def parse_plugin_configmap(doc: object, *, source: str) -> dict[str, PluginConfi
         raise PolicyError(source, "data", f"must be a mapping, not {type(data).__name__}")
     if not data:
         raise PolicyError(source, "data", "the ConfigMap holds no config")
+    # Every key is read, and every problem of every key reported at once.
+    found = Diagnostics(source)
     configs = {}
     for key, text in data.items():
         if not isinstance(text, str):
-            raise PolicyError(source, f"data.{key}", "must be the text of a config file")
-        configs[str(key)] = parse_plugin_text(text, key=str(key), source=f"{source}: data.{key}")
+            found.error(f"data.{key}", "must be the text of a config file")
+            continue
+        try:
+            configs[str(key)] = parse_plugin_text(
+                text, key=str(key), source=f"{source}: data.{key}"
+            )
+        except PolicyError as exc:
+            found.absorb(exc)
+    found.check()
     return configs

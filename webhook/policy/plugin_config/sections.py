@@ -46,39 +46,30 @@ class _Section:
     resources: tuple[ReplicatedResource, ...]
 
 
-def _entry(
-    r: _Reader, raw: object, where: str, rename_by_default: bool
-) -> tuple[str, int, str | None]:
-    """One ``resources[i]`` entry: (full name, replicas, rename as written or None)."""
+def _entry(r: _Reader, raw: object, where: str, rename_by_default: bool) -> tuple[str, int] | None:
+    """One ``resources[i]`` entry: (full name, replicas); None when the plugin refuses it."""
     # A null entry decodes as an empty one (UnmarshalJSON sees an empty map).
     item = r.mapping(raw, where)
+    name = None
     if "name" not in item:
-        raise r.refuse(f"{where}.name", "no resource name specified")
-    name = _resource_name(r, item["name"], f"{where}.name")
+        r.error(f"{where}.name", "no resource name specified")
+    else:
+        name = _resource_name(r, item["name"], f"{where}.name")
     all_devices = True
     if "devices" in item:
         all_devices = _devices(r, item["devices"], f"{where}.devices")
-    if "replicas" not in item:
-        raise r.refuse(f"{where}.replicas", "no replicas specified")
-    raw_replicas = item["replicas"]
-    replicas = 0 if raw_replicas is None else _integral(raw_replicas)
-    if replicas is None:
-        raise r.refuse(f"{where}.replicas", f"must be an integer, not {raw_replicas!r}")
-    if replicas < 2:
-        raise r.refuse(
-            f"{where}.replicas",
-            f"number of replicas must be >= 2, not {replicas}: to stop sharing, remove the entry",
-        )
+    replicas = _replicas(r, item, where)
     rename = None
     if "rename" in item:
         rename = _resource_name(r, item["rename"], f"{where}.rename")
     section = where.rsplit(".resources", 1)[0]
-    if rename is not None and not (rename_by_default and rename == name + ".shared"):
+    renamed = rename is not None and name is not None
+    if renamed and not (rename_by_default and rename == f"{name}.shared"):
         shared = f"{name}.shared with renameByDefault: true" if rename_by_default else name
         r.warn(
             f"{where}.rename",
-            f"setting the 'rename' field in {section}.resources is not supported: the device "
-            f"plugin ignores it and advertises {shared}",
+            f"setting the 'rename' field in {section}.resources is not supported: the "
+            f"device plugin ignores it and advertises {shared}",
         )
     if not all_devices:
         r.warn(
@@ -87,21 +78,41 @@ def _entry(
             "device plugin ignores it and shares every device",
         )
     r.unknown_keys(item, _RESOURCE_FIELDS, where)
-    return name, replicas, rename
+    if name is None or replicas is None:
+        return None
+    return name, replicas
+
+
+def _replicas(r: _Reader, item: Mapping[str, Any], where: str) -> int | None:
+    """An entry's ``replicas`` (at least 2); None when the plugin refuses it (noted)."""
+    if "replicas" not in item:
+        r.error(f"{where}.replicas", "no replicas specified")
+        return None
+    raw_replicas = item["replicas"]
+    replicas = 0 if raw_replicas is None else _integral(raw_replicas)
+    if replicas is None:
+        r.error(f"{where}.replicas", f"must be an integer, not {raw_replicas!r}")
+        return None
+    if replicas < 2:
+        r.error(
+            f"{where}.replicas",
+            f"number of replicas must be >= 2, not {replicas}: to stop sharing, remove the entry",
+        )
+        return None
+    return replicas
 
 
 def _section(r: _Reader, raw: object, field: str, mig_strategy: MigStrategy) -> _Section:
     """One ``sharing.timeSlicing`` or ``sharing.mps`` section (ReplicatedResources)."""
-    if raw is not None and not isinstance(raw, Mapping):
-        raise r.refuse(field, f"must be a mapping, not {type(raw).__name__}")
-    body: Mapping[str, Any] = raw or {}
+    body = r.mapping(raw, field)
     rename = bool(r.boolean(body.get("renameByDefault"), f"{field}.renameByDefault"))
     fail = r.boolean(body.get("failRequestsGreaterThanOne"), f"{field}.failRequestsGreaterThanOne")
     raw_resources = body.get("resources")
     if raw_resources is not None and not isinstance(raw_resources, list):
-        raise r.refuse(f"{field}.resources", "must be a list of {name, replicas} entries")
-    if not raw_resources:
-        raise r.refuse(
+        r.error(f"{field}.resources", "must be a list of {name, replicas} entries")
+        raw_resources = []
+    elif not raw_resources and (raw is None or isinstance(raw, Mapping)):
+        r.error(
             f"{field}.resources",
             f"no resources specified: list at least one {{name, replicas}}, or remove {field}",
         )
@@ -109,9 +120,12 @@ def _section(r: _Reader, raw: object, field: str, mig_strategy: MigStrategy) -> 
     advertised: dict[str, int] = {}
     labelled: dict[str, int] = {}
     first_index: dict[str, int] = {}
-    for i, entry in enumerate(raw_resources):
+    for i, entry in enumerate(raw_resources or ()):
         where = f"{field}.resources[{i}]"
-        name, replicas, _ = _entry(r, entry, where, rename)
+        read = _entry(r, entry, where, rename)
+        if read is None:
+            continue
+        name, replicas = read
         form = parse_resource(name)
         if name in first_index:
             # device_map.go: replica IDs <device>::<n> of both entries merge (the larger count
@@ -163,13 +177,15 @@ def _top_level_resources(r: _Reader, raw: object) -> None:
         if entries is None:
             continue
         if not isinstance(entries, list):
-            raise r.refuse(f"resources.{group}", "must be a list of {pattern, name}")
+            r.error(f"resources.{group}", "must be a list of {pattern, name}")
+            continue
         for i, raw_entry in enumerate(entries):
             where = f"resources.{group}[{i}]"
             entry = r.mapping(raw_entry, where)
-            for needed in ("pattern", "name"):
-                if needed not in entry:
-                    raise r.refuse(where, f"resources must have a '{needed}' field set")
+            missing = [needed for needed in ("pattern", "name") if needed not in entry]
+            if missing:
+                r.error(where, f"resources must have a '{missing[0]}' field set")
+                continue
             _resource_name(r, entry["name"], f"{where}.name")
             given = True
     if given:

@@ -23,11 +23,29 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from webhook.policy.errors import PolicyError
+from webhook.policy import schema
+from webhook.policy.errors import Diagnostics
 
 MigShare = Literal["compute", "memory"]
-MIG_SHARES: tuple[MigShare, ...] = ("compute", "memory")
-QUOTA_FIELDS = frozenset({"enabled", "migShare", "weights"})
+
+#: The structure of ``spec.quota`` (webhook.policy.schema): checked when the policy is read, and
+#: part of the chart's values.schema.json.
+QUOTA_SCHEMA = schema.mapping(
+    {
+        "enabled": schema.boolean(
+            "true: the mutating webhook requests gpu-policy.io/gpu-milli for every GPU pod.",
+            null=False,
+        ),
+        "migShare": schema.choice(
+            MigShare, "A MIG instance's share of its GPU: compute (slices) or memory."
+        ),
+        "weights": schema.open_mapping(
+            "GPU-equivalents per unit, by resource name, DeviceClass or MIG profile (1, 0.5, 3/7).",
+            schema.one_of_types(("number", "string"), null=False),
+        ),
+    },
+    "GPU budgets per namespace in GPU-equivalents (docs/quota.md).",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,48 +65,46 @@ class QuotaPolicy:
     budgets: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
 
-def _weight(value: object, source: str, where: str) -> Fraction:
-    """A weight: a non-negative number, or a fraction written ``3/7``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise PolicyError(source, where, f"must be a number of GPU-equivalents, not {value!r}")
+def _weight(value: object, diags: Diagnostics, where: str) -> Fraction | None:
+    """A weight: a non-negative number, or a fraction written ``3/7`` (None: noted as wrong)."""
     try:
         weight = Fraction(str(value).strip())
     except (ValueError, ZeroDivisionError):
-        raise PolicyError(
-            source, where, f"must be a number of GPU-equivalents (1, 0.5, 3/7), not {value!r}"
-        ) from None
+        diags.error(where, f"must be a number of GPU-equivalents (1, 0.5, 3/7), not {value!r}")
+        return None
     if weight < 0:
-        raise PolicyError(source, where, "must not be negative")
+        diags.error(where, "must not be negative")
+        return None
     return weight
 
 
-def parse_quota(spec: Mapping[str, Any], source: str) -> QuotaPolicy:
-    """``spec.quota`` as a QuotaPolicy; PolicyError names the field and the reason."""
+def parse_quota(
+    spec: Mapping[str, Any], source: str, diags: Diagnostics | None = None
+) -> QuotaPolicy:
+    """``spec.quota`` as a QuotaPolicy.
+
+    With ``diags`` (the policy's reading, whose structure :data:`QUOTA_SCHEMA` already checked
+    as part of the spec) problems join it; alone, every problem of the section is raised as
+    one PolicyError naming the fields and the reasons.
+    """
+    alone = diags is None
+    found = Diagnostics(source) if diags is None else diags
     body = spec.get("quota")
-    if body is None:
-        return QuotaPolicy()
+    if alone:
+        body = schema.check(body, QUOTA_SCHEMA, found, "spec.quota")
     if not isinstance(body, Mapping):
-        raise PolicyError(source, "spec.quota", "must be a mapping")
-    unknown = sorted(set(body) - QUOTA_FIELDS)
-    if unknown:
-        raise PolicyError(
-            source,
-            f"spec.quota.{unknown[0]}",
-            f"unknown field (known: {', '.join(sorted(QUOTA_FIELDS))})",
-        )
-    enabled = body.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise PolicyError(source, "spec.quota.enabled", f"must be true or false, not {enabled!r}")
-    share = body.get("migShare", "compute")
-    if share not in MIG_SHARES:
-        raise PolicyError(
-            source, "spec.quota.migShare", f"{share!r} is not one of {', '.join(MIG_SHARES)}"
-        )
-    raw = body.get("weights") or {}
-    if not isinstance(raw, Mapping):
-        raise PolicyError(source, "spec.quota.weights", "must map names to GPU-equivalents")
-    weights = {
-        str(k).removeprefix("mig-"): _weight(v, source, f"spec.quota.weights.{k}")
-        for k, v in raw.items()
-    }
-    return QuotaPolicy(enabled=enabled, mig_share=share, weights=weights)
+        if alone:
+            found.check()
+        return QuotaPolicy()
+    weights = {}
+    for k, v in (body.get("weights") or {}).items():
+        weight = _weight(v, found, f"spec.quota.weights.{k}")
+        if weight is not None:
+            weights[str(k).removeprefix("mig-")] = weight
+    if alone:
+        found.check()
+    return QuotaPolicy(
+        enabled=bool(body.get("enabled", False)),
+        mig_share=body.get("migShare", "compute"),
+        weights=weights,
+    )

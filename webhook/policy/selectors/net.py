@@ -82,13 +82,18 @@ def ip(value: Any) -> dict[str, str]:
     return {IP: str(_parse_ip(_text(value)))}
 
 
-def is_ip(value: Any) -> bool:
-    """``isIP(<string>)``."""
+def _parses(parse: Callable[[str], object], value: Any) -> bool:
+    """Whether ``value`` is a string ``parse`` takes (anything else: False, as upstream)."""
     try:
-        _parse_ip(_text(value))
+        parse(_text(value))
     except CelFunctionError:
         return False
     return True
+
+
+def is_ip(value: Any) -> bool:
+    """``isIP(<string>)``."""
+    return _parses(_parse_ip, value)
 
 
 def is_canonical(value: Any) -> bool:
@@ -119,11 +124,7 @@ def cidr(value: Any) -> dict[str, str]:
 
 def is_cidr(value: Any) -> bool:
     """``isCIDR(<string>)``."""
-    try:
-        _parse_cidr(_text(value))
-    except CelFunctionError:
-        return False
-    return True
+    return _parses(_parse_cidr, value)
 
 
 def contains_ip(network: Any, address: Any) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.policy.autoscaling import karpenter_pools
-from webhook.policy.dra import DraSnapshot, ResourceSlice, dra_snapshot, parse_slice
+from webhook.policy.dra import DraSnapshot, ResourceSlice, dra_snapshot, node_slice, parse_slice
 from webhook.policy.inventory import (
     Inventory,
     Pool,
@@ -37,6 +37,7 @@ from webhook.policy.model import Policy
 from webhook.policy.nodes import UNSCHEDULABLE_TAINT, Taint
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
 from webhook.policy.supply.model import NodeGroup, Supply
+from webhook.policy.supply.served import two_sources
 
 #: How long the allocator searches per review in the server (the issue's default): a search
 #: cut short allows with a warning.
@@ -106,7 +107,13 @@ def assemble(
             node_list, policy, source=source, can_appear=can_appear, notes=notes, dra=snapshot
         )
     supply = build_supply(policy, inventory, node_list, snapshot)
-    return replace(inventory, supply=supply, fit_budget_s=fit_budget_s)
+    problems = two_sources(supply.groups, snapshot) if snapshot is not None else []
+    return replace(
+        inventory,
+        supply=supply,
+        fit_budget_s=fit_budget_s,
+        disagreements=(*inventory.disagreements, *problems),
+    )
 
 
 def build_supply(
@@ -142,7 +149,7 @@ def build_supply(
     known |= set(local)
     templates: list[ResourceSlice] = []
     for pool in inventory.pools:
-        if pool.origin.kind == "resourceslice" or (nodes and not pool.at_zero):
+        if nodes and not pool.at_zero:
             continue  # its nodes are groups of their own
         if pool.nodes and all(name in known for name in pool.nodes):
             continue
@@ -302,14 +309,4 @@ def template_slice(pool: Pool, node: str) -> dict[str, Any]:
             if memory and not profile:
                 device["capacity"] = {"memory": {"value": f"{memory}Mi"}}
             devices.append(device)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-template"},
-        "spec": {
-            "driver": NVIDIA_DRIVER,
-            "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
-            "nodeName": node,
-            "devices": devices,
-        },
-    }
+    return node_slice(f"{node}-template", NVIDIA_DRIVER, node, devices, generation=0)

@@ -9,71 +9,65 @@ from typing import Any
 
 import pytest
 
-from tests.core.policy.allocator.world import (
-    claim,
-    demand_of,
-    device,
-    device_class,
-    exactly,
-    node,
-    pod,
-    resource_slice,
-    supply_of,
-)
+from tests.core.policy.allocator import world as w
 from webhook.policy.allocator import fit_anywhere
 
-GPU = device_class("gpu.nvidia.com", extended="nvidia.com/gpu")
+GPU = w.device_class("gpu.nvidia.com", extended="nvidia.com/gpu")
 PRODUCT = 'device.attributes["gpu.nvidia.com"].productName == "A100"'
 FITS, NOT, ERROR = "fits", "does-not-fit", "error"
 
 
 def gpus(count: int, **fields: Any) -> dict[str, Any]:
     """A node's slice of ``count`` A100s (``fields`` on each device)."""
-    devices = [device(f"gpu-{i}", {"productName": "A100"}, **fields) for i in range(count)]
-    return resource_slice("n-gpus", "n", devices, nodeName="n")
+    devices = [w.device(f"gpu-{i}", {"productName": "A100"}, **fields) for i in range(count)]
+    return w.resource_slice("n-gpus", "n", devices, nodeName="n")
 
 
 def mixed(a100: int, h100: int) -> dict[str, Any]:
-    devices = [device(f"a-{i}", {"productName": "A100"}) for i in range(a100)]
-    devices += [device(f"h-{i}", {"productName": "H100"}) for i in range(h100)]
-    return resource_slice("n-gpus", "n", devices, nodeName="n")
+    devices = [w.device(f"a-{i}", {"productName": "A100"}) for i in range(a100)]
+    devices += [w.device(f"h-{i}", {"productName": "H100"}) for i in range(h100)]
+    return w.resource_slice("n-gpus", "n", devices, nodeName="n")
 
 
 def without_product_on(index: int, count: int) -> dict[str, Any]:
     """``count`` devices, the one at ``index`` without productName: PRODUCT errs on it."""
     devices = [
-        device(f"gpu-{i}", {} if i == index else {"productName": "A100"}) for i in range(count)
+        w.device(f"gpu-{i}", {} if i == index else {"productName": "A100"}) for i in range(count)
     ]
-    return resource_slice("n-gpus", "n", devices, nodeName="n")
+    return w.resource_slice("n-gpus", "n", devices, nodeName="n")
 
 
 def shared_gpu() -> dict[str, Any]:
     """One device that allows multiple allocations (consumable capacity)."""
     capacity = {"memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi"}}}
-    found = device("gpu-0", allowMultipleAllocations=True, capacity=capacity)
-    return resource_slice("n-gpus", "n", [found], nodeName="n")
+    found = w.device("gpu-0", allowMultipleAllocations=True, capacity=capacity)
+    return w.resource_slice("n-gpus", "n", [found], nodeName="n")
 
 
 def two(name: str, count: int, **fields: Any) -> dict[str, Any]:
-    return exactly(name, "gpu.nvidia.com", count, **fields)
+    return w.exactly(name, "gpu.nvidia.com", count, **fields)
+
+
+WHOLE = 'device.attributes["gpu.nvidia.com"].type == "gpu"'
+PART = 'device.attributes["gpu.nvidia.com"].type == "mig"'
 
 
 TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
 
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # Rule 1: a request for more devices than pass its class and selectors.
-    "nine of eight": ([pod("p", {"nvidia.com/gpu": 9}), gpus(8)], NOT, "has 8 such device(s)"),
-    "eight of eight": ([pod("p", {"nvidia.com/gpu": 8}), gpus(8)], FITS, ""),
+    "nine of eight": ([w.pod("p", {"nvidia.com/gpu": 9}), gpus(8)], NOT, "has 8 such device(s)"),
+    "eight of eight": ([w.pod("p", {"nvidia.com/gpu": 8}), gpus(8)], FITS, ""),
     "five A100 of four among twelve": (
-        [claim("c", two("g", 5, selectors=[PRODUCT])), mixed(4, 8)],
+        [w.claim("c", two("g", 5, selectors=[PRODUCT])), mixed(4, 8)],
         NOT,
         "has 4 such device(s)",
     ),
     "three of four, one tainted": (
         [
-            claim("c", two("g", 4)),
+            w.claim("c", two("g", 4)),
             gpus(3),
-            resource_slice("t", "t", [device("x", taints=[TAINT])], nodeName="n"),
+            w.resource_slice("t", "t", [w.device("x", taints=[TAINT])], nodeName="n"),
         ],
         NOT,
         "1 of them with a taint",
@@ -81,7 +75,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # Rule 1 across alternatives: the first is short, the second fits.
     "first alternative short": (
         [
-            claim(
+            w.claim(
                 "c",
                 {
                     "name": "g",
@@ -97,23 +91,23 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     # Rule 2: two requests of one claim, each alone possible, together more than there is.
-    "five and four of eight": ([claim("c", two("a", 5), two("b", 4)), gpus(8)], NOT, ""),
+    "five and four of eight": ([w.claim("c", two("a", 5), two("b", 4)), gpus(8)], NOT, ""),
     # Rule 3: two claims together.
     "two claims of five of eight": (
-        [claim("c", two("a", 5)), claim("d", two("a", 5)), gpus(8)],
+        [w.claim("c", two("a", 5)), w.claim("d", two("a", 5)), gpus(8)],
         NOT,
         "",
     ),
     "a claim and the extended resources": (
-        [pod("p", {"nvidia.com/gpu": 6}, claims=["c"]), claim("c", two("a", 3)), gpus(8)],
+        [w.pod("p", {"nvidia.com/gpu": 6}, claims=["c"]), w.claim("c", two("a", 3)), gpus(8)],
         NOT,
         "",
     ),
     # Admin access lets claims share devices: rule 3 must not apply.
     "two admin claims of five of eight": (
         [
-            claim("c", two("a", 5, adminAccess=True)),
-            claim("d", two("a", 5, adminAccess=True)),
+            w.claim("c", two("a", 5, adminAccess=True)),
+            w.claim("d", two("a", 5, adminAccess=True)),
             gpus(8),
         ],
         FITS,
@@ -121,13 +115,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     # A device that allows multiple allocations serves several requests: rule 2 must not apply.
     "two requests on one shared device": (
-        [claim("c", two("a", 1), two("b", 1)), shared_gpu()],
+        [w.claim("c", two("a", 1), two("b", 1)), shared_gpu()],
         FITS,
         "",
     ),
     # A selector that errs on a device the search reaches: the error, with or without pruning.
     "an error the search meets": (
-        [claim("c", two("a", 1, selectors=[PRODUCT]), two("b", 9)), without_product_on(3, 8)],
+        [w.claim("c", two("a", 1, selectors=[PRODUCT]), two("b", 9)), without_product_on(3, 8)],
         ERROR,
         "CEL runtime error",
     ),
@@ -135,7 +129,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # never looks at b's): no error, with or without pruning.
     "an error the search never meets": (
         [
-            claim(
+            w.claim(
                 "c",
                 two("a", 1, selectors=['device.attributes["gpu.nvidia.com"].productName == "X"']),
                 two("b", 1, selectors=[PRODUCT]),
@@ -145,12 +139,39 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         NOT,
         "",
     ),
+    # Rule 4: the only whole GPUs, taken whole, use up the counters of every MIG device.
+    "whole GPUs and a MIG device of them": (
+        [
+            w.pod("p", {}, claims=["c", "d"]),
+            w.claim("c", two("gpu", 2, selectors=[WHOLE])),
+            w.claim("d", two("mig", 1, selectors=[PART])),
+            *w.partitionable(2),
+        ],
+        NOT,
+        "",
+    ),
+    "a whole GPU and the MIG devices of the other": (
+        [
+            w.claim("c", two("gpu", 1, selectors=[WHOLE]), two("mig", 2, selectors=[PART])),
+            *w.partitionable(2),
+        ],
+        FITS,
+        "",
+    ),
+    "a whole GPU and MIG devices of both": (
+        [
+            w.claim("c", two("gpu", 1, selectors=[WHOLE]), two("mig", 3, selectors=[PART])),
+            *w.partitionable(2),
+        ],
+        NOT,
+        "",
+    ),
     # An All request with a device it cannot take: found by counting, as by the search.
     "all devices, one tainted": (
         [
-            claim("c", two("a", 1, allocationMode="All")),
+            w.claim("c", two("a", 1, allocationMode="All")),
             gpus(2),
-            resource_slice("t", "t", [device("x", taints=[TAINT])], nodeName="n"),
+            w.resource_slice("t", "t", [w.device("x", taints=[TAINT])], nodeName="n"),
         ],
         NOT,
         "",
@@ -161,9 +182,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_pruning_gives_the_plain_port_s_answer(name: str) -> None:
     objs, expected, words = CASES[name]
-    world = [node("n"), GPU, *objs]
-    plain = fit_anywhere(demand_of(world), supply_of(world), budget_s=30, prune=False)
-    pruned = fit_anywhere(demand_of(world), supply_of(world), budget_s=30, prune=True)
+    world = [w.node("n"), GPU, *objs]
+    plain = fit_anywhere(w.demand_of(world), w.supply_of(world), budget_s=30, prune=False)
+    pruned = fit_anywhere(w.demand_of(world), w.supply_of(world), budget_s=30, prune=True)
     assert pruned == plain
     if expected == ERROR:
         assert pruned.outcome == NOT
@@ -198,7 +219,7 @@ def _random_device(rng: random.Random, index: int) -> dict[str, Any]:
     if rng.random() < 0.1:
         fields["allowMultipleAllocations"] = True
         fields["capacity"] = {"memory": {"value": "80Gi", "requestPolicy": {"default": "40Gi"}}}
-    return device(f"gpu-{index}", attributes, **fields)
+    return w.device(f"gpu-{index}", attributes, **fields)
 
 
 def _random_request(rng: random.Random, name: str) -> dict[str, Any]:
@@ -230,20 +251,20 @@ def _random_slices(rng: random.Random) -> list[dict[str, Any]]:
     part (incomplete), a pool with one device name twice (invalid), partitionable devices
     that share one counter set."""
     devices = [_random_device(rng, i) for i in range(rng.randint(0, 7))]
-    out = [resource_slice("n-gpus", "n", devices, nodeName="n")]
+    out = [w.resource_slice("n-gpus", "n", devices, nodeName="n")]
     if rng.random() < 0.15:
         net = [_random_device(rng, i) for i in range(rng.randint(1, 3))]
-        out.append(resource_slice("net", "net", net, allNodes=True))
+        out.append(w.resource_slice("net", "net", net, allNodes=True))
     if rng.random() < 0.1:
-        out.append(_pool(resource_slice("half", "half", [device("h-0")], nodeName="n"), 2))
+        out.append(_pool(w.resource_slice("half", "half", [w.device("h-0")], nodeName="n"), 2))
     if rng.random() < 0.1:
         for name in ("dup-a", "dup-b"):
-            out.append(_pool(resource_slice(name, "dup", [device("d-0")], nodeName="n"), 2))
+            out.append(_pool(w.resource_slice(name, "dup", [w.device("d-0")], nodeName="n"), 2))
     if rng.random() < 0.2:
         memory = {"memory": {"value": rng.choice(["20Gi", "40Gi"])}}
         counters = [{"name": "gpu-0", "counters": memory}]
         parts = [
-            device(
+            w.device(
                 f"p-{i}",
                 {"productName": "A100"},
                 consumesCounters=[
@@ -252,9 +273,13 @@ def _random_slices(rng: random.Random) -> list[dict[str, Any]]:
             )
             for i in range(rng.randint(1, 4))
         ]
-        shared = resource_slice("parts-c", "parts", [], nodeName="n", sharedCounters=counters)
+        if rng.random() < 0.5:
+            # The whole GPU the parts are cut from: taken, it uses up their counters.
+            whole = {"counterSet": "gpu-0", "counters": memory}
+            parts.append(w.device("p-whole", {"productName": "H100"}, consumesCounters=[whole]))
+        shared = w.resource_slice("parts-c", "parts", [], nodeName="n", sharedCounters=counters)
         out += [
-            _pool(resource_slice("parts-d", "parts", parts, nodeName="n"), 2),
+            _pool(w.resource_slice("parts-d", "parts", parts, nodeName="n"), 2),
             _pool(shared, 2),
         ]
     return out
@@ -269,22 +294,22 @@ def _random_world(seed: int) -> list[dict[str, Any]]:
         if rng.random() < 0.3:
             kind = rng.choice(["matchAttribute", "distinctAttribute"])
             constraints = [{kind: "gpu.nvidia.com/" + rng.choice(["numa", "productName"])}]
-        claims.append(claim(f"c{c}", *requests, constraints=constraints))
+        claims.append(w.claim(f"c{c}", *requests, constraints=constraints))
     names = [c["metadata"]["name"] for c in claims]
     # At times GPUs asked as an extended resource too, which DRA serves: one more claim.
     gpus_asked = {"nvidia.com/gpu": rng.randint(1, 4)} if rng.random() < 0.3 else {}
     return [
-        node("n"),
+        w.node("n"),
         GPU,
         *_random_slices(rng),
         *claims,
-        pod("p", gpus_asked, claims=names),
+        w.pod("p", gpus_asked, claims=names),
     ]
 
 
 @pytest.mark.parametrize("seed", range(600))
 def test_pruning_gives_the_plain_port_s_answer_on_random_worlds(seed: int) -> None:
     world = _random_world(seed)
-    plain = fit_anywhere(demand_of(world), supply_of(world), budget_s=30, prune=False)
-    pruned = fit_anywhere(demand_of(world), supply_of(world), budget_s=30, prune=True)
+    plain = fit_anywhere(w.demand_of(world), w.supply_of(world), budget_s=30, prune=False)
+    pruned = fit_anywhere(w.demand_of(world), w.supply_of(world), budget_s=30, prune=True)
     assert pruned == plain

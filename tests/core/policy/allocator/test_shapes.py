@@ -3,37 +3,27 @@ apart (docs/allocator.md, "Node groups")."""
 
 from __future__ import annotations
 
-from tests.core.policy.allocator.world import (
-    claim,
-    demand_of,
-    device,
-    device_class,
-    exactly,
-    node,
-    pod,
-    resource_slice,
-    supply_of,
-)
+from tests.core.policy.allocator import world as w
 from webhook.policy.allocator import fit_anywhere
 
-GPU_CLASS = device_class("gpu.nvidia.com", extended="nvidia.com/gpu")
+GPU_CLASS = w.device_class("gpu.nvidia.com", extended="nvidia.com/gpu")
 
 
 def dra_nodes(count: int) -> list[dict]:
     out: list[dict] = [GPU_CLASS]
     for i in range(count):
         name = f"node-{i}"
-        out.append(node(name, {"zone": f"z{i % 2}"}))
+        out.append(w.node(name, {"zone": f"z{i % 2}"}))
         devices = [
-            device(f"gpu-{j}", {"uuid": f"GPU-{i}-{j}", "productName": "A100"}) for j in range(2)
+            w.device(f"gpu-{j}", {"uuid": f"GPU-{i}-{j}", "productName": "A100"}) for j in range(2)
         ]
-        out.append(resource_slice(f"{name}-gpus", name, devices, nodeName=name))
+        out.append(w.resource_slice(f"{name}-gpus", name, devices, nodeName=name))
     return out
 
 
 def test_nodes_alike_but_for_names_and_uuids_share_one_judgement() -> None:
     world = dra_nodes(20)
-    verdict = fit_anywhere(demand_of([pod("p", {"nvidia.com/gpu": 3})]), supply_of(world))
+    verdict = fit_anywhere(w.demand_of([w.pod("p", {"nvidia.com/gpu": 3})]), w.supply_of(world))
     assert verdict.outcome == "does-not-fit"
     assert len(verdict.answers) == 20
     assert len({id(answer) for _, answer in verdict.answers}) == 1
@@ -41,40 +31,40 @@ def test_nodes_alike_but_for_names_and_uuids_share_one_judgement() -> None:
 
 def test_a_selector_on_a_uuid_tells_the_nodes_apart() -> None:
     world = dra_nodes(20)
-    wanted = claim(
+    wanted = w.claim(
         "c",
-        exactly(
+        w.exactly(
             "gpu",
             "gpu.nvidia.com",
             selectors=['device.attributes["gpu.nvidia.com"].uuid == "GPU-13-1"'],
         ),
     )
-    verdict = fit_anywhere(demand_of([wanted]), supply_of([*world, wanted]))
+    verdict = fit_anywhere(w.demand_of([wanted]), w.supply_of([*world, wanted]))
     assert verdict.fits and verdict.group == "node-13"
     assert [g for g, answer in verdict.answers if answer.fits] == ["node-13"]
 
 
 def test_a_node_selector_tells_the_zones_apart() -> None:
     world = dra_nodes(4)
-    pinned = pod("p", {"nvidia.com/gpu": 1}, nodeSelector={"zone": "z1"})
-    verdict = fit_anywhere(demand_of([pinned]), supply_of(world))
+    pinned = w.pod("p", {"nvidia.com/gpu": 1}, nodeSelector={"zone": "z1"})
+    verdict = fit_anywhere(w.demand_of([pinned]), w.supply_of(world))
     assert [g for g, answer in verdict.answers if answer.fits] == ["node-1", "node-3"]
 
 
 def _big_node(*devices: dict) -> list[dict]:
     return [
-        node("big"),
+        w.node("big"),
         GPU_CLASS,
-        resource_slice("big-gpus", "big", list(devices), nodeName="big"),
+        w.resource_slice("big-gpus", "big", list(devices), nodeName="big"),
     ]
 
 
 def _eleven_then_none() -> dict:
     """11 of 24 devices for one request, then one that no device matches."""
-    return claim(
+    return w.claim(
         "c",
-        exactly("a", "gpu.nvidia.com", 11),
-        exactly(
+        w.exactly("a", "gpu.nvidia.com", 11),
+        w.exactly(
             "b", "gpu.nvidia.com", 1, selectors=['device.attributes["gpu.nvidia.com"].index > 100']
         ),
     )
@@ -83,10 +73,10 @@ def _eleven_then_none() -> dict:
 def test_a_search_past_its_budget_is_unknown_not_refused() -> None:
     # The plain port, as the scheduler's search: it tries every combination of 11 of the 24
     # devices (millions) for the first request before giving up on the second.
-    world = _big_node(*(device(f"gpu-{j}", {"index": j}) for j in range(24)))
+    world = _big_node(*(w.device(f"gpu-{j}", {"index": j}) for j in range(24)))
     hard = _eleven_then_none()
     verdict = fit_anywhere(
-        demand_of([hard]), supply_of([*world, hard]), budget_s=0.001, prune=False
+        w.demand_of([hard]), w.supply_of([*world, hard]), budget_s=0.001, prune=False
     )
     assert verdict.outcome == "unknown"
     assert not verdict.fits
@@ -96,12 +86,12 @@ def test_pruning_refuses_at_once_what_the_search_could_not_finish() -> None:
     # The same claim: counting proves that no device is left for the second request, which
     # is the scheduler's answer (its search has seconds; the port's runs out of half a
     # second, trying millions of combinations).
-    world = _big_node(*(device(f"gpu-{j}", {"index": j}) for j in range(24)))
+    world = _big_node(*(w.device(f"gpu-{j}", {"index": j}) for j in range(24)))
     hard = _eleven_then_none()
-    supply = supply_of([*world, hard])
-    plain = fit_anywhere(demand_of([hard]), supply, budget_s=0.5, prune=False)
+    supply = w.supply_of([*world, hard])
+    plain = fit_anywhere(w.demand_of([hard]), supply, budget_s=0.5, prune=False)
     assert plain.outcome == "unknown"
-    verdict = fit_anywhere(demand_of([hard]), supply, budget_s=0.5)
+    verdict = fit_anywhere(w.demand_of([hard]), supply, budget_s=0.5)
     assert verdict.outcome == "does-not-fit"
     assert verdict.closest is not None
     assert "request b asks for 1 device(s)" in verdict.closest.detail
@@ -114,16 +104,16 @@ def test_a_search_counting_cannot_cut_short_still_runs_out_of_time() -> None:
     # so nothing is proven by counting, and the search tries the combinations of 11 of the
     # 23 before giving up.
     groups = [1] * 23 + [2]
-    world = _big_node(*(device(f"gpu-{j:02d}", {"group": g}) for j, g in enumerate(groups)))
-    hard = claim(
+    world = _big_node(*(w.device(f"gpu-{j:02d}", {"group": g}) for j, g in enumerate(groups)))
+    hard = w.claim(
         "c",
-        exactly("a", "gpu.nvidia.com", 11),
-        exactly(
+        w.exactly("a", "gpu.nvidia.com", 11),
+        w.exactly(
             "b", "gpu.nvidia.com", 1, selectors=['device.attributes["gpu.nvidia.com"].group == 2']
         ),
         constraints=[{"matchAttribute": "gpu.nvidia.com/group"}],
     )
-    verdict = fit_anywhere(demand_of([hard]), supply_of([*world, hard]), budget_s=0.001)
+    verdict = fit_anywhere(w.demand_of([hard]), w.supply_of([*world, hard]), budget_s=0.001)
     assert verdict.outcome == "unknown"
 
 
@@ -131,12 +121,12 @@ def test_groups_left_when_time_runs_out_are_unknown_under_their_own_names() -> N
     # Three nodes told apart by their GPU counts; the first search uses up the budget.
     world: list[dict] = [GPU_CLASS]
     for name, count in (("big", 24), ("mid", 23), ("small", 22)):
-        world.append(node(name))
-        devices = [device(f"gpu-{j}", {"index": j}) for j in range(count)]
-        world.append(resource_slice(f"{name}-gpus", name, devices, nodeName=name))
+        world.append(w.node(name))
+        devices = [w.device(f"gpu-{j}", {"index": j}) for j in range(count)]
+        world.append(w.resource_slice(f"{name}-gpus", name, devices, nodeName=name))
     hard = _eleven_then_none()
     verdict = fit_anywhere(
-        demand_of([hard]), supply_of([*world, hard]), budget_s=0.001, prune=False
+        w.demand_of([hard]), w.supply_of([*world, hard]), budget_s=0.001, prune=False
     )
     assert verdict.outcome == "unknown"
     assert [g for g, _ in verdict.answers] == ["big", "mid", "small"]
@@ -153,10 +143,10 @@ def test_an_explanation_past_its_deadline_blames_no_part() -> None:
     from webhook.policy.allocator.explain import explain_claims
     from webhook.policy.allocator.pools import Node
 
-    world = _big_node(*(device(f"gpu-{j}", {"index": j}) for j in range(24)))
+    world = _big_node(*(w.device(f"gpu-{j}", {"index": j}) for j in range(24)))
     hard = _eleven_then_none()
-    supply = supply_of([*world, hard])
-    claims = demand_of([hard]).claims
+    supply = w.supply_of([*world, hard])
+    claims = w.demand_of([hard]).claims
     group = supply.groups[0]
     node_of = Node(group.node, group.labels)
     late = explain_claims(claims, group, supply, node_of, deadline=time.monotonic() - 1)

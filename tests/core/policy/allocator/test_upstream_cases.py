@@ -13,34 +13,25 @@ from typing import Any
 
 import pytest
 
-from tests.core.policy.allocator.world import (
-    claim,
-    demand_of,
-    device,
-    device_class,
-    exactly,
-    node,
-    resource_slice,
-    supply_of,
-)
+from tests.core.policy.allocator import world as w
 from webhook.policy.allocator import fit
 
 A = "driver-a"
 B = "driver-b"
-NODE = node("node-1", {"region": "region-1"})
-CLASS_A = device_class("class-a", driver=A)
-CLASS_B = device_class("class-b", driver=B)
+NODE = w.node("node-1", {"region": "region-1"})
+CLASS_A = w.device_class("class-a", driver=A)
+CLASS_B = w.device_class("class-b", driver=B)
 
 
 def one_device(
     name: str = "slice-1", pool: str = "pool-1", driver: str = A, **spec: Any
 ) -> dict[str, Any]:
     spec.setdefault("nodeName", "node-1")
-    return resource_slice(name, pool, [device("device-1")], driver=driver, **spec)
+    return w.resource_slice(name, pool, [w.device("device-1")], driver=driver, **spec)
 
 
 def memory(name: str, size: str) -> dict[str, Any]:
-    return device(name, capacity={"memory": {"value": size}})
+    return w.device(name, capacity={"memory": {"value": size}})
 
 
 def at_least(size: str) -> str:
@@ -58,11 +49,11 @@ def counters(name: str, pool: str, sets: dict[str, dict[str, str]], **spec: Any)
     shared = [
         {"name": n, "counters": {k: {"value": v} for k, v in c.items()}} for n, c in sets.items()
     ]
-    return resource_slice(name, pool, [], driver=A, sharedCounters=shared, **spec)
+    return w.resource_slice(name, pool, [], driver=A, sharedCounters=shared, **spec)
 
 
 def consuming(name: str, counter_set: str, **amounts: str) -> dict[str, Any]:
-    return device(
+    return w.device(
         name,
         consumesCounters=[
             {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in amounts.items()}}
@@ -88,13 +79,13 @@ def small_and_large(first: str, second: str) -> list[dict[str, Any]]:
     sizes = {"1Gi": "device-1", "2Gi": "device-2"}
     devices = [memory(sizes[first], first), memory(sizes[second], second)]
     return [
-        claim(
+        w.claim(
             "claim-0",
-            exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
-            exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
+            w.exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
+            w.exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
         ),
         CLASS_A,
-        resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1"),
+        w.resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1"),
     ]
 
 
@@ -103,28 +94,32 @@ def shareable(value: int, *, policy: dict[str, Any] | None = None) -> dict[str, 
     the request policy of ``withCapacityRequestPolicyRange``: default 2, range 2..4 step 2."""
     policy = policy or {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
     capacity = {"capacity-0": {"value": str(value), "requestPolicy": policy}}
-    return device("device-1", allowMultipleAllocations=True, capacity=capacity)
+    return w.device("device-1", allowMultipleAllocations=True, capacity=capacity)
 
 
 def asking(amount: int, claim_name: str = "claim-0") -> dict[str, Any]:
     """A claim for one device of class-a and ``amount`` of its capacity-0."""
     capacity = {"requests": {"capacity-0": str(amount)}}
-    return claim(claim_name, exactly("req-0", "class-a", capacity=capacity))
+    return w.claim(claim_name, w.exactly("req-0", "class-a", capacity=capacity))
 
 
 def two_tainted() -> dict[str, Any]:
     """``tainted-two-devices``: one device tainted NoSchedule, one NoExecute."""
     devices = [
-        device("device-1", taints=[TAINT_NO_SCHEDULE]),
-        device("device-2", taints=[TAINT_NO_EXECUTE]),
+        w.device("device-1", taints=[TAINT_NO_SCHEDULE]),
+        w.device("device-2", taints=[TAINT_NO_EXECUTE]),
     ]
-    return resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1")
+    return w.resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1")
 
 
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
-    "simple": ([claim("claim-0", exactly("req-0", "class-a")), CLASS_A, one_device()], FITS, ""),
+    "simple": (
+        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, one_device()],
+        FITS,
+        "",
+    ),
     "other-node": (
-        [claim("claim-0", exactly("req-0", "class-a")), CLASS_A, one_device(nodeName="node-2")],
+        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, one_device(nodeName="node-2")],
         NOT,
         "",
     ),
@@ -133,7 +128,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "small-and-large-backtrack-requests": (small_and_large("2Gi", "1Gi"), FITS, ""),
     "devices-split-across-different-slices": (
         [
-            claim("claim-0", exactly("req-0", "class-a", 2)),
+            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
             CLASS_A,
             one_device("slice-1", "pool-1"),
             one_device("slice-2", "pool-2"),
@@ -143,7 +138,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "duplicate-slice": (
         [
-            claim("claim-0", exactly("req-0", "class-a")),
+            w.claim("claim-0", w.exactly("req-0", "class-a")),
             CLASS_A,
             *pool_of(2, one_device("slice-1"), one_device("slice-1-2")),
         ],
@@ -151,18 +146,18 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "invalid resource pools were encountered",
     ),
     "not-enough-suitable-devices": (
-        [claim("claim-0", exactly("req-0", "class-a", 2)), CLASS_A, one_device()],
+        [w.claim("claim-0", w.exactly("req-0", "class-a", 2)), CLASS_A, one_device()],
         NOT,
         "",
     ),
     "unknown-class": (
-        [claim("claim-0", exactly("req-0", "class-b")), CLASS_A, one_device()],
+        [w.claim("claim-0", w.exactly("req-0", "class-b")), CLASS_A, one_device()],
         ERROR,
         "could not retrieve device class class-b",
     ),
     "all-devices-single": (
         [
-            claim("claim-0", exactly("req-0", "class-a", allocationMode="All")),
+            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
             CLASS_A,
             one_device(),
         ],
@@ -171,7 +166,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "all-devices-of-the-incomplete-pool": (
         [
-            claim("claim-0", exactly("req-0", "class-a", allocationMode="All")),
+            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
             CLASS_A,
             *pool_of(2, one_device()),
         ],
@@ -179,13 +174,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "is currently being updated",
     ),
     "all-devices-no-slices": (
-        [claim("claim-0", exactly("req-0", "class-a", allocationMode="All")), CLASS_A],
+        [w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")), CLASS_A],
         NOT,
         "",
     ),
     "network-attached-device": (
         [
-            claim("claim-0", exactly("req-0", "class-a")),
+            w.claim("claim-0", w.exactly("req-0", "class-a")),
             CLASS_A,
             one_device(
                 nodeName=None,
@@ -205,7 +200,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "unsuccessful-allocation-network-attached-device": (
         [
-            claim("claim-0", exactly("req-0", "class-a")),
+            w.claim("claim-0", w.exactly("req-0", "class-a")),
             CLASS_A,
             one_device(
                 nodeName=None,
@@ -225,7 +220,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "local-and-network-attached-devices": (
         [
-            claim("claim-0", exactly("req-0", "class-a", 2)),
+            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
             CLASS_A,
             one_device(),
             one_device("slice-2", "pool-2", nodeName=None, allNodes=True),
@@ -235,7 +230,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "several-different-drivers": (
         [
-            claim("claim-0", exactly("req-0", "class-a"), exactly("req-1", "class-b")),
+            w.claim("claim-0", w.exactly("req-0", "class-a"), w.exactly("req-1", "class-b")),
             CLASS_A,
             CLASS_B,
             one_device(),
@@ -246,9 +241,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-non-existent-attribute": (
         [
-            claim(
+            w.claim(
                 "claim-0",
-                exactly("req-0", "class-a"),
+                w.exactly("req-0", "class-a"),
                 constraints=[{"matchAttribute": f"{A}/no-such-attribute"}],
             ),
             CLASS_A,
@@ -259,16 +254,16 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-not-matching-int-attribute": (
         [
-            claim(
+            w.claim(
                 "claim-0",
-                exactly("req-0", "class-a", 2),
+                w.exactly("req-0", "class-a", 2),
                 constraints=[{"matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            resource_slice(
+            w.resource_slice(
                 "slice-1",
                 "pool-1",
-                [device("device-1", {"numa": 1}), device("device-2", {"numa": 2})],
+                [w.device("device-1", {"numa": 1}), w.device("device-2", {"numa": 2})],
                 driver=A,
                 nodeName="node-1",
             ),
@@ -278,17 +273,17 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-for-request-retry": (
         [
-            claim(
+            w.claim(
                 "claim-0",
-                exactly("req-0", "class-a"),
-                exactly("req-1", "class-a"),
+                w.exactly("req-0", "class-a"),
+                w.exactly("req-1", "class-a"),
                 constraints=[{"requests": ["req-0"], "matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            resource_slice(
+            w.resource_slice(
                 "slice-1",
                 "pool-1",
-                [device("device-1"), device("device-2", {"numa": 1})],
+                [w.device("device-1"), w.device("device-2", {"numa": 1})],
                 driver=A,
                 nodeName="node-1",
             ),
@@ -298,7 +293,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "invalid-CEL-one-device": (
         [
-            claim("claim-0", exactly("req-0", "class-a", selectors=["noSuchVar"])),
+            w.claim("claim-0", w.exactly("req-0", "class-a", selectors=["noSuchVar"])),
             CLASS_A,
             one_device(),
         ],
@@ -306,13 +301,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "undeclared reference",  # as upstream: a compile error
     ),
     "too-many-devices-single-request": (
-        [claim("claim-0", exactly("req-0", "class-a", 500)), CLASS_A, one_device()],
+        [w.claim("claim-0", w.exactly("req-0", "class-a", 500)), CLASS_A, one_device()],
         ERROR,
         "exceeds the claim limit of 32",
     ),
     "prioritized-list-first-unavailable": (
         [
-            claim(
+            w.claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -328,7 +323,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-non-available": (
         [
-            claim(
+            w.claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -345,7 +340,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-with-backtracking": (
         [
-            claim(
+            w.claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -354,13 +349,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                         sub("sub-1", "class-a", selectors=[at_least("4Gi")]),
                     ],
                 },
-                exactly("req-1", "class-a", selectors=[at_least("8Gi")]),
+                w.exactly("req-1", "class-a", selectors=[at_least("8Gi")]),
             ),
             CLASS_A,
-            resource_slice(
+            w.resource_slice(
                 "slice-1", "pool-1", [memory("device-1", "8Gi")], driver=A, nodeName="node-1"
             ),
-            resource_slice(
+            w.resource_slice(
                 "slice-2", "pool-2", [memory("device-2", "4Gi")], driver=A, nodeName="node-1"
             ),
         ],
@@ -369,7 +364,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-too-many-in-first-subrequest": (
         [
-            claim(
+            w.claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -385,11 +380,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-single-device": (
         [
-            claim("claim-0", exactly("req-0", "class-a")),
+            w.claim("claim-0", w.exactly("req-0", "class-a")),
             CLASS_A,
             *pool_of(
                 2,
-                resource_slice(
+                w.resource_slice(
                     "slice-1",
                     "pool-1",
                     [consuming("device-1", "counter-set-1", memory="4Gi")],
@@ -406,11 +401,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-multiple-devices (over the counters)": (
         [
-            claim("claim-0", exactly("req-0", "class-a", 2)),
+            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
             CLASS_A,
             *pool_of(
                 2,
-                resource_slice(
+                w.resource_slice(
                     "slice-1",
                     "pool-1",
                     [
@@ -430,14 +425,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-per-device-node-selection-nodename": (
         [
-            claim("claim-0", exactly("req-0", "class-a")),
+            w.claim("claim-0", w.exactly("req-0", "class-a")),
             CLASS_A,
-            resource_slice(
+            w.resource_slice(
                 "slice-1",
                 "pool-1",
                 [
-                    device("device-1", nodeName="node-2"),
-                    device("device-2", nodeName="node-1"),
+                    w.device("device-1", nodeName="node-2"),
+                    w.device("device-2", nodeName="node-1"),
                 ],
                 driver=A,
                 perDeviceNodeSelection=True,
@@ -447,13 +442,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     "tainted-two-devices": (
-        [claim("claim-0", exactly("req-0", "class-a")), CLASS_A, two_tainted()],
+        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, two_tainted()],
         NOT,
         "",
     ),
     "tainted-two-devices-tolerated": (
         [
-            claim("claim-0", exactly("req-0", "class-a", tolerations=[TOLERATE_NO_EXECUTE])),
+            w.claim("claim-0", w.exactly("req-0", "class-a", tolerations=[TOLERATE_NO_EXECUTE])),
             CLASS_A,
             two_tainted(),
         ],
@@ -462,13 +457,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-no-effect": (
         [
-            claim("claim-0", exactly("req-0", "class-a")),
+            w.claim("claim-0", w.exactly("req-0", "class-a")),
             CLASS_A,
-            resource_slice(
+            w.resource_slice(
                 "slice-1",
                 "pool-1",
                 [
-                    device(
+                    w.device(
                         "device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]
                     ),
                 ],
@@ -481,12 +476,12 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-all-devices-single": (
         [
-            claim("claim-0", exactly("req-0", "class-a", allocationMode="All")),
+            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
             CLASS_A,
-            resource_slice(
+            w.resource_slice(
                 "slice-1",
                 "pool-1",
-                [device("device-1", taints=[TAINT_NO_SCHEDULE])],
+                [w.device("device-1", taints=[TAINT_NO_SCHEDULE])],
                 driver=A,
                 nodeName="node-1",
             ),
@@ -496,10 +491,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint": (
         [
-            claim(
+            w.claim(
                 "claim-0",
-                exactly("req-0", "class-a"),
-                exactly("req-1", "class-a"),
+                w.exactly("req-0", "class-a"),
+                w.exactly("req-1", "class-a"),
                 constraints=[
                     {"matchAttribute": f"{A}/numa"},
                     {"matchAttribute": f"{A}/driverVersion"},
@@ -508,11 +503,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
             ),
             CLASS_A,
-            resource_slice(
+            w.resource_slice(
                 "slice-1",
                 "pool-1",
                 [
-                    device(
+                    w.device(
                         name,
                         {
                             "driverVersion": "v:1.0.0",
@@ -532,8 +527,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "separate-claims-share-device (without admin access)": (
         [
-            claim("claim-0", exactly("req-0", "class-a")),
-            claim("claim-1", exactly("req-0", "class-a")),
+            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            w.claim("claim-1", w.exactly("req-0", "class-a")),
             CLASS_A,
             one_device(),
         ],
@@ -542,8 +537,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "admin-access-enabled (two claims, one device)": (
         [
-            claim("claim-0", exactly("req-0", "class-a", adminAccess=True)),
-            claim("claim-1", exactly("req-0", "class-a", adminAccess=True)),
+            w.claim("claim-0", w.exactly("req-0", "class-a", adminAccess=True)),
+            w.claim("claim-1", w.exactly("req-0", "class-a", adminAccess=True)),
             CLASS_A,
             one_device(),
         ],
@@ -555,7 +550,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(1, "claim-1"),
             CLASS_A,
-            resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+            w.resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
         ],
         FITS,  # both rounded up to 2: the device's 4 hold them
         "",
@@ -564,7 +559,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(3),
             CLASS_A,
-            resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+            w.resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
         ],
         FITS,  # 3 rounded up to 4
         "",
@@ -574,7 +569,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(2, "claim-1"),
             CLASS_A,
-            resource_slice("slice-1", "pool-1", [shareable(2)], driver=A, nodeName="node-1"),
+            w.resource_slice("slice-1", "pool-1", [shareable(2)], driver=A, nodeName="node-1"),
         ],
         NOT,
         "",
@@ -583,7 +578,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(6),
             CLASS_A,
-            resource_slice("slice-1", "pool-1", [shareable(10)], driver=A, nodeName="node-1"),
+            w.resource_slice("slice-1", "pool-1", [shareable(10)], driver=A, nodeName="node-1"),
         ],
         NOT,  # the policy's max is 4, whatever the device has
         "",
@@ -595,8 +590,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_upstream_case(name: str, prune: bool) -> None:
     objs, expected, message = CASES[name]
-    supply = supply_of([NODE, *objs])
-    result = fit(demand_of(objs), supply.groups[0], supply, budget_s=5, prune=prune)
+    supply = w.supply_of([NODE, *objs])
+    result = fit(w.demand_of(objs), supply.groups[0], supply, budget_s=5, prune=prune)
     if expected == ERROR:
         assert result.outcome == "does-not-fit"
         assert message in result.reason
@@ -610,7 +605,7 @@ def test_pruning_changes_no_answer(name: str) -> None:
     # Outcome, reason, detail and error: the counting before the search only skips searches
     # that find nothing (docs/allocator.md, "Pruning").
     objs, _, _ = CASES[name]
-    supply = supply_of([NODE, *objs])
-    demand = demand_of(objs)
+    supply = w.supply_of([NODE, *objs])
+    demand = w.demand_of(objs)
     plain = fit(demand, supply.groups[0], supply, budget_s=5, prune=False)
     assert fit(demand, supply.groups[0], supply, budget_s=5, prune=True) == plain

@@ -4,37 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.core.policy.allocator.world import (
-    claim,
-    demand_of,
-    device,
-    device_class,
-    exactly,
-    node,
-    pod,
-    resource_slice,
-    supply_of,
-)
+from tests.core.policy.allocator import world as w
 from webhook.policy.allocator import fit_anywhere
 from webhook.policy.allocator.result import Verdict
 from webhook.policy.allocator.usage import EMPTY, Usage
 
-GPU_CLASS = device_class("gpu.nvidia.com")
+GPU_CLASS = w.device_class("gpu.nvidia.com")
 DRIVER = "gpu.nvidia.com"
 
 
 def _verdict(objs: list[dict[str, Any]], usage: Usage = EMPTY) -> Verdict:
     wanted = [o for o in objs if o["kind"] in ("Pod", "ResourceClaim")]
-    return fit_anywhere(demand_of(wanted), supply_of(objs), budget_s=5.0, usage=usage)
+    return fit_anywhere(w.demand_of(wanted), w.supply_of(objs), budget_s=5.0, usage=usage)
 
 
 def _two_gpu_node(name: str) -> list[dict[str, Any]]:
-    devices = [device("gpu-0"), device("gpu-1")]
-    return [node(name), resource_slice(f"{name}-gpus", name, devices, nodeName=name)]
+    devices = [w.device("gpu-0"), w.device("gpu-1")]
+    return [w.node(name), w.resource_slice(f"{name}-gpus", name, devices, nodeName=name)]
 
 
 def test_allocated_devices_are_in_use() -> None:
-    world = [*_two_gpu_node("a"), GPU_CLASS, claim("c", exactly("gpu", "gpu.nvidia.com"))]
+    world = [*_two_gpu_node("a"), GPU_CLASS, w.claim("c", w.exactly("gpu", "gpu.nvidia.com"))]
     assert _verdict(world).fits  # the empty cluster: the webhook's question
     one = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
     assert _verdict(world, one).fits
@@ -50,7 +40,7 @@ def test_a_full_node_leaves_its_twin_to_fit() -> None:
         *_two_gpu_node("a"),
         *_two_gpu_node("b"),
         GPU_CLASS,
-        claim("c", exactly("gpu", "gpu.nvidia.com", 2)),
+        w.claim("c", w.exactly("gpu", "gpu.nvidia.com", 2)),
     ]
     usage = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
     found = _verdict(world, usage)
@@ -60,7 +50,7 @@ def test_a_full_node_leaves_its_twin_to_fit() -> None:
 
 
 def test_bound_pods_hold_extended_resources() -> None:
-    world = [node("a", gpu=2), pod("p", {"nvidia.com/gpu": 2})]
+    world = [w.node("a", gpu=2), w.pod("p", {"nvidia.com/gpu": 2})]
     assert _verdict(world).fits
     held = _verdict(world, Usage(requested={"a": {"nvidia.com/gpu": 1}}))
     assert held.outcome == "does-not-fit"
@@ -75,23 +65,23 @@ def test_an_allocated_partition_consumes_the_whole_gpus_counters() -> None:
     counters = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
     part = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "6Gi"}}}
     devices = [
-        device("gpu-0", {"type": "gpu"}, consumesCounters=[counters]),
-        device("gpu-0-mig-0", {"type": "mig"}, consumesCounters=[part]),
+        w.device("gpu-0", {"type": "gpu"}, consumesCounters=[counters]),
+        w.device("gpu-0-mig-0", {"type": "mig"}, consumesCounters=[part]),
     ]
     sets = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}]
     slices = [
-        resource_slice("a30-gpus", "a30", devices, nodeName="a30"),
-        resource_slice("a30-counters", "a30", [], nodeName="a30", sharedCounters=sets),
+        w.resource_slice("a30-gpus", "a30", devices, nodeName="a30"),
+        w.resource_slice("a30-counters", "a30", [], nodeName="a30", sharedCounters=sets),
     ]
     for found in slices:
         found["spec"]["pool"]["resourceSliceCount"] = 2
-    whole = claim(
+    whole = w.claim(
         "c",
-        exactly(
+        w.exactly(
             "gpu", "gpu.nvidia.com", selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"']
         ),
     )
-    world = [node("a30"), GPU_CLASS, *slices, whole]
+    world = [w.node("a30"), GPU_CLASS, *slices, whole]
     assert _verdict(world).fits
     # The partition is allocated to another claim: its 6Gi are gone from the counter set,
     # so the whole GPU (24Gi) cannot be allocated, though no claim holds it.

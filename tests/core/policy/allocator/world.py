@@ -153,6 +153,32 @@ def resource_slice(
     }
 
 
+def partitionable(gpus: int, node: str = "n") -> list[dict[str, Any]]:
+    """``gpus`` partitionable GPUs on ``node`` as NVIDIA's driver publishes them: each a whole
+    device (attribute ``type: gpu``) and two halves (``type: mig``), all consuming one counter
+    set of 40Gi of memory, in one pool of two slices (counters, then devices)."""
+    counters, devices = [], []
+    for g in range(gpus):
+        counters.append({"name": f"gpu-{g}", "counters": {"memory": {"value": "40Gi"}}})
+
+        def takes(memory: str, g: int = g) -> list[dict[str, Any]]:
+            return [{"counterSet": f"gpu-{g}", "counters": {"memory": {"value": memory}}}]
+
+        devices.append(device(f"gpu-{g}", {"type": "gpu"}, consumesCounters=takes("40Gi")))
+        for half in range(2):
+            devices.append(
+                device(f"gpu-{g}-mig-{half}", {"type": "mig"}, consumesCounters=takes("20Gi"))
+            )
+    prefix = "parts" if node == "n" else f"{node}-parts"
+    out = [
+        resource_slice(f"{prefix}-c", prefix, [], nodeName=node, sharedCounters=counters),
+        resource_slice(f"{prefix}-d", prefix, devices, nodeName=node),
+    ]
+    for found in out:  # one pool of two slices: the API server takes no counters with devices
+        found["spec"]["pool"]["resourceSliceCount"] = 2
+    return out
+
+
 def device_class(
     name: str, *selectors: str, extended: str | None = None, driver: str = DRIVER
 ) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""AdmissionReview requests for tests: the captured fixtures, with GPUs put into copies.
+"""AdmissionReview requests: the captured fixtures, with GPUs put into copies, and built ones.
 
 The fixtures in tests/fixtures/admissionreviews were sent by real API servers (1.28.7 and
 1.36.2); their pods ask for no GPU. Tests copy them (``copy.deepcopy``) before changing
@@ -14,10 +14,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "admissionreviews"
+from tests.objects.pods import ctr
+from tests.objects.workloads import TEMPLATE_KINDS
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admissionreviews"
 VERSIONS = ("v1.28.7", "v1.36.2")
 CASES = ("pod-create", "pod-dryrun-create", "pod-dryrun-ssa-create", "pod-dryrun-ssa-update")
-EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
 
 
 def fixture_ids() -> list[tuple[str, str, str]]:
@@ -66,44 +68,9 @@ def pod_spec(quantity: Any = 1, resource: str = "nvidia.com/gpu") -> dict[str, A
     """A pod spec with one container asking for ``quantity`` of ``resource``."""
     return {
         "containers": [
-            {
-                "name": "cuda",
-                "image": "registry.example/cuda:12",
-                "resources": {"limits": {resource: quantity}},
-            }
+            ctr("cuda", limits={resource: quantity}, image="registry.example/cuda:12"),
         ]
     }
-
-
-# kind -> (group, version, resource) of the pod-template kinds the validating endpoint judges.
-TEMPLATE_KINDS: dict[str, tuple[str, str, str]] = {
-    "Deployment": ("apps", "v1", "deployments"),
-    "ReplicaSet": ("apps", "v1", "replicasets"),
-    "StatefulSet": ("apps", "v1", "statefulsets"),
-    "DaemonSet": ("apps", "v1", "daemonsets"),
-    "Job": ("batch", "v1", "jobs"),
-    "CronJob": ("batch", "v1", "cronjobs"),
-    "ReplicationController": ("", "v1", "replicationcontrollers"),
-    "PodTemplate": ("", "v1", "podtemplates"),
-}
-
-
-def workload(kind: str, spec: dict[str, Any], name: str = "train") -> dict[str, Any]:
-    """An object of ``kind`` whose pod template has ``spec``."""
-    group, version, _ = TEMPLATE_KINDS[kind]
-    template = {"metadata": {"labels": {"app": name}}, "spec": spec}
-    obj: dict[str, Any] = {
-        "apiVersion": f"{group}/{version}" if group else version,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "ml"},
-    }
-    if kind == "PodTemplate":
-        obj["template"] = template
-    elif kind == "CronJob":
-        obj["spec"] = {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}}
-    else:
-        obj["spec"] = {"selector": {"matchLabels": {"app": name}}, "template": template}
-    return obj
 
 
 def review(

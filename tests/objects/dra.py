@@ -1,53 +1,12 @@
-"""Builders for test objects: pods and containers asking for GPUs."""
+"""DRA objects (resource.k8s.io/v1) as NVIDIA's DRA driver publishes and users ask for them.
+
+docs/dra-claims.md: classes gpu.nvidia.com / mig.nvidia.com, attributes type, productName,
+profile, capacity memory and (with --consumable-shares) shares.
+"""
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def pod(
-    *containers: dict[str, Any],
-    name: str = "p",
-    namespace: str = "default",
-    annotations: dict[str, str] | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    """A Pod with the given containers (see ``ctr``) and extra spec fields."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if annotations:
-        meta["annotations"] = annotations
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {"containers": list(containers), **spec},
-    }
-
-
-def ctr(
-    name: str = "main",
-    *,
-    limits: dict[str, Any] | None = None,
-    requests: dict[str, Any] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """A container asking for the given limits and requests."""
-    resources: dict[str, Any] = {}
-    if limits is not None:
-        resources["limits"] = limits
-    if requests is not None:
-        resources["requests"] = requests
-    return {"name": name, "image": "registry.example/app:1", "resources": resources, **extra}
-
-
-def gpu(n: Any = 1, name: str = "nvidia.com/gpu") -> dict[str, Any]:
-    """A container asking for ``n`` of ``name`` in limits only."""
-    return ctr(limits={name: n})
-
-
-# --- DRA objects (resource.k8s.io/v1), as NVIDIA's DRA driver publishes them -------------------
-# docs/dra-claims.md: classes gpu.nvidia.com / mig.nvidia.com, attributes type, productName,
-# profile, capacity memory and (with --consumable-shares) shares.
 
 GPU_CLASS_CEL = (
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
@@ -57,15 +16,27 @@ MIG_CLASS_CEL = (
 )
 
 
-def device_class(name: str, *expressions: str, config: list[Any] | None = None) -> dict[str, Any]:
-    """A DeviceClass with CEL selectors (and opaque config entries)."""
+def device_class(
+    name: str,
+    *expressions: str,
+    config: list[Any] | None = None,
+    extended: str | None = None,
+    created: str = "",
+) -> dict[str, Any]:
+    """A DeviceClass with CEL selectors (and opaque config entries); ``extended``: the
+    extended resource name it serves; ``created``: its creationTimestamp."""
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in expressions]}
     if config:
         spec["config"] = config
+    if extended:
+        spec["extendedResourceName"] = extended
+    meta: dict[str, Any] = {"name": name}
+    if created:
+        meta["creationTimestamp"] = created
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": name},
+        "metadata": meta,
         "spec": spec,
     }
 
@@ -84,14 +55,17 @@ def dra_gpu(
     product: str = "NVIDIA A100-SXM4-40GB",
     memory: str = "40Gi",
     shares: int | None = None,
+    attributes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A full GPU device; ``shares``: published with --consumable-shares=<shares>."""
+    """A full GPU device; ``shares``: published with --consumable-shares=<shares>;
+    ``attributes``: more attributes (``{"driverVersion": {"version": "550.54.15"}}``)."""
     device: dict[str, Any] = {
         "name": f"gpu-{index}",
         "attributes": {
             "type": {"string": "gpu"},
             "productName": {"string": product},
             "uuid": {"string": f"GPU-{index:08d}"},
+            **(attributes or {}),
         },
         "capacity": {"memory": {"value": memory}},
     }
@@ -123,17 +97,23 @@ def dra_mig(
 
 
 def resource_slice(
-    node: str, *devices: dict[str, Any], driver: str = "gpu.nvidia.com"
+    node: str,
+    *devices: dict[str, Any],
+    driver: str = "gpu.nvidia.com",
+    generation: int = 1,
+    count: int = 1,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """One ResourceSlice of ``node``'s devices (its pool, generation 1, one slice)."""
+    """One ResourceSlice of ``node``'s devices: its pool (named after the node) at
+    ``generation``, in ``count`` slices."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{driver}"},
+        "metadata": {"name": name or f"{node}-{driver}"},
         "spec": {
             "driver": driver,
             "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
             "devices": list(devices),
         },
     }
@@ -194,3 +174,37 @@ def resource_claim(
     """A ResourceClaim with these requests."""
     template = claim_template(name, *requests, config=config, namespace=namespace)
     return {**template, "kind": "ResourceClaim", "spec": template["spec"]["spec"]}
+
+
+def allocated_claim(
+    name: str,
+    pool: str,
+    *devices: str,
+    namespace: str = "ml",
+    driver: str = "gpu.nvidia.com",
+    request: str = "gpu",
+    reserved_for: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A ResourceClaim as the scheduler leaves it: ``devices`` of ``pool`` allocated to
+    ``request``, reserved for the pods named in ``reserved_for``."""
+    status: dict[str, Any] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": request, "driver": driver, "pool": pool, "device": d}
+                    for d in devices
+                ]
+            }
+        }
+    }
+    if reserved_for:
+        status["reservedFor"] = [
+            {"resource": "pods", "name": pod, "uid": str(i + 1)}
+            for i, pod in enumerate(reserved_for)
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": status,
+    }

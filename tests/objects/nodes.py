@@ -1,21 +1,19 @@
-"""Realistic Kubernetes objects for the tests' clusters: GPU nodes, pods, ConfigMaps.
+"""Nodes: as gpu-feature-discovery and the device plugin leave a GPU node, and as the kubelet
+leaves a plain one.
 
-Nodes carry what a real GPU node carries (the labels gpu-feature-discovery writes,
-managedFields, images, conditions), so that trimming and the 5,000-node benchmark see
-objects of a realistic size (about 8 KB of JSON each).
+:func:`gpu_node` carries what a real GPU node carries (the labels gpu-feature-discovery writes,
+managedFields, images, conditions), so that trimming and the 5,000-node benchmark see objects
+of a realistic size (about 8 KB of JSON each); :func:`gfd_node` is the same without the bulk;
+:func:`cluster` makes many in a mix of set-ups. :func:`node_object` is a Node with the
+capacity, allocatable and Ready condition a test names, for a real API server.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import zlib
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import yaml
-
-if TYPE_CHECKING:
-    from tests.support.apiserver import FakeApiServer
-    from tests.support.cluster import LiveCluster
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 # (product, memory MiB, family, MIG capable) as GFD writes them.
 PRODUCTS: dict[str, tuple[str, int, str, bool]] = {
@@ -200,87 +198,13 @@ def gpu_node(
     return node
 
 
-def cpu_node(name: str) -> dict[str, Any]:
-    """A Node without GPUs."""
-    return {
-        "kind": "Node",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-        },
-    }
-
-
-def pod(
-    name: str,
-    namespace: str = "ml",
-    *,
-    gpu: dict[str, str] | None = None,
-    node: str | None = None,
-    phase: str = "Running",
-    init_gpu: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A Pod; ``gpu`` is ``{resource: quantity}`` for its first container."""
-    limits = {"cpu": "1", "memory": "1Gi", **(gpu or {})}
-    containers: list[dict[str, Any]] = [
-        {
-            "name": "main",
-            "image": "cuda:12",
-            "resources": {"requests": dict(limits), "limits": limits},
-        },
-        {"name": "sidecar", "image": "envoy", "resources": {"requests": {"cpu": "100m"}}},
-    ]
-    spec: dict[str, Any] = {"containers": containers}
-    if init_gpu:
-        spec["initContainers"] = [
-            {
-                "name": "warmup",
-                "image": "cuda:12",
-                "resources": {"requests": init_gpu, "limits": init_gpu},
-            }
-        ]
-    if node:
-        spec["nodeName"] = node
-    return {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-        "status": {"phase": phase},
-    }
-
-
-def configmap(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
-    """A ConfigMap."""
-    return {
-        "kind": "ConfigMap",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": data,
-    }
-
-
-def time_slicing_config(replicas: int) -> str:
-    """A device-plugin config that time-slices every GPU ``replicas`` ways and refuses
-    requests above one."""
-    return f"""\
-version: v1
-flags:
-  migStrategy: none
-sharing:
-  timeSlicing:
-    renameByDefault: false
-    failRequestsGreaterThanOne: true
-    resources:
-      - name: nvidia.com/gpu
-        replicas: {replicas}
-"""
-
-
-TIME_SLICING_CONFIG = time_slicing_config(4)
+def gfd_node(name: str, kind: str = "l20", **kwargs: Any) -> dict[str, Any]:
+    """A GPU node as GFD labels it: one GPU, no taints and none of the bulk unless given
+    (the keywords of :func:`gpu_node`)."""
+    kwargs.setdefault("taints", [])
+    kwargs.setdefault("heavy", False)
+    kwargs.setdefault("gpus", 1)
+    return gpu_node(name, kind, **kwargs)
 
 
 def cluster(n: int) -> list[dict[str, Any]]:
@@ -302,52 +226,58 @@ def cluster(n: int) -> list[dict[str, Any]]:
     return nodes
 
 
-# A device-plugin config with the old timeSlicing.strategy key: the plugin loads it and ignores
-# the key (docs/device-plugin.md), so the project loads it with a warning.
-IGNORED_STRATEGY = """\
-version: v1
-sharing:
-  timeSlicing:
-    strategy: balanced
-    resources: [{name: nvidia.com/gpu, replicas: 4}]
-"""
+def node_object(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    gpus: int | None = 1,
+    resource: str = "nvidia.com/gpu",
+    capacity: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, str] | None = None,
+    ready: bool = True,
+) -> dict[str, Any]:
+    """A Node as the kubelet and the device plugin leave it (``status`` included).
+
+    ``capacity`` defaults to 8 CPUs, 32 GiB, 110 pods plus ``gpus`` of ``resource`` (none when
+    ``gpus`` is None); ``allocatable`` defaults to ``capacity``.
+    """
+    cap = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    if gpus is not None:
+        cap[resource] = str(gpus)
+    cap.update(capacity or {})
+    alloc = dict(cap) if allocatable is None else {**cap, **allocatable}
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **(labels or {}),
+            },
+        },
+        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
+        "status": {
+            "capacity": cap,
+            "allocatable": alloc,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+        },
+    }
 
 
-#: The example cluster the live tests serve: 8 nodes (L20 and T4, time-sliced) and the
-#: device-plugin ConfigMap of its rollout.
-EXAMPLE_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "seed003-l20-t4"
-#: (namespace, name) of the device-plugin ConfigMap in the fake.
-PLUGIN_CONFIGMAP = ("gpu-operator", "device-plugin-config")
-
-
-def example_cluster(
-    configmap_ref: tuple[str, str] = PLUGIN_CONFIGMAP,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """EXAMPLE_CLUSTER's nodes and its device-plugin ConfigMap, named ``configmap_ref``
-    (namespace, name)."""
-    nodes = yaml.safe_load((EXAMPLE_CLUSTER / "nodes.yaml").read_text())["items"]
-    configmap = yaml.safe_load((EXAMPLE_CLUSTER / "device-plugin-config.yaml").read_text())
-    configmap["metadata"] = {"name": configmap_ref[1], "namespace": configmap_ref[0]}
-    return nodes, configmap
-
-
-def load_example_cluster(cluster: FakeApiServer | LiveCluster) -> dict[str, Any]:
-    """Add EXAMPLE_CLUSTER's nodes and its ConfigMap (as PLUGIN_CONFIGMAP) to ``cluster``;
-    return the ConfigMap as stored."""
-    nodes, configmap = example_cluster()
-    cluster.add_many(nodes)
-    return cluster.add(configmap)
-
-
-def configmap_ref_policy(
-    enforcement: str = "enforce", configmap_ref: tuple[str, str] = PLUGIN_CONFIGMAP
-) -> str:
-    """A SharingPolicy that reads its device-plugin configs from ``configmap_ref``."""
-    namespace, name = configmap_ref
-    return (
-        "apiVersion: gpu-policy.io/v1alpha1\nkind: SharingPolicy\nspec:\n"
-        f"  enforcement: {enforcement}\n"
-        "  devicePlugin:\n"
-        f"    configMapRef: {{namespace: {namespace}, name: {name}}}\n"
-        "    defaultConfig: any\n"
-    )
+def cpu_node(name: str) -> dict[str, Any]:
+    """A Node without GPUs, as the kubelet leaves it."""
+    return node_object(name, gpus=None)
