@@ -1,4 +1,4 @@
-"""The container image check: run last, and its summary (size, phase timings, or why not).
+"""The container image check: run first, and its summary (size, phase timings, or why not).
 
 The summary is printed in pytest's terminal summary so that it shows without ``-s``; the same
 lines go to bench/results/image.txt.
@@ -22,7 +22,10 @@ def image_summary(pytestconfig: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the image tests to the end: the build takes minutes, and tests that read the
-    clock at collection (certificate validity windows) must not run that much later."""
+    """Move the image tests to the front. The build takes minutes in one test file; with
+    ``make test``'s workers (``--dist loadfile`` hands files out in collection order) the
+    first worker builds the image while the others run the rest, instead of one worker
+    building it alone at the end while the others wait. No test may read the clock at
+    collection and expect to run soon after: with workers, a file can run many minutes later."""
     image = [item for item in items if item.path.parent == HERE]
-    items[:] = [item for item in items if item.path.parent != HERE] + image
+    items[:] = image + [item for item in items if item.path.parent != HERE]
