@@ -70,7 +70,13 @@ _GRANTABLE = {
     "wgpolicyk8s.io": ("policyreports", "clusterpolicyreports"),
     "openreports.io": ("reports", "clusterreports"),
 }
-_API_VERSIONS = {kind: api for api, kind in (*_NAMESPACED, *_CLUSTER)}
+#: DRA kinds, listed by :meth:`LiveCluster.dump` as the audit lists them (tests that make them
+#: delete them; cleanup leaves them to their module).
+_DRA = tuple(
+    ("resource.k8s.io/v1", kind)
+    for kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+)
+_API_VERSIONS = {kind: api for api, kind in (*_NAMESPACED, *_CLUSTER, *_DRA)}
 # Set by the server, refused or ignored on create.
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 # Names the control plane makes in every namespace.

@@ -371,7 +371,12 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
     finally:
         stop(srv)
     log = srv.log()
-    assert f"cannot load the policy: {policy}: spec.devicePlugin: required" in log
+    # Every problem of the file on one line, the first first.
+    line = next(line for line in log.splitlines() if "cannot load the policy" in line)
+    assert (
+        f"cannot load the policy: {policy}: spec.enforcement: 'loud' is not one of enforce, "
+        f"warn, audit; {policy}: spec.devicePlugin: required"
+    ) in line
     # No traceback from our code (gunicorn prints its own HaltServer one on some runs).
     assert "/webhook/" not in "".join(line for line in log.splitlines() if 'File "' in line)
 
