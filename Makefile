@@ -25,8 +25,9 @@ test: lint types arch pytest harness
 
 ## make test-fast: the core tier alone (tests/core: no process, no control plane), under a minute.
 ## Its tests use the CPU only: one worker a core.
+FAST_WORKERS ?= 2
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests/core
+	$(BIN)/pytest -q -n $(FAST_WORKERS) tests/core
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -47,11 +48,12 @@ $(TOOLS)/helm: scripts/fetch_tools.py
 
 # -rs lists every skipped test with its reason: a check that could not run here (the
 # container image without root or its tools, hadolint, ...) shows why, never silently.
-# Workers: most of a run waits on the control plane, so two workers on two cores about halve it.
+# Workers: most of a run waits on the control plane (two workers keep ~1.2 of two cores busy),
+# so three workers on two cores beat two: from a clean clone, 480 s against 586 s for .ci/run.
 # Each worker is a pytest session with its own control plane; --dist loadfile keeps a file's
 # tests in one worker, so a module's fixtures (a chart installed, a second API server) are
 # made once. PYTEST_WORKERS=0 runs everything in this process.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rs -n $(PYTEST_WORKERS) --dist loadfile
 
