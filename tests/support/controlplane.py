@@ -64,6 +64,8 @@ from tests.support.gunicorn import free_port
 from tests.support.workers import add_lines
 from webhook.certs.issue import make_ca, make_serving_cert
 
+# helm and kubectl, as `make tools` unpacks them (scripts/fetch_tools.py).
+_TOOLS = Path(__file__).resolve().parents[2] / ".cache" / "tools"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 SKIP_REASON = (
@@ -563,6 +565,37 @@ class ControlPlane:
         """True while every component runs."""
         return bool(self.components) and all(c.alive() for c in self.components)
 
+    def shell(self, command: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """``command`` (a shell line, e.g. one of the docs' ``kubectl`` lines) against this
+        control plane, from the repository's root with ``.cache/tools`` first on PATH; stdout
+        and stderr in one stream, as a terminal shows them."""
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        env["PATH"] = os.pathsep.join([str(_TOOLS), env.get("PATH", "")])
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=_TOOLS.parents[1],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def delete_webhook_configurations(self, made: Sequence[tuple[str, str]]) -> None:
+        """Delete the (kind, name) webhook configurations ``made`` (before their server stops:
+        with failurePolicy Fail, a webhook that does not answer refuses every pod)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        api = client.AdmissionregistrationV1Api(self.client)
+        for kind, name in made:
+            with contextlib.suppress(ApiException):
+                if kind == "MutatingWebhookConfiguration":
+                    api.delete_mutating_webhook_configuration(name)
+                else:
+                    api.delete_validating_webhook_configuration(name)
+
     def stop(self) -> None:
         """Stop the components, newest first (the API server before etcd)."""
         if self._client is not None:
@@ -883,7 +916,6 @@ def register_webhooks(
     (usually well under a second): a test polls for the first call before asserting.
     """
     from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
 
     api = client.AdmissionregistrationV1Api(control_plane.client)
     made: list[tuple[str, str]] = []
@@ -905,9 +937,4 @@ def register_webhooks(
         yield register
     finally:
         if control_plane.alive():
-            for kind, name in made:
-                with contextlib.suppress(ApiException):
-                    if kind == "MutatingWebhookConfiguration":
-                        api.delete_mutating_webhook_configuration(name)
-                    else:
-                        api.delete_validating_webhook_configuration(name)
+            control_plane.delete_webhook_configurations(made)

@@ -18,7 +18,7 @@ import ssl
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,18 +127,8 @@ def register(plane: ControlPlane, webhook: Webhook) -> list[tuple[str, str]]:
 
 
 def unregister(plane: ControlPlane, made: list[tuple[str, str]]) -> None:
-    """Delete the configurations :func:`register` made (before the server stops: with
-    failurePolicy Fail, a webhook that does not answer refuses every pod)."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    api = client.AdmissionregistrationV1Api(plane.client)
-    for kind, name in made:
-        with contextlib.suppress(ApiException):
-            if kind == "MutatingWebhookConfiguration":
-                api.delete_mutating_webhook_configuration(name)
-            else:
-                api.delete_validating_webhook_configuration(name)
+    """Delete the configurations :func:`register` made."""
+    plane.delete_webhook_configurations(made)
 
 
 def prepare(plane: ControlPlane) -> None:
@@ -183,22 +173,7 @@ def clean(plane: ControlPlane) -> None:
 def kubectl(plane: ControlPlane, command: str) -> str:
     """``command`` (a shell line starting with kubectl), stdout and stderr in one stream as a
     terminal shows them."""
-    env: Mapping[str, str] = dict(
-        os.environ,
-        KUBECONFIG=str(plane.kubeconfig),
-        PATH=os.pathsep.join([str(TOOLS), os.environ.get("PATH", "")]),
-    )
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return done.stdout
+    return plane.shell(command, timeout=120).stdout
 
 
 def _sees_devices(plane: ControlPlane) -> bool:

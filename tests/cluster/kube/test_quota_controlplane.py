@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import re
 import subprocess
@@ -441,21 +440,9 @@ def test_the_worked_example_of_docs_quota_prints_what_it_shows(
     core = client.CoreV1Api(control_plane.client)
     examples = doc_examples.checked_by(EXAMPLE)
     assert len(examples) == 11
-    env = dict(os.environ, KUBECONFIG=str(control_plane.kubeconfig))
-    env["PATH"] = os.pathsep.join([str(KUBECTL.parent), env["PATH"]])
 
     def kubectl(command: str) -> str:
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        return done.stdout
+        return control_plane.shell(command).stdout
 
     probe = _pod("probe", "exclusive", "")
     # Every command runs (the later ones need the earlier ones' effects); what differs from the

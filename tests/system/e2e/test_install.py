@@ -69,18 +69,7 @@ class Installed:
     def kubectl(self, command: str) -> subprocess.CompletedProcess[str]:
         """``command`` (a shell line starting with kubectl) against the cluster, from the
         repository root; stdout and stderr in one stream, as a terminal shows them."""
-        env = dict(os.environ, KUBECONFIG=str(self.plane.kubeconfig))
-        env["PATH"] = os.pathsep.join([str(TOOLS), env["PATH"]])
-        return subprocess.run(
-            ["bash", "-c", command],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return self.plane.shell(command)
 
     def reviews(self, endpoint: str) -> float:
         """The reviews the server counted at ``endpoint`` ("mutate" or "validate")."""
