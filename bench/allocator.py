@@ -33,7 +33,6 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench.figures import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,17 +89,6 @@ def parts_claim(whole: int, parts: int) -> dict[str, Any]:
         exactly("gpu", "gpu.nvidia.com", whole, selectors=[WHOLE]),
         exactly("mig", "gpu.nvidia.com", parts, selectors=[PART]),
     )
-
-
-def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """p50 and p99 of ``fn`` in microseconds."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e6)
-    times.sort()
-    return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
 
 
 def gpu_pod(count: int) -> dict[str, Any]:

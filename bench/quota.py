@@ -12,25 +12,12 @@ on; p50 and p99 in microseconds. Figures to read, not assertions.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+
+from bench.figures import measure
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """p50 and p99 of ``fn`` in microseconds."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e6)
-    times.sort()
-    return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
 
 
 def main() -> None:
