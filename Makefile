@@ -52,10 +52,12 @@ $(TOOLS)/helm: scripts/fetch_tools.py
 # so three workers on two cores beat two: from a clean clone, 480 s against 586 s for .ci/run.
 # Each worker is a pytest session with its own control plane; --dist loadfile keeps a file's
 # tests in one worker, so a module's fixtures (a chart installed, a second API server) are
-# made once. PYTEST_WORKERS=0 runs everything in this process.
+# made once; --no-loadscope-reorder hands the files out in the order tests/support/ordering.py
+# puts them, the longest first (xdist's own order, most tests first, started the slowest
+# files last). PYTEST_WORKERS=0 runs everything in this process.
 PYTEST_WORKERS ?= 3
 pytest: $(STAMP) tools
-	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rs -n $(PYTEST_WORKERS) --dist loadfile
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rs -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 harness: $(STAMP)
 	$(BIN)/gpu-policy test examples/suites

@@ -14,7 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # control_plane, kube_namespace, make_gpu_node, register_webhooks, live_cluster, report_crds: a
 # real Kubernetes control plane for the tests that need one (skipped without KUBEBUILDER_ASSETS).
 # workers: the summary sections of a run, also when pytest-xdist runs the tests in workers.
-pytest_plugins = ["tests.support.controlplane", "tests.support.cluster", "tests.support.workers"]
+# ordering: the test files that take longest first, for make test's workers.
+pytest_plugins = [
+    "tests.support.controlplane",
+    "tests.support.cluster",
+    "tests.support.workers",
+    "tests.support.ordering",
+]
 
 
 @pytest.fixture(scope="session")
