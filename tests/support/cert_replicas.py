@@ -34,6 +34,7 @@ from tests.support.gunicorn import (
     stop,
     wait_until_serving,
 )
+from tests.support.procs import terminate_all
 from webhook.certs import trust
 
 #: A review of a pod without GPUs: the webhook lets it through unchanged.
@@ -81,8 +82,7 @@ class Replicas:
         return all(self.ready(s) for s in self.servers)
 
     def stop_all(self) -> None:
-        for server in self.servers:
-            stop(server)
+        terminate_all(server.proc for server in self.servers)
 
     def logs(self) -> str:
         return "\n".join(s.log()[-3000:] for s in self.servers)

@@ -27,7 +27,7 @@ from cryptography import x509
 from tests.support.certs_helpers import CONFIG, NS, SECRET, SVC, bundles, load, secret_data
 from tests.support.cluster import LiveCluster
 from tests.support.gunicorn import REPO, free_port, server_env
-from tests.support.procs import terminate
+from tests.support.procs import terminate_all
 from tests.support.waiting import wait_until
 from webhook.certs import issue, rotation, trust
 from webhook.contract import (
@@ -130,8 +130,7 @@ def running(kube: LiveCluster, tmp_path: Path) -> Iterator[tuple[LiveCluster, Pa
     try:
         yield kube, tmp_path, servers
     finally:
-        for server in servers:
-            terminate(server.proc)
+        terminate_all(server.proc for server in servers)
 
 
 def test_first_start_makes_its_certificates_and_is_ready(running) -> None:

@@ -24,6 +24,7 @@ from tests.support.gunicorn import (
     wait_until_serving,
 )
 from tests.support.paths import REPO
+from tests.support.procs import terminate_all
 from tests.support.waiting import wait_until
 from webhook.certs import issue
 from webhook.certs.issue import CertPaths
@@ -99,7 +100,6 @@ def test_two_servers_on_one_host_keep_their_own_counts(tmp_path: Path) -> None:
         wait_for({"first": 3, "second": 2}, servers)
         assert len(list(host_tmp.glob("gpu-policy-metrics-*"))) == 2, "one directory each"
     finally:
-        for server in servers.values():
-            stop(server)
+        terminate_all(server.proc for server in servers.values())
     assert [s.proc.returncode for s in servers.values()] == [0, 0]
     assert list(host_tmp.iterdir()) == [], "each server removed its directory at exit"
