@@ -133,7 +133,7 @@ def test_without_the_webhook_too_many_gpus_wait_forever_and_two_are_scheduled(
     ]
     assert [(f["name"], f["result"]) for f in found] == [("too-many", "fail")]
     assert found[0]["reasons"] == ["claim-unsatisfiable"]
-    assert "has 2 such device(s)" in found[0]["message"]
+    assert "has more than 2 matching devices" in found[0]["message"]
 
 
 def chart_webhooks() -> list[dict[str, Any]]:

@@ -99,8 +99,9 @@ def test_a_template_asking_for_more_than_exists() -> None:
     assert finding.result == "fail"
     assert finding.reasons == ("claim-unsatisfiable",)
     # The allocator's answer on an empty cluster: the webhook's, in the scheduler's terms.
-    assert "request gpu asks for 3 device(s) of class gpu.nvidia.com" in finding.message
-    assert "node group node a100-1 has 2 such device(s)" in finding.message
+    assert 'claim "gpu" (ResourceClaimTemplate ml/three) fits no node' in finding.message
+    assert 'request "gpu" asks for 3 devices of class gpu.nvidia.com' in finding.message
+    assert "no node has more than 2 matching devices (2 on node a100-1" in finding.message
     assert "cannot allocate all claims" in (finding.scheduler or "")
     assert result.exit_status() == 1
 

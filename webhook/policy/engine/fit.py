@@ -69,6 +69,29 @@ def pod_fit(
     return _judged(pod_demand(spec, what, claim_specs, namespace or ""), inventory)
 
 
+def claims_fit(
+    spec: Mapping[str, Any], what: str, namespace: str | None, inventory: Inventory
+) -> Verdict | None:
+    """The allocator's verdict on the claims of the pod spec ``spec`` alone, where the pod may
+    run, its containers' extended resources left out: for a pod that other rules refuse,
+    whether its claims could ever be allocated is still said. None without a supply or
+    claims."""
+    if inventory.supply is None:
+        return None
+    claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
+    demand = pod_demand(spec, what, claim_specs, namespace or "")
+    if not demand.claims:
+        return None
+    return _judged(replace(demand, resources={}, containers=()), inventory)
+
+
+def judgeable(findings: Iterable[RuleResult]) -> bool:
+    """Whether the allocator can judge claims beside ``findings``: not when a DeviceClass they
+    name does not exist (``gpu-claim-device-class`` says so; the allocator would only fail
+    on it)."""
+    return not any(f.rule == "gpu-claim-device-class" and f.status == "fail" for f in findings)
+
+
 def claim_fit(spec: Mapping[str, Any], what: str, inventory: Inventory) -> Verdict | None:
     """The allocator's verdict on a lone ResourceClaimSpec (a claim's, a template's): can
     some node allocate it? None when the inventory carries no supply."""
@@ -240,8 +263,8 @@ def verdict_findings(
         RuleResult(
             rule,
             "fail",
-            f"{what} fits no node, existing or able to appear: {why}: it would stay Pending "
-            f"(the scheduler: {closest.reason}). {fix}".rstrip(),
+            f"{what} fits no node, existing or able to appear: {why}: it would stay Pending"
+            f"{'' if closest.error else f' (the scheduler: {closest.reason})'}. {fix}".rstrip(),
         )
     ]
 

@@ -17,7 +17,13 @@ from webhook.policy.decision import RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container
 from webhook.policy.engine.claims import claim_findings
 from webhook.policy.engine.dual import Guard, dual_guard
-from webhook.policy.engine.fit import decided, pod_fit, verdict_findings
+from webhook.policy.engine.fit import (
+    claims_fit,
+    decided,
+    judgeable,
+    pod_fit,
+    verdict_findings,
+)
 from webhook.policy.engine.intent import Intent, read_intent
 from webhook.policy.engine.isolation import Isolation, judge, with_void
 from webhook.policy.engine.mutation import mutated_spec
@@ -82,6 +88,8 @@ def judge_pod_spec(subject: PodSubject, *, policy: Policy, inventory: Inventory)
             availability = verdict_findings(
                 verdict, subject.what, has_claims=bool(subject.claims), supply=inventory.supply
             )
+        else:
+            availability = _claims_alone(subject, claimed, inventory)
         findings = [*claimed, *availability, *isolation.findings]
         aspects = _aspects(subject, policy)
         return Judgement(findings, aspects, guard=guard)
@@ -129,6 +137,7 @@ def _gpu_pod(
     findings += claimed
     if intent is None or not asks:
         # Every finding so far is a failure: nothing to place.
+        findings += _claims_alone(subject, findings, inventory)
         findings += isolation.findings
         return Judgement(findings, aspects, reached="checks", guard=guard)
     # No finding so far: _checked gives an intent only then.
@@ -138,7 +147,7 @@ def _gpu_pod(
     changes: list[str] = []
     spec = dict(subject.workload.spec)
     if fails(findings):
-        findings += short
+        findings += [*short, *_claims_alone(subject, findings, inventory)]
     else:
         # The pod as it will be created (renamed, its node selection and tolerations added)
         # is what the scheduler will judge.
@@ -195,6 +204,17 @@ def _claim_parts(subject: PodSubject, policy: Policy, inventory: Inventory) -> l
             subject.claims, dra=inventory.dra, policy=policy.dra, namespace=subject.namespace
         )
     return claimed
+
+
+def _claims_alone(
+    subject: PodSubject, findings: Sequence[RuleResult], inventory: Inventory
+) -> list[RuleResult]:
+    """For a pod other rules refuse: whether its claims alone could be allocated, so that
+    the user learns of every problem at once."""
+    if not subject.claims or not judgeable(findings):
+        return []
+    verdict = claims_fit(subject.workload.spec, subject.what, subject.namespace, inventory)
+    return verdict_findings(verdict, subject.what, has_claims=True, supply=inventory.supply)
 
 
 def _checked(

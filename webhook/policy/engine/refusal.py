@@ -187,12 +187,26 @@ def _reason_and_fix(
     )
 
 
+def _error(closest: Fit) -> tuple[str, str, bool]:
+    """The allocator failed (a CEL error, a request it cannot read): the scheduler fails the
+    pod on every node with that error; its first line is what the user needs."""
+    lines = closest.reason.splitlines() or [""]
+    fix = (
+        "Correct the selector (docs/cel.md)"
+        if "CEL" in lines[0]
+        else "Correct the claim's devices section"
+    )
+    return f"the scheduler's allocator fails on it: {lines[0].rstrip()}", fix, False
+
+
 def claims_refusal(
     verdict: Verdict, closest: Fit, what: str, supply: Supply | None
 ) -> tuple[str, str, bool] | None:
     """Why no node can allocate the devices of ``what``, from the closest group's
-    explanation: the reason, the fix, and whether it is a MIG profile the cluster does not
-    offer. None when the allocator gave no explanation (it erred, or no claims failed)."""
+    explanation or the allocator's error: the reason, the fix, and whether it is a MIG
+    profile the cluster does not offer. None for the filters before the claims'."""
+    if closest.error:
+        return _error(closest)
     why = closest.explanation
     if why is None:
         return None

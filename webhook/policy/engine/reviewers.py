@@ -12,10 +12,10 @@ from typing import Final
 
 from webhook.policy.decision import Decision, RuleResult
 from webhook.policy.engine.claims import claim_findings
-from webhook.policy.engine.fit import claim_fit, verdict_findings
+from webhook.policy.engine.fit import claim_fit, judgeable, verdict_findings
 from webhook.policy.engine.mutation import mutated_copy
 from webhook.policy.engine.pod_spec import judge_pod_spec
-from webhook.policy.engine.results import decision, fails, judged, rule_results
+from webhook.policy.engine.results import decision, judged, rule_results
 from webhook.policy.engine.subjects import ClaimSubject, PodSubject, TemplateSubject
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
@@ -72,7 +72,7 @@ def review_claim(subject: ClaimSubject, *, policy: Policy, inventory: Inventory)
         [subject.claim], dra=inventory.dra, policy=policy.dra, namespace=subject.namespace
     )
     what = subject.what
-    if not fails(findings):
+    if judgeable(findings):
         verdict = claim_fit(subject.spec, what, inventory)
         findings += verdict_findings(verdict, what, has_claims=True, supply=inventory.supply)
     results = rule_results(findings, _CLAIM)

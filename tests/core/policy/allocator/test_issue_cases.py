@@ -73,7 +73,7 @@ def test_implicit_device_class_resource_name() -> None:
     refused = verdict(*world, w.pod("p", {name: 3}))
     assert refused.outcome == "does-not-fit"
     assert refused.closest is not None
-    assert "asks for 3 device(s) of class gpu.nvidia.com" in refused.closest.detail
+    assert "asks for 3 devices of class gpu.nvidia.com" in refused.closest.detail
     assert "has 2 such device(s)" in refused.closest.detail
     assert verdict(*world, w.pod("p", {name: 2})).fits
 

@@ -94,7 +94,7 @@ def test_pruning_refuses_at_once_what_the_search_could_not_finish() -> None:
     verdict = fit_anywhere(w.demand_of([hard]), supply, budget_s=0.5)
     assert verdict.outcome == "does-not-fit"
     assert verdict.closest is not None
-    assert "request b asks for 1 device(s)" in verdict.closest.detail
+    assert "request b asks for 1 device of class" in verdict.closest.detail
     assert "has 0 such device(s)" in verdict.closest.detail
 
 
@@ -149,10 +149,10 @@ def test_an_explanation_past_its_deadline_blames_no_part() -> None:
     claims = w.demand_of([hard]).claims
     group = supply.groups[0]
     node_of = Node(group.node, group.labels)
-    late = explain_claims(claims, group, supply, node_of, deadline=time.monotonic() - 1)
+    late = explain_claims(claims, group, supply, node_of, deadline=time.monotonic() - 1).text
     assert late == (
         "claim c: cannot be allocated on node group big; which request or constraint is at "
         "fault was not found in time"
     )
-    in_time = explain_claims(claims, group, supply, node_of, deadline=time.monotonic() + 30)
-    assert "request b asks for 1 device(s)" in in_time
+    in_time = explain_claims(claims, group, supply, node_of, deadline=time.monotonic() + 30).text
+    assert "request b asks for 1 device of class" in in_time
