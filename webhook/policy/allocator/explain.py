@@ -185,8 +185,11 @@ def _explained(claims: Sequence[Claim], where: _Where) -> Explanation:
     for claim in claims:
         if not _allocates((claim,), where):
             return Explanation(TOGETHER, group.key, claim.label, counters=shared)
-    labels = ", ".join(c.label for c in claims)
-    return Explanation(CLAIMS, group.key, labels, counters=shared)
+    labels = tuple(c.label for c in claims)
+    asked_by = ", ".join(r.asked_by for c in claims for r in c.requests if r.asked_by)
+    return Explanation(
+        CLAIMS, group.key, ", ".join(labels), asked_by=asked_by, counters=shared, claims=labels
+    )
 
 
 __all__ = ["explain_claims"]

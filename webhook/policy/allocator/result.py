@@ -79,7 +79,8 @@ class Explanation:
     be allocated even alone with ``asked_by`` (the container, for a request the scheduler made
     of extended resources) and its ``shortfalls`` (one, or one per alternative); the
     ``constraint`` no devices meet ("" when only all of them together fail); whether the
-    group's devices share ``counters`` (partitionable devices)."""
+    group's devices share ``counters`` (partitionable devices); for CLAIMS, the ``claims``'
+    labels one by one, and in ``asked_by`` the containers of extended resources among them."""
 
     kind: str
     group: str
@@ -89,6 +90,7 @@ class Explanation:
     shortfalls: tuple[Shortfall, ...] = ()
     constraint: str = ""
     counters: bool = False
+    claims: tuple[str, ...] = ()
 
     @property
     def nearness(self) -> int:

@@ -174,9 +174,13 @@ def _reason_and_fix(
             False,
         )
     if why.kind == CLAIMS:
+        named = [
+            f"{why.asked_by}, served by DRA," if label == EXTENDED_CLAIM and why.asked_by else label
+            for label in why.claims
+        ]
+        claims = " and ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
         return (
-            f"its claims ({_claim(why.claim)}) together need more devices than {where} "
-            f"has{counters}",
+            f"{claims} together need more devices than {where} has{counters}",
             "Ask for fewer devices in all, or spread the work over several pods",
             False,
         )
