@@ -150,7 +150,10 @@ def _failing_constraint(claims: Sequence[Claim], where: _Where) -> Explanation |
         for constraint in claim.constraints:
             if not _allocates((replace(claim, constraints=(constraint,)),), where):
                 text = _constraint_text(constraint)
-                return Explanation(CONSTRAINT, where.group.key, claim.label, constraint=text)
+                attribute = constraint.match_attribute or constraint.distinct_attribute or ""
+                return Explanation(
+                    CONSTRAINT, where.group.key, claim.label, constraint=text, attribute=attribute
+                )
         return Explanation(CONSTRAINT, where.group.key, claim.label)
     return None
 

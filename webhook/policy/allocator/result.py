@@ -80,7 +80,8 @@ class Explanation:
     of extended resources) and its ``shortfalls`` (one, or one per alternative); the
     ``constraint`` no devices meet ("" when only all of them together fail); whether the
     group's devices share ``counters`` (partitionable devices); for CLAIMS, the ``claims``'
-    labels one by one, and in ``asked_by`` the containers of extended resources among them."""
+    labels one by one, and in ``asked_by`` the containers of extended resources among them;
+    for CONSTRAINT, the ``attribute`` the constraint names."""
 
     kind: str
     group: str
@@ -91,6 +92,7 @@ class Explanation:
     constraint: str = ""
     counters: bool = False
     claims: tuple[str, ...] = ()
+    attribute: str = ""
 
     @property
     def nearness(self) -> int:

@@ -162,9 +162,15 @@ def _reason_and_fix(
         return _request(why, what, verdict, supply)
     if why.kind == CONSTRAINT:
         constraint = f"constraint {why.constraint}" if why.constraint else "constraints together"
+        if why.constraint.startswith("matchAttribute"):
+            alike = f"that many with one {why.attribute}"
+        elif why.constraint:
+            alike = f"that many with a different {why.attribute} each"
+        else:
+            alike = "that many that meet them all"
         return (
             f"{whose}no devices of {where} meet its {constraint}",
-            f"Drop or loosen the {constraint}, or ask for devices that one node has together",
+            f"Drop the constraint, or ask for fewer devices: {where} does not have {alike}",
             False,
         )
     if why.kind == TOGETHER:
