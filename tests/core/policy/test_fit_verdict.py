@@ -236,3 +236,66 @@ def test_nodes_alike_but_for_the_label_a_network_slice_selects_stay_apart(
     assert not review(
         o.pod(o.ctr(limits={name: 2})), policy=dra_policy, inventory=inventory
     ).allowed
+
+
+def _tainted(device: dict[str, Any]) -> dict[str, Any]:
+    device["taints"] = [{"key": "example.com/broken", "value": "ecc", "effect": "NoSchedule"}]
+    return device
+
+
+@pytest.mark.parametrize(
+    ("devices", "exactly", "constraints", "words"),
+    [
+        (
+            # Two GPUs of two models: two of one model are nowhere.
+            [o.dra_gpu(0, product="NVIDIA H100 80GB HBM3"), o.dra_gpu(1)],
+            {"count": 2},
+            [{"matchAttribute": "gpu.nvidia.com/productName"}],
+            [
+                "ResourceClaimTemplate t fits no node, existing or able to appear: no devices of "
+                "node dra-1 meet its constraint matchAttribute gpu.nvidia.com/productName",
+                "Drop the constraint, or ask for fewer devices: node dra-1 does not have that "
+                "many with one gpu.nvidia.com/productName",
+            ],
+        ),
+        (
+            # One of the two GPUs is tainted: one can be given, not two.
+            [o.dra_gpu(0), _tainted(o.dra_gpu(1))],
+            {"count": 2},
+            [],
+            [
+                'request "gpu" asks for 2 devices of class gpu.nvidia.com, but no node has more '
+                "than 1 matching device (1 on node dra-1 (NVIDIA A100-SXM4-40GB), besides 1 "
+                "with a taint it does not tolerate)",
+                'Ask for at most 1 in request "gpu"',
+            ],
+        ),
+        (
+            # All devices, one of them tainted: All takes every one.
+            [o.dra_gpu(0), _tainted(o.dra_gpu(1))],
+            {"allocationMode": "All"},
+            [],
+            [
+                "and 1 of the 2 matching devices of node dra-1 have a taint it does not tolerate",
+                "Tolerate the taint in the request (tolerations)",
+            ],
+        ),
+    ],
+    ids=["constraint", "taint", "all-with-a-taint"],
+)
+def test_a_refusal_names_what_stops_the_claim(
+    dra_policy: Policy,
+    devices: list[dict[str, Any]],
+    exactly: dict[str, Any],
+    constraints: list[dict[str, Any]],
+    words: list[str],
+) -> None:
+    """The allocator's explanation, in words: the constraint, the device taint."""
+    inventory = dra_cluster(dra_policy, *devices)
+    template = o.claim_template("t", o.exactly(**exactly), namespace="ml")
+    if constraints:
+        template["spec"]["spec"]["devices"]["constraints"] = constraints
+    refused = review(template, policy=dra_policy, inventory=inventory)
+    assert refused.failed == ("gpu-claim-devices-available",)
+    for word in words:
+        assert word in refused.denial

@@ -25,6 +25,7 @@ from webhook.policy.allocator.result import (
     Shortfall,
 )
 from webhook.policy.demand.extended import EXTENDED_CLAIM
+from webhook.policy.demand.model import ALL
 from webhook.policy.supply import Supply, group_name
 
 # A selector that reads the MIG profile attribute (device.attributes['gpu.nvidia.com'].profile,
@@ -101,6 +102,24 @@ def _request(
     short = why.shortfalls[0]
     who = _who(why, what, short)
     asked = f"{who} asks for {short.asked()}"
+    where = group_name(why.group)
+    if short.request.allocation_mode == ALL and short.tainted:
+        return (
+            f"{asked}, and {short.tainted} of the {short.usable} matching devices of {where} "
+            "have a taint it does not tolerate (All takes every one)",
+            "Tolerate the taint in the request (tolerations), or ask for a count",
+            False,
+        )
+    if short.request.allocation_mode != ALL and short.available >= short.request.count:
+        # Enough devices match, yet they cannot be given together: what they share (counters
+        # of partitionable devices, consumable capacity) stops it.
+        return (
+            f"{asked}; {where} has {_plural(short.available, 'matching device')}, but not "
+            f"{short.request.count} that can be allocated together (they share counters or "
+            "capacity)",
+            f'Ask for fewer devices in request "{why.request}"',
+            False,
+        )
     if short.available > 0:
         taints = (
             f", besides {short.tainted} with a taint it does not tolerate" if short.tainted else ""
@@ -116,7 +135,7 @@ def _request(
     if short.usable > 0:
         return (
             f"{asked}, but each of the {short.usable} matching devices of "
-            f"{group_name(why.group)} has a taint it does not tolerate",
+            f"{where} has a taint it does not tolerate",
             "Tolerate the taint in the request (tolerations), or ask for devices without it",
             False,
         )
