@@ -13,12 +13,13 @@ selector that the class's devices do not pass. The engine words the refusal from
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from webhook.policy.allocator.devices import taint_prevents_allocation
 from webhook.policy.allocator.pools import Node
-from webhook.policy.allocator.reach import group_allocator, selectable
+from webhook.policy.allocator.reach import Probe, group_allocator
 from webhook.policy.allocator.result import (
     CLAIMS,
     CONSTRAINT,
@@ -26,6 +27,7 @@ from webhook.policy.allocator.result import (
     REQUEST,
     TOGETHER,
     Explanation,
+    Fit,
     Shortfall,
 )
 from webhook.policy.allocator.structured import (
@@ -37,6 +39,8 @@ from webhook.policy.allocator.structured import (
 from webhook.policy.demand.model import ALL, Claim, Constraint, DeviceRequest, Request
 from webhook.policy.supply import NodeGroup, Supply
 
+# How many devices of a class a group has, and what they are (products).
+_Class = tuple[int, tuple[str, ...]]
 # The attributes NVIDIA's driver names the product and the MIG profile by
 # (docs/dra-claims.md, "devices"): words for the message, never a reason.
 _PRODUCT = "productName"
@@ -45,13 +49,15 @@ _PROFILE = "profile"
 
 @dataclass(frozen=True, slots=True)
 class _Where:
-    """The node group the claims are explained on, and whether searches are pruned."""
+    """The node group the claims are explained on, whether searches are pruned, and the probe
+    that counts the devices a request could be given there."""
 
     group: NodeGroup
     supply: Supply
     node: Node
     prune: bool
     deadline: float | None
+    probe: Probe
 
     def allocator(self) -> Allocator:
         return group_allocator(self.group, self.supply, self.deadline, prune=self.prune)
@@ -63,10 +69,6 @@ def _allocates(claims: Sequence[Claim], where: _Where) -> bool:
         return where.allocator().allocate(where.node, claims)
     except AllocationError:
         return False
-
-
-def _selectable(request: Request, where: _Where) -> list[DeviceWithID]:
-    return selectable(request, where.allocator(), where.node)
 
 
 def _products(devices: Sequence[DeviceWithID]) -> tuple[str, ...]:
@@ -81,27 +83,67 @@ def _products(devices: Sequence[DeviceWithID]) -> tuple[str, ...]:
     return tuple(f"{n} x {p}" for p, n in sorted(counted.items()) if p)
 
 
-def _shortfall(name: str, request: Request, where: _Where) -> Shortfall:
-    """What the group has for ``request``: how many devices it could be given, and when none
-    for its selectors, which of them none of the class's devices passes."""
-    devices = _selectable(request, where)
+def _shortfall(name: str, request: Request, probe: Probe) -> Shortfall:
+    """How many devices of the group ``request`` could be given, and how many of those carry
+    a taint it does not tolerate (what every failing group is compared by)."""
+    devices = probe.selectable(request)
     tainted = sum(1 for found in devices if taint_prevents_allocation(found, request))
-    if devices or not request.selectors:
-        return Shortfall(name, request, len(devices), tainted, products=_products(devices))
-    of_class = _selectable(replace(request, selectors=()), where)
+    return Shortfall(name, request, len(devices), tainted, devices=tuple(devices))
+
+
+def _described(
+    request: Request, group: NodeGroup, supply: Supply, devices: Callable[[], Sequence[Any]]
+) -> _Class:
+    """How many ``devices()`` the group has for ``request`` and what they are; remembered per
+    supply, group and request (its name aside), since the reviews of one claim ask again."""
+    known: dict[tuple[Any, ...], _Class] = supply.__dict__.setdefault("_described", {})
+    # What selects a device: its class, the selectors, the capacity it must have room for.
+    capacity = tuple(sorted((request.capacity or {}).items()))
+    key = (group.key, request.device_class, request.selectors, capacity)
+    found = known.get(key)
+    if found is None:
+        listed = devices()
+        found = known[key] = (len(listed), _products(listed))
+    return found
+
+
+def _detailed(shortfall: Shortfall, probe: Probe, group: NodeGroup, supply: Supply) -> Shortfall:
+    """``shortfall`` with what the devices are, and when none passes the request's selectors,
+    how many of its class the group has and which selector none of them passes: the words
+    for the group the message names, worked out for it alone."""
+    request = shortfall.request
+    if shortfall.usable or not request.selectors:
+        _, products = _described(request, group, supply, lambda: shortfall.devices)
+        return replace(shortfall, products=products)
+    # The devices of its class: its capacity request and tolerations kept, no selectors.
+    of_class, products = _described(
+        replace(request, selectors=()),
+        group,
+        supply,
+        lambda: probe.selectable(replace(request, selectors=())),
+    )
     selector = None
     if of_class:
         # Each selector alone: the first that none of the class's devices passes names the
         # fault; when each passes some, it is the selectors together (the first is named).
+        # A lone selector is the one: no device passes the request (usable is 0).
+        alone = request.selectors if len(request.selectors) > 1 else ()
         selector = next(
-            (
-                s
-                for s in request.selectors
-                if not _selectable(replace(request, selectors=(s,)), where)
-            ),
+            (s for s in alone if not probe.selectable(replace(request, selectors=(s,)))),
             request.selectors[0],
         )
-    return Shortfall(name, request, 0, 0, len(of_class), selector, _products(of_class))
+    return replace(shortfall, of_class=of_class, selector=selector, products=products)
+
+
+def detailed(found: Fit, group: NodeGroup, supply: Supply) -> Fit:
+    """The failing ``found`` of ``group`` with the words of its request at fault worked out
+    (:func:`_detailed`): for the closest group of a verdict, the one the message names."""
+    why = found.explanation
+    if why is None or why.kind != REQUEST:
+        return found
+    probe = why.probe if isinstance(why.probe, Probe) else Probe(group, supply)
+    why = replace(why, shortfalls=tuple(_detailed(s, probe, group, supply) for s in why.shortfalls))
+    return replace(found, explanation=why, detail=why.text)
 
 
 def _constraint_text(constraint: Constraint) -> str:
@@ -113,13 +155,16 @@ def _constraint_text(constraint: Constraint) -> str:
 
 def _request_fault(claim: Claim, request: DeviceRequest, where: _Where) -> Explanation:
     key = where.group.key
+    probe = where.probe
     if request.exactly is not None:
-        found: tuple[Shortfall, ...] = (_shortfall(request.name, request.exactly, where),)
+        found: tuple[Shortfall, ...] = (_shortfall(request.name, request.exactly, probe),)
     else:
         found = tuple(
-            _shortfall(f"{request.name}/{sub.name}", sub, where) for sub in request.first_available
+            _shortfall(f"{request.name}/{sub.name}", sub, probe) for sub in request.first_available
         )
-    return Explanation(REQUEST, key, claim.label, request.name, request.asked_by, found)
+    return Explanation(
+        REQUEST, key, claim.label, request.name, request.asked_by, found, probe=probe
+    )
 
 
 def _failing_request(claims: Sequence[Claim], where: _Where) -> Explanation | None:
@@ -171,7 +216,7 @@ def explain_claims(
     group has. ``prune`` as for the allocation: the parts are searched the same way. Past
     ``deadline`` (a ``time.monotonic()``), the searches of parts stop and the explanation says
     only that the claims cannot be allocated together."""
-    where = _Where(group, supply, node, prune, deadline)
+    where = _Where(group, supply, node, prune, deadline, Probe(group, supply, deadline))
     try:
         return _explained(claims, where)
     except BudgetExceeded:
@@ -195,4 +240,4 @@ def _explained(claims: Sequence[Claim], where: _Where) -> Explanation:
     )
 
 
-__all__ = ["explain_claims"]
+__all__ = ["detailed", "explain_claims"]

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.policy.allocator.explain import explain_claims
+from webhook.policy.allocator.explain import detailed, explain_claims
 from webhook.policy.allocator.pools import Node
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Answers, Fit, Verdict
 from webhook.policy.allocator.shapes import judged_once, reads_of
@@ -251,6 +251,11 @@ def fit_anywhere(
     # Of the groups that fail at the same filter, the one with the most for the request at
     # fault is named: "has 2" of the node with the MIG devices tells more than "has 0".
     closest = max(failing, key=lambda f: (f.closeness, f.nearness), default=None)
+    if closest is not None and closest.explanation is not None:
+        # The words of the request at fault are worked out for the group named alone.
+        index = dict(firsts)[next(k for k, f in judged.items() if f is closest)]
+        closest = detailed(closest, groups[index], supply)
+    stages = frozenset(f.stage for f in failing)
     if len(judged) < len(firsts) or any(f.outcome == UNKNOWN for f in fits):
-        return Verdict(UNKNOWN, None, closest, answers)
-    return Verdict(DOES_NOT_FIT, None, closest, answers)
+        return Verdict(UNKNOWN, None, closest, answers, stages)
+    return Verdict(DOES_NOT_FIT, None, closest, answers, stages)

@@ -28,19 +28,39 @@ def group_allocator(
     return Allocator(supply.classes, slices, (*supply.slices, *slices), deadline, prune=prune)
 
 
-def selectable(request: Request, allocator: Allocator, node: Node) -> list[DeviceWithID]:
-    """The devices of ``node`` usable by ``request`` (see the module docstring); none when
-    the allocator fails on it (an unknown class, a CEL error, a pool being updated)."""
-    probe = Claim("probe", (), ())
-    try:
-        allocator.allocate(node, (probe,))
-        allocator.claims_to_allocate = (probe,)
-        data = allocator.validate_device_request(
-            replace(request, allocation_mode=ALL), None, (0, 0, 0)
-        )
-    except AllocationError:
-        return []
-    return data.all_devices
+class Probe:
+    """An allocator prepared once for a node of a group, asked which devices requests could
+    be given (see the module docstring): each request gets its own key in the allocator's
+    cache of selector answers, so several are asked of one preparation."""
+
+    def __init__(self, group: NodeGroup, supply: Supply, deadline: float | None = None) -> None:
+        self.allocator = group_allocator(group, supply, deadline)
+        self.node = Node(group.node, group.labels)
+        self._ready: bool | None = None
+        self._asked = 0
+
+    def selectable(self, request: Request) -> list[DeviceWithID]:
+        """The devices of the node usable by ``request``; none when the allocator fails on it
+        (an unknown class, a CEL error, a pool being updated)."""
+        allocator = self.allocator
+        if self._ready is None:
+            probe = Claim("probe", (), ())
+            try:
+                allocator.allocate(self.node, (probe,))
+                allocator.claims_to_allocate = (probe,)
+                self._ready = True
+            except AllocationError:
+                self._ready = False
+        if not self._ready:
+            return []
+        self._asked += 1
+        try:
+            data = allocator.validate_device_request(
+                replace(request, allocation_mode=ALL), None, (0, 0, self._asked)
+            )
+        except AllocationError:
+            return []
+        return data.all_devices
 
 
 def _requests(claims: Iterable[Claim]) -> Iterable[Request]:
@@ -59,10 +79,9 @@ def usable_devices(claims: Sequence[Claim], supply: Supply) -> tuple[Device, ...
     usable: dict[tuple[str, str, str], Device] = {}
     requests = tuple(_requests(claims))
     for group in supply.groups:
-        allocator = group_allocator(group, supply)
-        node = Node(group.node, group.labels)
+        probe = Probe(group, supply)
         for request in requests:
-            usable.update((d.id, d.device) for d in selectable(request, allocator, node))
+            usable.update((d.id, d.device) for d in probe.selectable(request))
     sets = {(d.driver, d.pool, c.counter_set) for d in usable.values() for c in d.consumes_counters}
     if sets:
         for found in supply.slices:
@@ -75,4 +94,4 @@ def usable_devices(claims: Sequence[Claim], supply: Supply) -> tuple[Device, ...
     return tuple(usable.values())
 
 
-__all__ = ["group_allocator", "selectable", "usable_devices"]
+__all__ = ["Probe", "group_allocator", "usable_devices"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from webhook.policy.demand.model import ALL, Request
@@ -41,6 +41,8 @@ class Shortfall:
     of_class: int | None = None
     selector: str | None = None
     products: tuple[str, ...] = ()
+    # The usable devices themselves (DeviceWithID), kept to word them without a second look.
+    devices: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def available(self) -> int:
@@ -93,6 +95,9 @@ class Explanation:
     counters: bool = False
     claims: tuple[str, ...] = ()
     attribute: str = ""
+    # The allocator prepared for the group (reach.Probe), kept to word the fault without
+    # preparing another.
+    probe: Any = field(default=None, compare=False, repr=False)
 
     @property
     def nearness(self) -> int:
@@ -251,6 +256,8 @@ class Verdict:
     group: str | None = None
     closest: Fit | None = None
     answers: Sequence[tuple[str, Fit]] = ()
+    # The filters at which the groups that do not fit fail (Fit.stage).
+    stages: frozenset[str] = frozenset()
 
     @property
     def fits(self) -> bool:

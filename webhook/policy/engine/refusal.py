@@ -74,7 +74,7 @@ def _profiles(supply: Supply | None) -> str:
 def _where_it_can_run(verdict: Verdict) -> str:
     """``no node`` or, when some groups fail the pod's node selection or taints first, ``no
     node it can run on``: their devices were not counted."""
-    early = any(f.stage in ("node", "resources") for _, f in verdict.answers)
+    early = bool(verdict.stages & {"node", "resources"})
     return "no node it can run on" if early else "no node"
 
 
