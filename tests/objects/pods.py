@@ -3,6 +3,7 @@ lists them (:func:`listed_pod`: status, owner, a sidecar)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,15 +18,19 @@ def pod(
     name: str = "p",
     namespace: str | None = "default",
     annotations: dict[str, str] | None = None,
+    claims: Sequence[str] = (),
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod with the given containers (see ``ctr``) and extra spec fields; ``namespace``
-    None leaves it to the request (a create in a test's own namespace)."""
+    None leaves it to the request (a create in a test's own namespace); ``claims``: the
+    ResourceClaims it names (``resourceClaims`` entries of the claims' own names)."""
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
     if annotations:
         meta["annotations"] = annotations
+    if claims:
+        spec["resourceClaims"] = [{"name": c, "resourceClaimName": c} for c in claims]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -39,14 +44,18 @@ def ctr(
     *,
     limits: dict[str, Any] | None = None,
     requests: dict[str, Any] | None = None,
+    claims: Sequence[str] = (),
     **extra: Any,
 ) -> dict[str, Any]:
-    """A container asking for the given limits and requests."""
+    """A container asking for the given limits and requests, and using the pod's claims of
+    the names in ``claims``."""
     resources: dict[str, Any] = {}
     if limits is not None:
         resources["limits"] = limits
     if requests is not None:
         resources["requests"] = requests
+    if claims:
+        resources["claims"] = [{"name": c} for c in claims]
     return {"name": name, "image": "registry.example/app:1", "resources": resources, **extra}
 
 
@@ -61,7 +70,7 @@ def claim_pod(
     """A Pod whose one container uses the claim ``gpu``, made from the ResourceClaimTemplate
     ``template``; ``namespace`` None leaves it to the request; ``spec``: more spec fields."""
     return pod(
-        ctr(resources={"claims": [{"name": "gpu"}]}),
+        ctr(claims=["gpu"]),
         name=name,
         namespace=namespace,
         resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}],
