@@ -14,24 +14,28 @@ from typing import Any
 import pytest
 
 from tests.core.policy.allocator import world as w
+from tests.objects import device, device_class, exactly, node_object, resource_claim, resource_slice
 from webhook.policy.allocator import fit
 
 A = "driver-a"
 B = "driver-b"
-NODE = w.node("node-1", {"region": "region-1"})
-CLASS_A = w.device_class("class-a", driver=A)
-CLASS_B = w.device_class("class-b", driver=B)
+NODE = node_object("node-1", labels={"region": "region-1"}, gpus=None)
+CLASS_A = device_class("class-a", driver=A)
+CLASS_B = device_class("class-b", driver=B)
 
 
 def one_device(
-    name: str = "slice-1", pool: str = "pool-1", driver: str = A, **spec: Any
+    name: str = "slice-1",
+    pool: str = "pool-1",
+    driver: str = A,
+    node: str | None = "node-1",
+    **spec: Any,
 ) -> dict[str, Any]:
-    spec.setdefault("nodeName", "node-1")
-    return w.resource_slice(name, pool, [w.device("device-1")], driver=driver, **spec)
+    return resource_slice(node, device("device-1"), name=name, pool=pool, driver=driver, **spec)
 
 
 def memory(name: str, size: str) -> dict[str, Any]:
-    return w.device(name, capacity={"memory": {"value": size}})
+    return device(name, capacity={"memory": {"value": size}})
 
 
 def at_least(size: str) -> str:
@@ -45,15 +49,17 @@ def sub(name: str, cls: str, count: int = 1, **fields: Any) -> dict[str, Any]:
     return body
 
 
-def counters(name: str, pool: str, sets: dict[str, dict[str, str]], **spec: Any) -> dict[str, Any]:
+def counters(
+    name: str, pool: str, sets: dict[str, dict[str, str]], node: str | None = None, **spec: Any
+) -> dict[str, Any]:
     shared = [
         {"name": n, "counters": {k: {"value": v} for k, v in c.items()}} for n, c in sets.items()
     ]
-    return w.resource_slice(name, pool, [], driver=A, sharedCounters=shared, **spec)
+    return resource_slice(node, name=name, pool=pool, driver=A, sharedCounters=shared, **spec)
 
 
 def consuming(name: str, counter_set: str, **amounts: str) -> dict[str, Any]:
-    return w.device(
+    return device(
         name,
         consumesCounters=[
             {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in amounts.items()}}
@@ -79,13 +85,13 @@ def small_and_large(first: str, second: str) -> list[dict[str, Any]]:
     sizes = {"1Gi": "device-1", "2Gi": "device-2"}
     devices = [memory(sizes[first], first), memory(sizes[second], second)]
     return [
-        w.claim(
+        resource_claim(
             "claim-0",
-            w.exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
-            w.exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
+            exactly("class-a", name="req-0", selectors=[at_least("1Gi")]),
+            exactly("class-a", name="req-1", selectors=[at_least("2Gi")]),
         ),
         CLASS_A,
-        w.resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1"),
+        resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A),
     ]
 
 
@@ -94,32 +100,36 @@ def shareable(value: int, *, policy: dict[str, Any] | None = None) -> dict[str, 
     the request policy of ``withCapacityRequestPolicyRange``: default 2, range 2..4 step 2."""
     policy = policy or {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
     capacity = {"capacity-0": {"value": str(value), "requestPolicy": policy}}
-    return w.device("device-1", allowMultipleAllocations=True, capacity=capacity)
+    return device("device-1", allowMultipleAllocations=True, capacity=capacity)
 
 
 def asking(amount: int, claim_name: str = "claim-0") -> dict[str, Any]:
     """A claim for one device of class-a and ``amount`` of its capacity-0."""
     capacity = {"requests": {"capacity-0": str(amount)}}
-    return w.claim(claim_name, w.exactly("req-0", "class-a", capacity=capacity))
+    return resource_claim(claim_name, exactly("class-a", name="req-0", capacity=capacity))
 
 
 def two_tainted() -> dict[str, Any]:
     """``tainted-two-devices``: one device tainted NoSchedule, one NoExecute."""
     devices = [
-        w.device("device-1", taints=[TAINT_NO_SCHEDULE]),
-        w.device("device-2", taints=[TAINT_NO_EXECUTE]),
+        device("device-1", taints=[TAINT_NO_SCHEDULE]),
+        device("device-2", taints=[TAINT_NO_EXECUTE]),
     ]
-    return w.resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1")
+    return resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A)
 
 
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "simple": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, one_device()],
+        [resource_claim("claim-0", exactly("class-a", name="req-0")), CLASS_A, one_device()],
         FITS,
         "",
     ),
     "other-node": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, one_device(nodeName="node-2")],
+        [
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            CLASS_A,
+            one_device(node="node-2"),
+        ],
         NOT,
         "",
     ),
@@ -128,7 +138,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "small-and-large-backtrack-requests": (small_and_large("2Gi", "1Gi"), FITS, ""),
     "devices-split-across-different-slices": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
+            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             one_device("slice-1", "pool-1"),
             one_device("slice-2", "pool-2"),
@@ -138,7 +148,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "duplicate-slice": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
             CLASS_A,
             *pool_of(2, one_device("slice-1"), one_device("slice-1-2")),
         ],
@@ -146,18 +156,22 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "invalid resource pools were encountered",
     ),
     "not-enough-suitable-devices": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a", 2)), CLASS_A, one_device()],
+        [
+            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
+            CLASS_A,
+            one_device(),
+        ],
         NOT,
         "",
     ),
     "unknown-class": (
-        [w.claim("claim-0", w.exactly("req-0", "class-b")), CLASS_A, one_device()],
+        [resource_claim("claim-0", exactly("class-b", name="req-0")), CLASS_A, one_device()],
         ERROR,
         "could not retrieve device class class-b",
     ),
     "all-devices-single": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
+            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
             one_device(),
         ],
@@ -166,7 +180,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "all-devices-of-the-incomplete-pool": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
+            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
             *pool_of(2, one_device()),
         ],
@@ -174,16 +188,19 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "is currently being updated",
     ),
     "all-devices-no-slices": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")), CLASS_A],
+        [
+            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
+            CLASS_A,
+        ],
         NOT,
         "",
     ),
     "network-attached-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(
-                nodeName=None,
+                node=None,
                 nodeSelector={
                     "nodeSelectorTerms": [
                         {
@@ -200,10 +217,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "unsuccessful-allocation-network-attached-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(
-                nodeName=None,
+                node=None,
                 nodeSelector={
                     "nodeSelectorTerms": [
                         {
@@ -220,17 +237,19 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "local-and-network-attached-devices": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
+            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             one_device(),
-            one_device("slice-2", "pool-2", nodeName=None, allNodes=True),
+            one_device("slice-2", "pool-2", node=None, allNodes=True),
         ],
         FITS,
         "",
     ),
     "several-different-drivers": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a"), w.exactly("req-1", "class-b")),
+            resource_claim(
+                "claim-0", exactly("class-a", name="req-0"), exactly("class-b", name="req-1")
+            ),
             CLASS_A,
             CLASS_B,
             one_device(),
@@ -241,9 +260,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-non-existent-attribute": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a"),
+                exactly("class-a", name="req-0"),
                 constraints=[{"matchAttribute": f"{A}/no-such-attribute"}],
             ),
             CLASS_A,
@@ -254,18 +273,19 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-not-matching-int-attribute": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a", 2),
+                exactly("class-a", name="req-0", count=2),
                 constraints=[{"matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [w.device("device-1", {"numa": 1}), w.device("device-2", {"numa": 2})],
+            resource_slice(
+                "node-1",
+                device("device-1", {"numa": 1}),
+                device("device-2", {"numa": 2}),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         NOT,
@@ -273,19 +293,20 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-for-request-retry": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a"),
-                w.exactly("req-1", "class-a"),
+                exactly("class-a", name="req-0"),
+                exactly("class-a", name="req-1"),
                 constraints=[{"requests": ["req-0"], "matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [w.device("device-1"), w.device("device-2", {"numa": 1})],
+            resource_slice(
+                "node-1",
+                device("device-1"),
+                device("device-2", {"numa": 1}),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         FITS,  # req-0 must take device-2 (device-1 has no numa): the search backtracks
@@ -293,7 +314,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "invalid-CEL-one-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", selectors=["noSuchVar"])),
+            resource_claim("claim-0", exactly("class-a", name="req-0", selectors=["noSuchVar"])),
             CLASS_A,
             one_device(),
         ],
@@ -301,13 +322,17 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "undeclared reference",  # as upstream: a compile error
     ),
     "too-many-devices-single-request": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a", 500)), CLASS_A, one_device()],
+        [
+            resource_claim("claim-0", exactly("class-a", name="req-0", count=500)),
+            CLASS_A,
+            one_device(),
+        ],
         ERROR,
         "exceeds the claim limit of 32",
     ),
     "prioritized-list-first-unavailable": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -323,7 +348,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-non-available": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -340,7 +365,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-with-backtracking": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -349,14 +374,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                         sub("sub-1", "class-a", selectors=[at_least("4Gi")]),
                     ],
                 },
-                w.exactly("req-1", "class-a", selectors=[at_least("8Gi")]),
+                exactly("class-a", name="req-1", selectors=[at_least("8Gi")]),
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1", "pool-1", [memory("device-1", "8Gi")], driver=A, nodeName="node-1"
+            resource_slice(
+                "node-1", memory("device-1", "8Gi"), name="slice-1", pool="pool-1", driver=A
             ),
-            w.resource_slice(
-                "slice-2", "pool-2", [memory("device-2", "4Gi")], driver=A, nodeName="node-1"
+            resource_slice(
+                "node-1", memory("device-2", "4Gi"), name="slice-2", pool="pool-2", driver=A
             ),
         ],
         FITS,
@@ -364,7 +389,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-too-many-in-first-subrequest": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -380,20 +405,18 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-single-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
             CLASS_A,
             *pool_of(
                 2,
-                w.resource_slice(
-                    "slice-1",
-                    "pool-1",
-                    [consuming("device-1", "counter-set-1", memory="4Gi")],
+                resource_slice(
+                    "node-1",
+                    consuming("device-1", "counter-set-1", memory="4Gi"),
+                    name="slice-1",
+                    pool="pool-1",
                     driver=A,
-                    nodeName="node-1",
                 ),
-                counters(
-                    "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
-                ),
+                counters("slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, node="node-1"),
             ),
         ],
         FITS,
@@ -401,23 +424,19 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-multiple-devices (over the counters)": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
+            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             *pool_of(
                 2,
-                w.resource_slice(
-                    "slice-1",
-                    "pool-1",
-                    [
-                        consuming("device-1", "counter-set-1", memory="4Gi"),
-                        consuming("device-2", "counter-set-1", memory="6Gi"),
-                    ],
+                resource_slice(
+                    "node-1",
+                    consuming("device-1", "counter-set-1", memory="4Gi"),
+                    consuming("device-2", "counter-set-1", memory="6Gi"),
+                    name="slice-1",
+                    pool="pool-1",
                     driver=A,
-                    nodeName="node-1",
                 ),
-                counters(
-                    "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
-                ),
+                counters("slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, node="node-1"),
             ),
         ],
         NOT,
@@ -425,15 +444,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-per-device-node-selection-nodename": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    w.device("device-1", nodeName="node-2"),
-                    w.device("device-2", nodeName="node-1"),
-                ],
+            resource_slice(
+                None,
+                device("device-1", nodeName="node-2"),
+                device("device-2", nodeName="node-1"),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
                 perDeviceNodeSelection=True,
             ),
@@ -442,13 +460,15 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     "tainted-two-devices": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, two_tainted()],
+        [resource_claim("claim-0", exactly("class-a", name="req-0")), CLASS_A, two_tainted()],
         NOT,
         "",
     ),
     "tainted-two-devices-tolerated": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", tolerations=[TOLERATE_NO_EXECUTE])),
+            resource_claim(
+                "claim-0", exactly("class-a", name="req-0", tolerations=[TOLERATE_NO_EXECUTE])
+            ),
             CLASS_A,
             two_tainted(),
         ],
@@ -457,18 +477,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-no-effect": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    w.device(
-                        "device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]
-                    ),
-                ],
+            resource_slice(
+                "node-1",
+                device("device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         FITS,
@@ -476,14 +492,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-all-devices-single": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
+            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [w.device("device-1", taints=[TAINT_NO_SCHEDULE])],
+            resource_slice(
+                "node-1",
+                device("device-1", taints=[TAINT_NO_SCHEDULE]),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         NOT,
@@ -491,10 +507,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint": (
         [
-            w.claim(
+            resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a"),
-                w.exactly("req-1", "class-a"),
+                exactly("class-a", name="req-0"),
+                exactly("class-a", name="req-1"),
                 constraints=[
                     {"matchAttribute": f"{A}/numa"},
                     {"matchAttribute": f"{A}/driverVersion"},
@@ -503,11 +519,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    w.device(
+            resource_slice(
+                "node-1",
+                *[
+                    device(
                         name,
                         {
                             "driverVersion": "v:1.0.0",
@@ -518,8 +533,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                     )
                     for name in ("device-1", "device-2")
                 ],
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         FITS,
@@ -527,8 +543,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "separate-claims-share-device (without admin access)": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
-            w.claim("claim-1", w.exactly("req-0", "class-a")),
+            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            resource_claim("claim-1", exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(),
         ],
@@ -537,8 +553,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "admin-access-enabled (two claims, one device)": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", adminAccess=True)),
-            w.claim("claim-1", w.exactly("req-0", "class-a", adminAccess=True)),
+            resource_claim("claim-0", exactly("class-a", name="req-0", adminAccess=True)),
+            resource_claim("claim-1", exactly("class-a", name="req-0", adminAccess=True)),
             CLASS_A,
             one_device(),
         ],
@@ -550,7 +566,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(1, "claim-1"),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+            resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
         ],
         FITS,  # both rounded up to 2: the device's 4 hold them
         "",
@@ -559,7 +575,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(3),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+            resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
         ],
         FITS,  # 3 rounded up to 4
         "",
@@ -569,7 +585,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(2, "claim-1"),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(2)], driver=A, nodeName="node-1"),
+            resource_slice("node-1", shareable(2), name="slice-1", pool="pool-1", driver=A),
         ],
         NOT,
         "",
@@ -578,7 +594,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(6),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(10)], driver=A, nodeName="node-1"),
+            resource_slice("node-1", shareable(10), name="slice-1", pool="pool-1", driver=A),
         ],
         NOT,  # the policy's max is 4, whatever the device has
         "",
