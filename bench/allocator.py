@@ -91,8 +91,8 @@ def parts_claim(whole: int, parts: int) -> dict[str, Any]:
     """A claim of two requests: ``whole`` whole GPUs and ``parts`` MIG devices."""
     return resource_claim(
         f"whole-{whole}-mig-{parts}",
-        exactly("gpu.nvidia.com", name="gpu", count=whole, selectors=[WHOLE]),
-        exactly("gpu.nvidia.com", name="mig", count=parts, selectors=[PART]),
+        exactly(count=whole, selectors=[WHOLE]),
+        exactly(name="mig", count=parts, selectors=[PART]),
     )
 
 
@@ -105,7 +105,6 @@ def gpu_pod(count: int) -> dict[str, Any]:
 PAIR = resource_claim(
     "pair",
     exactly(
-        "gpu.nvidia.com",
         name="gpus",
         count=2,
         selectors=['device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'],

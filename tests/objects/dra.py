@@ -234,17 +234,9 @@ def claim_template(
     }
 
 
-def resource_claim(
-    name: str,
-    *requests: dict[str, Any],
-    config: list[Any] | None = None,
-    constraints: list[Any] | None = None,
-    namespace: str = "default",
-) -> dict[str, Any]:
-    """A ResourceClaim with these requests (as :func:`claim_template`)."""
-    template = claim_template(
-        name, *requests, config=config, constraints=constraints, namespace=namespace
-    )
+def resource_claim(name: str, *requests: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A ResourceClaim with these requests; ``fields`` as for :func:`claim_template`."""
+    template = claim_template(name, *requests, **fields)
     return {**template, "kind": "ResourceClaim", "spec": template["spec"]["spec"]}
 
 

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
+from tests import objects as o
 from tests.core.policy.allocator import world as w
-from tests.objects import device, device_class, exactly, node_object, resource_claim, resource_slice
 from webhook.policy.allocator import fit
 
 A = "driver-a"
 B = "driver-b"
-NODE = node_object("node-1", labels={"region": "region-1"}, gpus=None)
-CLASS_A = device_class("class-a", driver=A)
-CLASS_B = device_class("class-b", driver=B)
+NODE = o.node_object("node-1", labels={"region": "region-1"}, gpus=None)
+CLASS_A = o.device_class("class-a", driver=A)
+CLASS_B = o.device_class("class-b", driver=B)
 
 
 def one_device(
@@ -31,11 +31,11 @@ def one_device(
     node: str | None = "node-1",
     **spec: Any,
 ) -> dict[str, Any]:
-    return resource_slice(node, device("device-1"), name=name, pool=pool, driver=driver, **spec)
+    return o.resource_slice(node, o.device("device-1"), name=name, pool=pool, driver=driver, **spec)
 
 
 def memory(name: str, size: str) -> dict[str, Any]:
-    return device(name, capacity={"memory": {"value": size}})
+    return o.device(name, capacity={"memory": {"value": size}})
 
 
 def at_least(size: str) -> str:
@@ -55,11 +55,11 @@ def counters(
     shared = [
         {"name": n, "counters": {k: {"value": v} for k, v in c.items()}} for n, c in sets.items()
     ]
-    return resource_slice(node, name=name, pool=pool, driver=A, sharedCounters=shared, **spec)
+    return o.resource_slice(node, name=name, pool=pool, driver=A, sharedCounters=shared, **spec)
 
 
 def consuming(name: str, counter_set: str, **amounts: str) -> dict[str, Any]:
-    return device(
+    return o.device(
         name,
         consumesCounters=[
             {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in amounts.items()}}
@@ -85,13 +85,13 @@ def small_and_large(first: str, second: str) -> list[dict[str, Any]]:
     sizes = {"1Gi": "device-1", "2Gi": "device-2"}
     devices = [memory(sizes[first], first), memory(sizes[second], second)]
     return [
-        resource_claim(
+        o.resource_claim(
             "claim-0",
-            exactly("class-a", name="req-0", selectors=[at_least("1Gi")]),
-            exactly("class-a", name="req-1", selectors=[at_least("2Gi")]),
+            o.exactly("class-a", name="req-0", selectors=[at_least("1Gi")]),
+            o.exactly("class-a", name="req-1", selectors=[at_least("2Gi")]),
         ),
         CLASS_A,
-        resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A),
+        o.resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A),
     ]
 
 
@@ -100,33 +100,33 @@ def shareable(value: int, *, policy: dict[str, Any] | None = None) -> dict[str, 
     the request policy of ``withCapacityRequestPolicyRange``: default 2, range 2..4 step 2."""
     policy = policy or {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
     capacity = {"capacity-0": {"value": str(value), "requestPolicy": policy}}
-    return device("device-1", allowMultipleAllocations=True, capacity=capacity)
+    return o.device("device-1", allowMultipleAllocations=True, capacity=capacity)
 
 
 def asking(amount: int, claim_name: str = "claim-0") -> dict[str, Any]:
     """A claim for one device of class-a and ``amount`` of its capacity-0."""
     capacity = {"requests": {"capacity-0": str(amount)}}
-    return resource_claim(claim_name, exactly("class-a", name="req-0", capacity=capacity))
+    return o.resource_claim(claim_name, o.exactly("class-a", name="req-0", capacity=capacity))
 
 
 def two_tainted() -> dict[str, Any]:
     """``tainted-two-devices``: one device tainted NoSchedule, one NoExecute."""
     devices = [
-        device("device-1", taints=[TAINT_NO_SCHEDULE]),
-        device("device-2", taints=[TAINT_NO_EXECUTE]),
+        o.device("device-1", taints=[TAINT_NO_SCHEDULE]),
+        o.device("device-2", taints=[TAINT_NO_EXECUTE]),
     ]
-    return resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A)
+    return o.resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A)
 
 
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "simple": (
-        [resource_claim("claim-0", exactly("class-a", name="req-0")), CLASS_A, one_device()],
+        [o.resource_claim("claim-0", o.exactly("class-a", name="req-0")), CLASS_A, one_device()],
         FITS,
         "",
     ),
     "other-node": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(node="node-2"),
         ],
@@ -138,7 +138,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "small-and-large-backtrack-requests": (small_and_large("2Gi", "1Gi"), FITS, ""),
     "devices-split-across-different-slices": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             one_device("slice-1", "pool-1"),
             one_device("slice-2", "pool-2"),
@@ -148,7 +148,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "duplicate-slice": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
             *pool_of(2, one_device("slice-1"), one_device("slice-1-2")),
         ],
@@ -157,7 +157,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "not-enough-suitable-devices": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             one_device(),
         ],
@@ -165,13 +165,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     "unknown-class": (
-        [resource_claim("claim-0", exactly("class-b", name="req-0")), CLASS_A, one_device()],
+        [o.resource_claim("claim-0", o.exactly("class-b", name="req-0")), CLASS_A, one_device()],
         ERROR,
         "could not retrieve device class class-b",
     ),
     "all-devices-single": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
             one_device(),
         ],
@@ -180,7 +180,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "all-devices-of-the-incomplete-pool": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
             *pool_of(2, one_device()),
         ],
@@ -189,7 +189,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "all-devices-no-slices": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
         ],
         NOT,
@@ -197,7 +197,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "network-attached-device": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(
                 node=None,
@@ -217,7 +217,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "unsuccessful-allocation-network-attached-device": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(
                 node=None,
@@ -237,7 +237,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "local-and-network-attached-devices": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             one_device(),
             one_device("slice-2", "pool-2", node=None, allNodes=True),
@@ -247,8 +247,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "several-different-drivers": (
         [
-            resource_claim(
-                "claim-0", exactly("class-a", name="req-0"), exactly("class-b", name="req-1")
+            o.resource_claim(
+                "claim-0", o.exactly("class-a", name="req-0"), o.exactly("class-b", name="req-1")
             ),
             CLASS_A,
             CLASS_B,
@@ -260,9 +260,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-non-existent-attribute": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
-                exactly("class-a", name="req-0"),
+                o.exactly("class-a", name="req-0"),
                 constraints=[{"matchAttribute": f"{A}/no-such-attribute"}],
             ),
             CLASS_A,
@@ -273,16 +273,16 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-not-matching-int-attribute": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
-                exactly("class-a", name="req-0", count=2),
+                o.exactly("class-a", name="req-0", count=2),
                 constraints=[{"matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            resource_slice(
+            o.resource_slice(
                 "node-1",
-                device("device-1", {"numa": 1}),
-                device("device-2", {"numa": 2}),
+                o.device("device-1", {"numa": 1}),
+                o.device("device-2", {"numa": 2}),
                 name="slice-1",
                 pool="pool-1",
                 driver=A,
@@ -293,17 +293,17 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-for-request-retry": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
-                exactly("class-a", name="req-0"),
-                exactly("class-a", name="req-1"),
+                o.exactly("class-a", name="req-0"),
+                o.exactly("class-a", name="req-1"),
                 constraints=[{"requests": ["req-0"], "matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            resource_slice(
+            o.resource_slice(
                 "node-1",
-                device("device-1"),
-                device("device-2", {"numa": 1}),
+                o.device("device-1"),
+                o.device("device-2", {"numa": 1}),
                 name="slice-1",
                 pool="pool-1",
                 driver=A,
@@ -314,7 +314,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "invalid-CEL-one-device": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", selectors=["noSuchVar"])),
+            o.resource_claim(
+                "claim-0", o.exactly("class-a", name="req-0", selectors=["noSuchVar"])
+            ),
             CLASS_A,
             one_device(),
         ],
@@ -323,7 +325,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "too-many-devices-single-request": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", count=500)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=500)),
             CLASS_A,
             one_device(),
         ],
@@ -332,7 +334,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-first-unavailable": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -348,7 +350,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-non-available": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -365,7 +367,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-with-backtracking": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -374,13 +376,13 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                         sub("sub-1", "class-a", selectors=[at_least("4Gi")]),
                     ],
                 },
-                exactly("class-a", name="req-1", selectors=[at_least("8Gi")]),
+                o.exactly("class-a", name="req-1", selectors=[at_least("8Gi")]),
             ),
             CLASS_A,
-            resource_slice(
+            o.resource_slice(
                 "node-1", memory("device-1", "8Gi"), name="slice-1", pool="pool-1", driver=A
             ),
-            resource_slice(
+            o.resource_slice(
                 "node-1", memory("device-2", "4Gi"), name="slice-2", pool="pool-2", driver=A
             ),
         ],
@@ -389,7 +391,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-too-many-in-first-subrequest": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -405,11 +407,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-single-device": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
             *pool_of(
                 2,
-                resource_slice(
+                o.resource_slice(
                     "node-1",
                     consuming("device-1", "counter-set-1", memory="4Gi"),
                     name="slice-1",
@@ -424,11 +426,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-multiple-devices (over the counters)": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", count=2)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             *pool_of(
                 2,
-                resource_slice(
+                o.resource_slice(
                     "node-1",
                     consuming("device-1", "counter-set-1", memory="4Gi"),
                     consuming("device-2", "counter-set-1", memory="6Gi"),
@@ -444,12 +446,12 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-per-device-node-selection-nodename": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            resource_slice(
+            o.resource_slice(
                 None,
-                device("device-1", nodeName="node-2"),
-                device("device-2", nodeName="node-1"),
+                o.device("device-1", nodeName="node-2"),
+                o.device("device-2", nodeName="node-1"),
                 name="slice-1",
                 pool="pool-1",
                 driver=A,
@@ -460,14 +462,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     "tainted-two-devices": (
-        [resource_claim("claim-0", exactly("class-a", name="req-0")), CLASS_A, two_tainted()],
+        [o.resource_claim("claim-0", o.exactly("class-a", name="req-0")), CLASS_A, two_tainted()],
         NOT,
         "",
     ),
     "tainted-two-devices-tolerated": (
         [
-            resource_claim(
-                "claim-0", exactly("class-a", name="req-0", tolerations=[TOLERATE_NO_EXECUTE])
+            o.resource_claim(
+                "claim-0", o.exactly("class-a", name="req-0", tolerations=[TOLERATE_NO_EXECUTE])
             ),
             CLASS_A,
             two_tainted(),
@@ -477,11 +479,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-no-effect": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            resource_slice(
+            o.resource_slice(
                 "node-1",
-                device("device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]),
+                o.device("device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]),
                 name="slice-1",
                 pool="pool-1",
                 driver=A,
@@ -492,11 +494,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-all-devices-single": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", allocationMode="All")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
-            resource_slice(
+            o.resource_slice(
                 "node-1",
-                device("device-1", taints=[TAINT_NO_SCHEDULE]),
+                o.device("device-1", taints=[TAINT_NO_SCHEDULE]),
                 name="slice-1",
                 pool="pool-1",
                 driver=A,
@@ -507,10 +509,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint": (
         [
-            resource_claim(
+            o.resource_claim(
                 "claim-0",
-                exactly("class-a", name="req-0"),
-                exactly("class-a", name="req-1"),
+                o.exactly("class-a", name="req-0"),
+                o.exactly("class-a", name="req-1"),
                 constraints=[
                     {"matchAttribute": f"{A}/numa"},
                     {"matchAttribute": f"{A}/driverVersion"},
@@ -519,10 +521,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
             ),
             CLASS_A,
-            resource_slice(
+            o.resource_slice(
                 "node-1",
                 *[
-                    device(
+                    o.device(
                         name,
                         {
                             "driverVersion": "v:1.0.0",
@@ -543,8 +545,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "separate-claims-share-device (without admin access)": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0")),
-            resource_claim("claim-1", exactly("class-a", name="req-0")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
+            o.resource_claim("claim-1", o.exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(),
         ],
@@ -553,8 +555,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "admin-access-enabled (two claims, one device)": (
         [
-            resource_claim("claim-0", exactly("class-a", name="req-0", adminAccess=True)),
-            resource_claim("claim-1", exactly("class-a", name="req-0", adminAccess=True)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", adminAccess=True)),
+            o.resource_claim("claim-1", o.exactly("class-a", name="req-0", adminAccess=True)),
             CLASS_A,
             one_device(),
         ],
@@ -566,7 +568,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(1, "claim-1"),
             CLASS_A,
-            resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
+            o.resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
         ],
         FITS,  # both rounded up to 2: the device's 4 hold them
         "",
@@ -575,7 +577,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(3),
             CLASS_A,
-            resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
+            o.resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
         ],
         FITS,  # 3 rounded up to 4
         "",
@@ -585,7 +587,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(2, "claim-1"),
             CLASS_A,
-            resource_slice("node-1", shareable(2), name="slice-1", pool="pool-1", driver=A),
+            o.resource_slice("node-1", shareable(2), name="slice-1", pool="pool-1", driver=A),
         ],
         NOT,
         "",
@@ -594,7 +596,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(6),
             CLASS_A,
-            resource_slice("node-1", shareable(10), name="slice-1", pool="pool-1", driver=A),
+            o.resource_slice("node-1", shareable(10), name="slice-1", pool="pool-1", driver=A),
         ],
         NOT,  # the policy's max is 4, whatever the device has
         "",

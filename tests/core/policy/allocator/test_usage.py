@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests import objects as o
 from tests.core.policy.allocator import world as w
-from tests.objects import (
-    device,
-    device_class,
-    exactly,
-    gpu,
-    node_object,
-    pod,
-    resource_claim,
-    resource_slice,
-)
 from webhook.policy.allocator import fit_anywhere
 from webhook.policy.allocator.result import Verdict
 from webhook.policy.allocator.usage import EMPTY, Usage
 
-GPU_CLASS = device_class("gpu.nvidia.com", driver="gpu.nvidia.com")
+GPU_CLASS = o.device_class("gpu.nvidia.com", driver="gpu.nvidia.com")
 DRIVER = "gpu.nvidia.com"
 
 
@@ -29,15 +20,15 @@ def _verdict(objs: list[dict[str, Any]], usage: Usage = EMPTY) -> Verdict:
 
 
 def _two_gpu_node(name: str) -> list[dict[str, Any]]:
-    devices = [device("gpu-0"), device("gpu-1")]
-    return [node_object(name, gpus=None), resource_slice(name, *devices, name=f"{name}-gpus")]
+    devices = [o.device("gpu-0"), o.device("gpu-1")]
+    return [o.node_object(name, gpus=None), o.resource_slice(name, *devices, name=f"{name}-gpus")]
 
 
 def test_allocated_devices_are_in_use() -> None:
     world = [
         *_two_gpu_node("a"),
         GPU_CLASS,
-        resource_claim("c", exactly("gpu.nvidia.com", name="gpu")),
+        o.resource_claim("c", o.exactly()),
     ]
     assert _verdict(world).fits  # the empty cluster: the webhook's question
     one = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
@@ -54,7 +45,7 @@ def test_a_full_node_leaves_its_twin_to_fit() -> None:
         *_two_gpu_node("a"),
         *_two_gpu_node("b"),
         GPU_CLASS,
-        resource_claim("c", exactly("gpu.nvidia.com", name="gpu", count=2)),
+        o.resource_claim("c", o.exactly(count=2)),
     ]
     usage = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
     found = _verdict(world, usage)
@@ -64,7 +55,7 @@ def test_a_full_node_leaves_its_twin_to_fit() -> None:
 
 
 def test_bound_pods_hold_extended_resources() -> None:
-    world = [node_object("a", gpus=2), pod(gpu(2), name="p")]
+    world = [o.node_object("a", gpus=2), o.pod(o.gpu(2), name="p")]
     assert _verdict(world).fits
     held = _verdict(world, Usage(requested={"a": {"nvidia.com/gpu": 1}}))
     assert held.outcome == "does-not-fit"
@@ -79,23 +70,21 @@ def test_an_allocated_partition_consumes_the_whole_gpus_counters() -> None:
     counters = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
     part = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "6Gi"}}}
     devices = [
-        device("gpu-0", {"type": "gpu"}, consumesCounters=[counters]),
-        device("gpu-0-mig-0", {"type": "mig"}, consumesCounters=[part]),
+        o.device("gpu-0", {"type": "gpu"}, consumesCounters=[counters]),
+        o.device("gpu-0-mig-0", {"type": "mig"}, consumesCounters=[part]),
     ]
     sets = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}]
     slices = [
-        resource_slice("a30", *devices, name="a30-gpus", count=2),
-        resource_slice("a30", name="a30-counters", count=2, sharedCounters=sets),
+        o.resource_slice("a30", *devices, name="a30-gpus", count=2),
+        o.resource_slice("a30", name="a30-counters", count=2, sharedCounters=sets),
     ]
-    whole = resource_claim(
+    whole = o.resource_claim(
         "c",
-        exactly(
-            "gpu.nvidia.com",
-            name="gpu",
+        o.exactly(
             selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"'],
         ),
     )
-    world = [node_object("a30", gpus=None), GPU_CLASS, *slices, whole]
+    world = [o.node_object("a30", gpus=None), GPU_CLASS, *slices, whole]
     assert _verdict(world).fits
     # The partition is allocated to another claim: its 6Gi are gone from the counter set,
     # so the whole GPU (24Gi) cannot be allocated, though no claim holds it.
