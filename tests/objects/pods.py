@@ -92,21 +92,25 @@ def listed_pod(
     message: str | None = None,
     annotations: dict[str, str] | None = None,
     init_gpu: dict[str, str] | None = None,
+    claims: Sequence[dict[str, str]] = (),
+    generated: dict[str, str] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod as the API returns it: the GPU container, a sidecar, status, uid and owner.
 
     ``gpu`` (``{resource: quantity}``) goes into the first container's requests and limits,
-    ``init_gpu`` into an init container's; ``node`` binds it (phase Running unless given);
-    unbound pods are Pending with ``scheduler`` as the PodScheduled message.
+    ``init_gpu`` into an init container's; ``claims`` are its ``resourceClaims`` entries, all
+    used by the first container, and ``generated`` the names of the claims made for them
+    from templates (``status.resourceClaimStatuses``); ``node`` binds it (phase Running
+    unless given); unbound pods are Pending with ``scheduler`` as the PodScheduled message.
     """
     limits = {"cpu": "1", "memory": "2Gi", **(gpu or {})}
+    resources: dict[str, Any] = {"limits": limits, "requests": dict(limits)}
+    if claims:
+        resources["claims"] = [{"name": c["name"]} for c in claims]
+        spec["resourceClaims"] = list(claims)
     containers = [
-        {
-            "name": "main",
-            "image": "registry.example/infer:1",
-            "resources": {"limits": limits, "requests": dict(limits)},
-        },
+        {"name": "main", "image": "registry.example/infer:1", "resources": resources},
         {"name": "proxy", "image": "envoy:1", "resources": {"requests": {"cpu": "100m"}}},
     ]
     meta: dict[str, Any] = {
@@ -142,6 +146,10 @@ def listed_pod(
                 "reason": "Unschedulable",
                 "message": scheduler or "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
             }
+        ]
+    if generated:
+        status["resourceClaimStatuses"] = [
+            {"name": k, "resourceClaimName": v} for k, v in generated.items()
         ]
     if reason:
         status["reason"] = reason
