@@ -61,6 +61,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.objects import node_object
 from tests.support.gunicorn import free_port
+from tests.support.waiting import wait_until
 from tests.support.workers import add_lines
 from webhook.certs.issue import make_ca, make_serving_cert
 
@@ -745,18 +746,29 @@ def delete_namespace(plane: ControlPlane, name: str) -> None:
         core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     with contextlib.suppress(ApiException):
         core.delete_namespace(name)
+
     # Gone before the next test (the namespace controller empties it, a ReplicaSet's new pods
     # included): a cluster-wide reader must not meet a namespace being terminated.
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            core.read_namespace(name)
-        except ApiException as e:
-            if e.status == 404:
-                return
+    def gone() -> bool:
+        if namespace_gone(core, name):
+            return True
         with contextlib.suppress(ApiException):
             core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-        time.sleep(0.5)
+        return False
+
+    wait_until(gone, timeout=180, poll=0.5)
+
+
+def namespace_gone(core: Any, name: str) -> bool:
+    """Whether the namespace ``name`` is gone: reading it answers 404 (``core``: a
+    ``CoreV1Api``)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.read_namespace(name)
+    except ApiException as e:
+        return bool(e.status == 404)
+    return False
 
 
 @pytest.fixture
