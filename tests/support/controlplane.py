@@ -528,6 +528,27 @@ class ControlPlane:
         created = resource.create(body=dict(obj), namespace=ns if resource.namespaced else None)
         return created.to_dict()  # type: ignore[no-any-return]
 
+    @contextlib.contextmanager
+    def created(self, *objs: Mapping[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """Create ``objs`` in order (each in its own namespace or none) and yield them as
+        stored; delete them again, last first, when the block ends while the plane runs."""
+        from kubernetes.client.exceptions import ApiException
+
+        stored: list[dict[str, Any]] = []
+        try:
+            for obj in objs:
+                stored.append(self.create(obj))
+            yield stored
+        finally:
+            if self.alive():
+                for obj in reversed(objs[: len(stored)]):
+                    resource = self.dynamic.resources.get(
+                        api_version=obj["apiVersion"], kind=obj["kind"]
+                    )
+                    meta = obj["metadata"]
+                    with contextlib.suppress(ApiException):
+                        resource.delete(name=meta["name"], namespace=meta.get("namespace"))
+
     def apply(
         self, obj: Mapping[str, Any], namespace: str | None = None, manager: str = "tests"
     ) -> dict[str, Any]:
