@@ -34,6 +34,12 @@ def one_device(
     return o.resource_slice(node, o.device("device-1"), name=name, pool=pool, driver=driver, **spec)
 
 
+def network_attached(region: str) -> dict[str, Any]:
+    """A slice of one device reachable from the nodes of ``region``, named by no node."""
+    terms = [{"matchExpressions": [{"key": "region", "operator": "In", "values": [region]}]}]
+    return one_device(node=None, nodeSelector={"nodeSelectorTerms": terms})
+
+
 def memory(name: str, size: str) -> dict[str, Any]:
     return o.device(name, capacity={"memory": {"value": size}})
 
@@ -56,6 +62,15 @@ def counters(
         {"name": n, "counters": {k: {"value": v} for k, v in c.items()}} for n, c in sets.items()
     ]
     return o.resource_slice(node, name=name, pool=pool, driver=A, sharedCounters=shared, **spec)
+
+
+def sharing_8gi(*devices: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pool pool-1 of node-1 in two slices: ``devices``, and the counter set counter-set-1 of
+    8Gi of memory they consume."""
+    return [
+        o.resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A, count=2),
+        counters("slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, "node-1", count=2),
+    ]
 
 
 def consuming(name: str, counter_set: str, **amounts: str) -> dict[str, Any]:
@@ -199,18 +214,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            one_device(
-                node=None,
-                nodeSelector={
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "region", "operator": "In", "values": ["region-1"]}
-                            ]
-                        }
-                    ]
-                },
-            ),
+            network_attached("region-1"),
         ],
         FITS,
         "",
@@ -219,18 +223,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            one_device(
-                node=None,
-                nodeSelector={
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "region", "operator": "In", "values": ["region-2"]}
-                            ]
-                        }
-                    ]
-                },
-            ),
+            network_attached("region-2"),
         ],
         NOT,
         "",
@@ -409,17 +402,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            *pool_of(
-                2,
-                o.resource_slice(
-                    "node-1",
-                    consuming("device-1", "counter-set-1", memory="4Gi"),
-                    name="slice-1",
-                    pool="pool-1",
-                    driver=A,
-                ),
-                counters("slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, node="node-1"),
-            ),
+            *sharing_8gi(consuming("device-1", "counter-set-1", memory="4Gi")),
         ],
         FITS,
         "",
@@ -428,17 +411,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
-            *pool_of(
-                2,
-                o.resource_slice(
-                    "node-1",
-                    consuming("device-1", "counter-set-1", memory="4Gi"),
-                    consuming("device-2", "counter-set-1", memory="6Gi"),
-                    name="slice-1",
-                    pool="pool-1",
-                    driver=A,
-                ),
-                counters("slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, node="node-1"),
+            *sharing_8gi(
+                consuming("device-1", "counter-set-1", memory="4Gi"),
+                consuming("device-2", "counter-set-1", memory="6Gi"),
             ),
         ],
         NOT,
