@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.objects import NOW
+from tests.objects import NOW, listed_pod
 from webhook.audit import Collector, audit
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, assemble
@@ -19,32 +19,12 @@ DRA_A100 = CLUSTERS / "dra-a100"
 
 
 def _pending(gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "train",
-            "namespace": "ml",
-            "uid": "uid-train",
-            "creationTimestamp": "2025-07-14T08:00:00Z",
-        },
-        "spec": {
-            "containers": [
-                {"name": "train", "image": "i", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
-            ]
-        },
-        "status": {
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/1 nodes are available: 1 cannot allocate all claims.",
-                }
-            ],
-        },
-    }
+    return listed_pod(
+        "train",
+        gpu={"nvidia.com/gpu": gpus},
+        created="2025-07-14T08:00:00Z",
+        scheduler="0/1 nodes are available: 1 cannot allocate all claims.",
+    )
 
 
 def _audit(cluster: Path, pod: dict[str, Any]) -> Any:
