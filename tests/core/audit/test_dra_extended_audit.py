@@ -70,5 +70,5 @@ def test_a_pod_asking_for_gpus_a_device_class_serves(gpus: int, reason: str) -> 
     # Not the device plugin's words: the node serves nvidia.com/gpu through DRA.
     assert "no node advertises" not in stuck.message
     if reason == "too-large":
-        assert 'container "train" (nvidia.com/gpu: 9) asks for 9 devices' in stuck.message
+        assert 'container "main" (nvidia.com/gpu: 9) asks for 9 devices' in stuck.message
         assert "node dgx-a100-01 has 8 such device(s)" in stuck.message
