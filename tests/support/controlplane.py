@@ -61,6 +61,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.objects import node_object
 from tests.support.gunicorn import free_port
+from tests.support.namespaces import NOW, holds, namespaced_collections, request
 from tests.support.waiting import wait_until
 from tests.support.workers import add_lines
 from webhook.certs.issue import make_ca, make_serving_cert
@@ -756,59 +757,6 @@ def create_namespace(plane: ControlPlane, prefix: str = "t") -> str:
     return name
 
 
-# How kube-controller-manager's namespace controller empties a namespace, less the 5 s it waits
-# before it starts (namespaceDeletionGracePeriod, docs/testing-control-plane.md): every
-# namespaced kind the API server serves, deleted as a collection, until none is left.
-_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-
-
-def _call(plane: ControlPlane, method: str, path: str, accept: str = "application/json") -> Any:
-    """One request as the admin, on the kept-alive connections of ``plane.client``; the
-    decoded JSON answer, or None when it failed."""
-    from urllib3.exceptions import HTTPError
-
-    pool = plane.client.rest_client.pool_manager
-    try:
-        answer = pool.request(method, plane.url + path, headers={"Accept": accept}, timeout=30)
-    except (OSError, HTTPError):
-        return None
-    if answer.status >= 300:
-        return None
-    try:
-        return json.loads(answer.data)
-    except ValueError:
-        return None
-
-
-def namespaced_collections(plane: ControlPlane) -> list[str]:
-    """The path of every namespaced kind's collection (``{ns}`` for the namespace), in the
-    preferred version of its group, that can be deleted as a collection (aggregated
-    discovery: CRDs included)."""
-    paths = []
-    for root in ("/api", "/apis"):
-        found = _call(plane, "GET", root, accept=_DISCOVERY) or {}
-        for group in found.get("items", []):
-            name = group.get("metadata", {}).get("name", "")
-            versions = group.get("versions") or [{}]
-            version = versions[0]  # listed in order of preference
-            prefix = f"/api/{version.get('version')}" if root == "/api" else f"/apis/{name}/"
-            if root == "/apis":
-                prefix += str(version.get("version"))
-            for res in version.get("resources", []):
-                if res.get("scope") == "Namespaced" and "deletecollection" in res.get("verbs", []):
-                    paths.append(f"{prefix}/namespaces/{{ns}}/{res['resource']}")
-    return paths
-
-
-def _holds(plane: ControlPlane, path: str) -> bool:
-    """Whether the collection at ``path`` still holds an object (False when it cannot be read)."""
-    answer = _call(plane, "GET", path + "?limit=1")
-    return bool(answer and answer.get("items"))
-
-
-_NOW = "?gracePeriodSeconds=0&propagationPolicy=Background"
-
-
 def delete_namespace(plane: ControlPlane, name: str) -> None:
     """Delete a namespace and everything in it; return once it is gone.
 
@@ -829,11 +777,11 @@ def delete_namespace(plane: ControlPlane, name: str) -> None:
     left = [path.format(ns=name) for path in namespaced_collections(plane)]
     while left and time.monotonic() < deadline:
         # An empty answer: nothing was there. Otherwise look again: what had a finalizer stays.
-        answered = {path: _call(plane, "DELETE", path + _NOW) for path in left}
+        answered = {path: request(plane, "DELETE", path + NOW) for path in left}
         left = [
             path
             for path, answer in answered.items()
-            if (answer is None or answer.get("items")) and _holds(plane, path)
+            if (answer is None or answer.get("items")) and holds(plane, path)
         ]
         if left:
             time.sleep(0.2)
