@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write tests/durations.json (seconds per test file) from the JUnit XML of a pytest run.
+"""Write tests/durations.json (seconds per test file) from the JUnit XML of pytest runs.
 
 ``make test`` hands the longest files to its workers first (tests/support/ordering.py reads
 the table). Refresh it after adding or changing slow tests::
@@ -8,7 +8,8 @@ the table). Refresh it after adding or changing slow tests::
     .venv/bin/python scripts/test_durations.py /tmp/junit.xml
 
 A file's figure is the sum of its tests' times (setup, call and teardown, as JUnit records
-them), rounded to a tenth of a second; files that took less than ``--min`` seconds are left
+them), averaged over the runs given (the machine's load moves a single run's figures), rounded
+to a tenth of a second; files that took less than ``--min`` seconds are left
 out (the table keeps the files whose place in the order matters).
 """
 
@@ -45,18 +46,21 @@ def seconds_per_file(junit: Path) -> Counter[str]:
 def main(argv: list[str] | None = None) -> int:
     """Read the JUnit XML, write the table; 0 when written."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("junit", type=Path, help="pytest's --junitxml file")
+    parser.add_argument("junit", type=Path, nargs="+", help="pytest's --junitxml files")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--min", type=float, default=2.0, help="leave out quicker files")
     args = parser.parse_args(argv)
-    per_file = seconds_per_file(args.junit)
+    per_file: Counter[str] = Counter()
+    for junit in args.junit:
+        per_file.update(seconds_per_file(junit))
+    per_file = Counter({name: total / len(args.junit) for name, total in per_file.items()})
     files = {
         name: round(seconds, 1)
         for name, seconds in sorted(per_file.items(), key=lambda kv: (-kv[1], kv[0]))
         if seconds >= args.min
     }
     table = {
-        "about": "seconds per test file in one make test run; scripts/test_durations.py",
+        "about": "seconds per test file, averaged over make test runs; scripts/test_durations.py",
         "files": files,
     }
     args.out.write_text(json.dumps(table, indent=1) + "\n")

@@ -40,6 +40,15 @@ def test_the_table_sums_each_files_tests_and_leaves_out_quick_files(tmp_path: Pa
     }
 
 
+def test_the_table_averages_several_runs(tmp_path: Path) -> None:
+    (tmp_path / "one.xml").write_text(JUNIT)
+    (tmp_path / "two.xml").write_text(JUNIT.replace('time="40.5"', 'time="80.5"'))
+    out = tmp_path / "durations.json"
+    runs = [str(tmp_path / "one.xml"), str(tmp_path / "two.xml")]
+    assert write_durations([*runs, "--out", str(out)]) == 0
+    assert file_seconds(out)["tests/cluster/kube/test_slow.py"] == 80.5
+
+
 def test_files_run_longest_first_and_keep_their_tests_in_order() -> None:
     items = _items(
         "tests/core/test_quick.py::test_1",
