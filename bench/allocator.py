@@ -9,7 +9,7 @@ the first review on it (which tells the node groups apart, once per supply), the
 nowhere: every node group is judged) and, on DRA, a claim of 2 GPUs with a CEL selector and a
 ``matchAttribute`` constraint. A fourth cluster, ``parts``, has 8 partitionable GPUs a
 node as NVIDIA's driver publishes them (a whole device and two MIG halves, one counter set a
-GPU: ``partitionable`` of tests/core/policy/allocator/world.py), and a claim of several
+GPU: ``partitionable`` of tests/objects/dra.py), and a claim of several
 requests on it: a whole GPU and two MIG devices (fits), and 8 whole GPUs and one MIG device
 (fits nowhere: the whole GPUs use up every counter set). There ``plain`` against ``pruned`` is
 the cost, or the gain, of pruning rule 4 (docs/allocator.md, "Pruning"), which only claims of
@@ -42,6 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import measure
+from tests.objects import (
+    device_class,
+    exactly,
+    gpu,
+    node_object,
+    partitionable,
+    pod,
+    resource_claim,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,12 +75,10 @@ def cluster(nodes: int, kind: str) -> list[dict[str, Any]]:
 
 def partition_cluster(nodes: int) -> list[dict[str, Any]]:
     """``nodes`` nodes of ``GPUS`` partitionable GPUs each, and the DeviceClass."""
-    from tests.core.policy.allocator.world import device_class, node, partitionable
-
-    out = [device_class("gpu.nvidia.com")]
+    out = [device_class("gpu.nvidia.com", driver="gpu.nvidia.com")]
     for i in range(nodes):
         name = f"part-{i:04d}"
-        out.append(node(name, {"kubernetes.io/hostname": name}))
+        out.append(node_object(name, gpus=None))
         out.extend(partitionable(GPUS, node=name))
     return out
 
@@ -82,51 +89,28 @@ PART = 'device.attributes["gpu.nvidia.com"].type == "mig"'
 
 def parts_claim(whole: int, parts: int) -> dict[str, Any]:
     """A claim of two requests: ``whole`` whole GPUs and ``parts`` MIG devices."""
-    from tests.core.policy.allocator.world import claim, exactly
-
-    return claim(
+    return resource_claim(
         f"whole-{whole}-mig-{parts}",
-        exactly("gpu", "gpu.nvidia.com", whole, selectors=[WHOLE]),
-        exactly("mig", "gpu.nvidia.com", parts, selectors=[PART]),
+        exactly(count=whole, selectors=[WHOLE]),
+        exactly(name="mig", count=parts, selectors=[PART]),
     )
 
 
 def gpu_pod(count: int) -> dict[str, Any]:
-    resources = {"limits": {"nvidia.com/gpu": count}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"gpu-{count}", "namespace": "default"},
-        "spec": {"containers": [{"name": "main", "image": "cuda", "resources": resources}]},
-    }
+    """A pod of one container asking for ``count`` device-plugin GPUs."""
+    return pod(gpu(count), name=f"gpu-{count}")
 
 
-PAIR = {
-    "kind": "ResourceClaim",
-    "metadata": {"name": "pair"},
-    "spec": {
-        "devices": {
-            "requests": [
-                {
-                    "name": "gpus",
-                    "exactly": {
-                        "deviceClassName": "gpu.nvidia.com",
-                        "count": 2,
-                        "selectors": [
-                            {
-                                "cel": {
-                                    "expression": 'device.capacity["gpu.nvidia.com"].memory'
-                                    '.compareTo(quantity("40Gi")) >= 0'
-                                }
-                            }
-                        ],
-                    },
-                }
-            ],
-            "constraints": [{"matchAttribute": "gpu.nvidia.com/productName"}],
-        }
-    },
-}
+#: A claim of 2 GPUs of 40Gi or more, of one product.
+PAIR = resource_claim(
+    "pair",
+    exactly(
+        name="gpus",
+        count=2,
+        selectors=['device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'],
+    ),
+    constraints=[{"matchAttribute": "gpu.nvidia.com/productName"}],
+)
 
 
 OLD_COMMIT = "46d9e72"  # main before the allocator: the engine's own review

@@ -10,7 +10,8 @@ One module per kind of thing, each builder once:
   :func:`node_object` as the kubelet leaves it, :func:`cpu_node`;
 * ``workloads``: Deployments, Jobs and the other pod-template kinds (:func:`workload`), owner
   references (:func:`owner`, :func:`uid`);
-* ``dra``: DeviceClasses, ResourceSlices, claims and templates as NVIDIA's DRA driver uses them;
+* ``dra``: DeviceClasses, ResourceSlices, claims and templates as NVIDIA's DRA driver uses them,
+  and devices of any driver (:func:`device`, :func:`partitionable` GPUs);
 * ``config``: the device-plugin ConfigMap and configs, the example cluster, policies that read
   a ConfigMap;
 * ``reviews``: AdmissionReview requests, captured from real API servers or built.
@@ -34,11 +35,13 @@ from tests.objects.dra import (
     MIG_CLASS_CEL,
     allocated_claim,
     claim_template,
+    device,
     device_class,
     dra_gpu,
     dra_mig,
     exactly,
     nvidia_classes,
+    partitionable,
     resource_claim,
     resource_slice,
     sharing_config,
@@ -80,6 +83,7 @@ __all__ = [
     "configmap_ref_policy",
     "cpu_node",
     "ctr",
+    "device",
     "device_class",
     "dra_gpu",
     "dra_mig",
@@ -96,6 +100,7 @@ __all__ = [
     "node_object",
     "nvidia_classes",
     "owner",
+    "partitionable",
     "pod",
     "pod_spec",
     "resource_claim",

@@ -3,6 +3,7 @@ lists them (:func:`listed_pod`: status, owner, a sidecar)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,15 +18,19 @@ def pod(
     name: str = "p",
     namespace: str | None = "default",
     annotations: dict[str, str] | None = None,
+    claims: Sequence[str] = (),
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod with the given containers (see ``ctr``) and extra spec fields; ``namespace``
-    None leaves it to the request (a create in a test's own namespace)."""
+    None leaves it to the request (a create in a test's own namespace); ``claims``: the
+    ResourceClaims it names (``resourceClaims`` entries of the claims' own names)."""
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
     if annotations:
         meta["annotations"] = annotations
+    if claims:
+        spec["resourceClaims"] = [{"name": c, "resourceClaimName": c} for c in claims]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -39,14 +44,18 @@ def ctr(
     *,
     limits: dict[str, Any] | None = None,
     requests: dict[str, Any] | None = None,
+    claims: Sequence[str] = (),
     **extra: Any,
 ) -> dict[str, Any]:
-    """A container asking for the given limits and requests."""
+    """A container asking for the given limits and requests, and using the pod's claims of
+    the names in ``claims``."""
     resources: dict[str, Any] = {}
     if limits is not None:
         resources["limits"] = limits
     if requests is not None:
         resources["requests"] = requests
+    if claims:
+        resources["claims"] = [{"name": c} for c in claims]
     return {"name": name, "image": "registry.example/app:1", "resources": resources, **extra}
 
 
@@ -61,7 +70,7 @@ def claim_pod(
     """A Pod whose one container uses the claim ``gpu``, made from the ResourceClaimTemplate
     ``template``; ``namespace`` None leaves it to the request; ``spec``: more spec fields."""
     return pod(
-        ctr(resources={"claims": [{"name": "gpu"}]}),
+        ctr(claims=["gpu"]),
         name=name,
         namespace=namespace,
         resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}],
@@ -83,21 +92,25 @@ def listed_pod(
     message: str | None = None,
     annotations: dict[str, str] | None = None,
     init_gpu: dict[str, str] | None = None,
+    claims: Sequence[dict[str, str]] = (),
+    generated: dict[str, str] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod as the API returns it: the GPU container, a sidecar, status, uid and owner.
 
     ``gpu`` (``{resource: quantity}``) goes into the first container's requests and limits,
-    ``init_gpu`` into an init container's; ``node`` binds it (phase Running unless given);
-    unbound pods are Pending with ``scheduler`` as the PodScheduled message.
+    ``init_gpu`` into an init container's; ``claims`` are its ``resourceClaims`` entries, all
+    used by the first container, and ``generated`` the names of the claims made for them
+    from templates (``status.resourceClaimStatuses``); ``node`` binds it (phase Running
+    unless given); unbound pods are Pending with ``scheduler`` as the PodScheduled message.
     """
     limits = {"cpu": "1", "memory": "2Gi", **(gpu or {})}
+    resources: dict[str, Any] = {"limits": limits, "requests": dict(limits)}
+    if claims:
+        resources["claims"] = [{"name": c["name"]} for c in claims]
+        spec["resourceClaims"] = list(claims)
     containers = [
-        {
-            "name": "main",
-            "image": "registry.example/infer:1",
-            "resources": {"limits": limits, "requests": dict(limits)},
-        },
+        {"name": "main", "image": "registry.example/infer:1", "resources": resources},
         {"name": "proxy", "image": "envoy:1", "resources": {"requests": {"cpu": "100m"}}},
     ]
     meta: dict[str, Any] = {
@@ -133,6 +146,10 @@ def listed_pod(
                 "reason": "Unschedulable",
                 "message": scheduler or "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
             }
+        ]
+    if generated:
+        status["resourceClaimStatuses"] = [
+            {"name": k, "resourceClaimName": v} for k, v in generated.items()
         ]
     if reason:
         status["reason"] = reason

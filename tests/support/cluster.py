@@ -24,8 +24,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane, namespace_gone
 from tests.support.faultproxy import FaultProxy, Request
+from tests.support.waiting import wait_until
 
 __all__ = ["LiveCluster", "live_cluster", "report_crds", "running_cluster"]
 
@@ -418,14 +419,7 @@ class LiveCluster:
             core.replace_namespace_finalize(
                 name, {"metadata": {"name": name}, "spec": {"finalizers": []}}
             )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                core.read_namespace(name)
-            except ApiException as e:
-                if e.status == 404:
-                    return
-            time.sleep(0.1)
+        wait_until(lambda: namespace_gone(core, name), timeout=60, poll=0.1)
 
     def _empty(self, namespace: str) -> None:
         """Delete every object of the kinds in _NAMESPACED in ``namespace``."""

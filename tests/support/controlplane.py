@@ -61,6 +61,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.objects import node_object
 from tests.support.gunicorn import free_port
+from tests.support.waiting import wait_until
 from tests.support.workers import add_lines
 from webhook.certs.issue import make_ca, make_serving_cert
 
@@ -527,6 +528,27 @@ class ControlPlane:
         created = resource.create(body=dict(obj), namespace=ns if resource.namespaced else None)
         return created.to_dict()  # type: ignore[no-any-return]
 
+    @contextlib.contextmanager
+    def created(self, *objs: Mapping[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """Create ``objs`` in order (each in its own namespace or none) and yield them as
+        stored; delete them again, last first, when the block ends while the plane runs."""
+        from kubernetes.client.exceptions import ApiException
+
+        stored: list[dict[str, Any]] = []
+        try:
+            for obj in objs:
+                stored.append(self.create(obj))
+            yield stored
+        finally:
+            if self.alive():
+                for obj in reversed(objs[: len(stored)]):
+                    resource = self.dynamic.resources.get(
+                        api_version=obj["apiVersion"], kind=obj["kind"]
+                    )
+                    meta = obj["metadata"]
+                    with contextlib.suppress(ApiException):
+                        resource.delete(name=meta["name"], namespace=meta.get("namespace"))
+
     def apply(
         self, obj: Mapping[str, Any], namespace: str | None = None, manager: str = "tests"
     ) -> dict[str, Any]:
@@ -745,18 +767,29 @@ def delete_namespace(plane: ControlPlane, name: str) -> None:
         core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     with contextlib.suppress(ApiException):
         core.delete_namespace(name)
+
     # Gone before the next test (the namespace controller empties it, a ReplicaSet's new pods
     # included): a cluster-wide reader must not meet a namespace being terminated.
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            core.read_namespace(name)
-        except ApiException as e:
-            if e.status == 404:
-                return
+    def gone() -> bool:
+        if namespace_gone(core, name):
+            return True
         with contextlib.suppress(ApiException):
             core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-        time.sleep(0.5)
+        return False
+
+    wait_until(gone, timeout=180, poll=0.5)
+
+
+def namespace_gone(core: Any, name: str) -> bool:
+    """Whether the namespace ``name`` is gone: reading it answers 404 (``core``: a
+    ``CoreV1Api``)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.read_namespace(name)
+    except ApiException as e:
+        return bool(e.status == 404)
+    return False
 
 
 @pytest.fixture

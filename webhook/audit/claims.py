@@ -10,7 +10,8 @@ A pending pod's GPU claims are judged in this order, and the first answer is the
    devices meet, a DeviceClass that does not exist...), with what the closest group has;
 3. ``claim-allocated``: the allocator (docs/allocator.md) cannot allocate its claims on any
    node with the devices of the other claims' allocations (``status.allocation``) in use
-   (``webhook.audit.now``): the holders of the devices its claims can use are named, with the
+   (``webhook.audit.now``): the holders of the devices its claims can use (the allocator's
+   ``usable_devices`` on the supply) are named, with the
    pods they are reserved for (``status.reservedFor``), and a shared claim with how many pods
    use it;
 4. ``claim-elsewhere``: the allocator allocates them on some node now (or its claims are
@@ -29,11 +30,12 @@ from typing import Any
 
 from webhook.audit.now import FitNow, allocated_devices
 from webhook.audit.stuck import Reason
+from webhook.policy.allocator.reach import usable_devices
 from webhook.policy.allocator.usage import Usage
 from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
 from webhook.policy.demand import Claim, read_claim_spec
 from webhook.policy.dra import Allocation, Device, DraSnapshot
-from webhook.policy.engine.claims import gpu_requests, usable_devices
+from webhook.policy.engine.claims import gpu_requests
 from webhook.policy.engine.fit import verdict_findings
 from webhook.policy.model import DraPolicy
 
@@ -134,7 +136,9 @@ class ClaimDiagnosis:
             return [self._elsewhere(named, allocated=True)]
         claims = [self._claims[c.label] for c in waiting]
         labels = ", ".join(c.label for c in waiting)
-        failed = verdict_findings(self.fit_now.ever(claims), labels, has_claims=True)
+        failed = verdict_findings(
+            self.fit_now.ever(claims), labels, has_claims=True, supply=self.fit_now.supply
+        )
         failed = [r for r in failed if r.status == "fail"]
         if failed:
             return [
@@ -153,24 +157,10 @@ class ClaimDiagnosis:
         usage = Usage(devices=whole, shared=shared)
         if self.fit_now.fits_somewhere(claims, usage):
             return [self._elsewhere(named, allocated=False)]
-        usable = self._sharing_counters(usable_devices(waiting, self.dra, self.policy))
+        # The devices its claims could use (and those sharing their counters), as the
+        # allocator reads the supply: who holds them is the answer.
+        usable = usable_devices(claims, self.fit_now.supply)
         return [self._allocated_reason(usable, mine)]
-
-    def _sharing_counters(self, usable: Sequence[Device]) -> tuple[Device, ...]:
-        """``usable`` and the devices that consume a counter set of theirs (a MIG partition
-        of a usable whole GPU): an allocated one keeps the usable device from being
-        allocated, though no claim holds that device itself."""
-        sets = {(d.driver, d.pool, c.counter_set) for d in usable for c in d.consumes_counters}
-        if not sets:
-            return tuple(usable)
-        keys = {d.key for d in usable}
-        related = [
-            d
-            for d in self.dra.devices
-            if d.key not in keys
-            and any((d.driver, d.pool, c.counter_set) in sets for c in d.consumes_counters)
-        ]
-        return (*usable, *related)
 
     def _allocated_reason(self, usable: Sequence[Device], mine: set[tuple[str, str]]) -> Reason:
         held: dict[str, list[str]] = defaultdict(list)

@@ -32,7 +32,7 @@ def dra_too_large(answers: Sequence[tuple[NodeGroup, Fit]], demand: Demand) -> R
     if not failed:
         detail, said = "no node reaches devices of its DeviceClass", "cannot allocate all claims"
     else:
-        closest = max(failed, key=lambda a: a.closeness)
+        closest = max(failed, key=lambda a: (a.closeness, a.nearness))
         detail, said = closest.detail or closest.reason, closest.reason
         # The claim the scheduler makes in memory for the extended resources, in words.
         detail = detail.replace(EXTENDED_CLAIM, "the claim for its extended resources")

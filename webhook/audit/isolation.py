@@ -21,12 +21,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.audit.findings import Finding, Ref
-from webhook.audit.trim import API_VERSIONS
 from webhook.contract import ISOLATION_OPT_OUT_ANNOTATION, VISIBLE_DEVICES_ENV
 from webhook.policy import Policy
 from webhook.policy.decision import Status
 from webhook.policy.engine.isolation import exposes_gpus
 from webhook.policy.nodes import is_gpu_resource
+from webhook.policy.workloads import API_VERSIONS
 
 __all__ = ["RULE", "exposure", "isolation_findings"]
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from webhook.audit.findings import Ref
 from webhook.audit.isolation import exposure
-from webhook.audit.trim import API_VERSIONS, trim
+from webhook.audit.trim import trim
+from webhook.policy.workloads import API_VERSIONS
 
 __all__ = ["Collector", "Group", "as_utc", "parse_time", "ref_of"]
 

@@ -28,11 +28,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.policy.nodes import is_gpu_resource
-from webhook.policy.workloads import TEMPLATE_PATHS, dig
+from webhook.policy.workloads import API_VERSIONS, TEMPLATE_PATHS, dig
 
 __all__ = [
     "ADMISSION_ERROR",
-    "API_VERSIONS",
     "MESSAGE_LIMIT",
     "WORKLOAD_KINDS",
     "trim",
@@ -43,17 +42,7 @@ __all__ = [
 
 #: The kubelet's reason on a pod whose devices could not be allocated at admission.
 ADMISSION_ERROR = "UnexpectedAdmissionError"
-#: Kinds that own GPU pods and are listed by the audit (``kubectl get ... -A -o yaml``), with
-#: the apiVersion they are served at (API list items carry neither kind nor apiVersion).
-API_VERSIONS: dict[str, str] = {
-    "Pod": "v1",
-    "Deployment": "apps/v1",
-    "ReplicaSet": "apps/v1",
-    "StatefulSet": "apps/v1",
-    "DaemonSet": "apps/v1",
-    "Job": "batch/v1",
-    "CronJob": "batch/v1",
-}
+#: The kinds besides Pod that own GPU pods: the audit lists every kind of ``API_VERSIONS``.
 WORKLOAD_KINDS = tuple(k for k in API_VERSIONS if k != "Pod")
 #: Status and condition messages are quoted to users; a pathological one is cut here.
 MESSAGE_LIMIT = 1000

@@ -137,6 +137,38 @@ def _key_usage(*, ca: bool) -> x509.KeyUsage:
     )
 
 
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    issuer_ski: x509.SubjectKeyIdentifier,
+    *,
+    ca: bool,
+    days: int,
+    now: dt.datetime | None,
+) -> x509.CertificateBuilder:
+    """What every certificate made here has: a random serial, the validity (backdated by
+    ``_BACKDATE``), basic constraints (a CA signs only end-entity certificates: pathLen 0),
+    key usage, and the key identifiers (SKI, and the issuer's as AKI)."""
+    start = (now or utcnow()) - _BACKDATE
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + _BACKDATE + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(_key_usage(ca=ca), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(issuer_ski),
+            critical=False,
+        )
+    )
+
+
 def _leaf_builder(
     ca_cert: x509.Certificate,
     subject: x509.Name,
@@ -145,25 +177,9 @@ def _leaf_builder(
     days: int,
     now: dt.datetime | None,
 ) -> x509.CertificateBuilder:
-    """Common part of serving and client certificates: validity, key usage, SKI/AKI."""
-    start = (now or utcnow()) - _BACKDATE
+    """Serving and client certificates: issued by ``ca_cert``."""
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca_cert.subject)
-        .public_key(public_key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + _BACKDATE + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-            critical=False,
-        )
-    )
+    return _builder(subject, ca_cert.subject, public_key, ca_ski, ca=False, days=days, now=now)
 
 
 def make_ca(common_name: str, days: int, *, now: dt.datetime | None = None) -> tuple[bytes, bytes]:
@@ -175,24 +191,10 @@ def make_ca(common_name: str, days: int, *, now: dt.datetime | None = None) -> t
     """
     _check_days(days)
     key = _new_key()
-    start = (now or utcnow()) - _BACKDATE
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + _BACKDATE + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
-        .add_extension(ski, critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False
-        )
-        .sign(key, hashes.SHA256())
+    cert = _builder(name, name, key.public_key(), ski, ca=True, days=days, now=now).sign(
+        key, hashes.SHA256()
     )
     return _cert_pem(cert), _key_pem(key)
 

@@ -89,8 +89,7 @@ class Advertiser:
         core = client.CoreV1Api(self._api_client)
         while True:
             with self._changed:
-                while not self._wanted and not self._stopped:
-                    self._changed.wait()
+                self._changed.wait_for(lambda: self._wanted or self._stopped)
                 if self._stopped:
                     return
                 todo, self._wanted = self._wanted, []

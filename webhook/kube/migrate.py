@@ -14,19 +14,7 @@ from kubernetes import client
 
 from webhook.kube.lister import _calls, failure, list_pages, read_dra
 from webhook.kube.source import DRA_KINDS
-
-# A list's items carry neither kind nor apiVersion: each gets its list's.
-_API_VERSIONS = {
-    "Node": "v1",
-    "ResourceQuota": "v1",
-    "Pod": "v1",
-    "Deployment": "apps/v1",
-    "StatefulSet": "apps/v1",
-    "DaemonSet": "apps/v1",
-    "ReplicaSet": "apps/v1",
-    "Job": "batch/v1",
-    "CronJob": "batch/v1",
-}
+from webhook.policy.workloads import API_VERSIONS
 
 
 @dataclass
@@ -56,7 +44,9 @@ def read_for_migrate(
             for page in list_pages(call, page_size=page_size, timeout=timeout):
                 for obj in page:
                     obj["kind"] = kind
-                    obj["apiVersion"] = _API_VERSIONS.get(kind, "v1")
+                    # A list's items carry neither kind nor apiVersion; Nodes and
+                    # ResourceQuotas are core v1.
+                    obj["apiVersion"] = API_VERSIONS.get(kind, "v1")
                     if kind == "Node":
                         out.nodes.append(obj)
                     elif kind == "ResourceQuota":

@@ -322,8 +322,7 @@ class ClusterSource:
         t = self.timings
         while True:
             with self._cond:
-                while not self._dirty and not self._stopping:
-                    self._cond.wait()
+                self._cond.wait_for(lambda: self._dirty or self._stopping)
                 if self._stopping:
                     return
                 # The first snapshot goes out at once: readiness waits for it.

@@ -7,6 +7,14 @@ from typing import Any
 
 from webhook.policy.records import per_review_record
 
+#: The apiVersion each kind that holds GPU pods is served at: the kinds the audit and
+#: ``gpu-policy migrate`` list from a cluster, whose list items carry neither kind nor
+#: apiVersion.
+API_VERSIONS: dict[str, str] = {
+    "Pod": "v1",
+    **dict.fromkeys(("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"), "apps/v1"),
+    **dict.fromkeys(("Job", "CronJob"), "batch/v1"),
+}
 # kind -> path of the pod template (metadata + spec) inside the object; () for a Pod itself.
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "Pod": (),

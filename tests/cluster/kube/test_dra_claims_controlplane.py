@@ -17,7 +17,6 @@ does not exist yet is created, with a warning naming it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import uuid
@@ -58,17 +57,8 @@ def dra_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Iterato
     slice_ = resource_slice(node, dra_gpu(0), dra_gpu(1))
     slice_["metadata"]["name"] = f"{node}-{tag}"
     slice_["spec"]["pool"]["name"] = f"{node}-{tag}"
-    control_plane.create(klass)
-    control_plane.create(slice_)
-    api = client.ResourceV1Api(control_plane.client)
-    try:
+    with control_plane.created(klass, slice_):
         yield {"node": node, "class": klass["metadata"]["name"]}
-    finally:
-        if control_plane.alive():
-            with contextlib.suppress(ApiException):
-                api.delete_resource_slice(slice_["metadata"]["name"])
-            with contextlib.suppress(ApiException):
-                api.delete_device_class(klass["metadata"]["name"])
 
 
 def claim_deployment(name: str, template: str) -> dict[str, Any]:
@@ -133,7 +123,7 @@ def test_without_the_webhook_too_many_gpus_wait_forever_and_two_are_scheduled(
     ]
     assert [(f["name"], f["result"]) for f in found] == [("too-many", "fail")]
     assert found[0]["reasons"] == ["claim-unsatisfiable"]
-    assert "has 2 such device(s)" in found[0]["message"]
+    assert "has more than 2 matching devices" in found[0]["message"]
 
 
 def chart_webhooks() -> list[dict[str, Any]]:

@@ -286,7 +286,7 @@ def test_a_gpu_pod_on_a_dra_only_node_is_allowed_and_bound(
         # Three GPUs are more than the node has: refused, with what it does have.
         denied = create_pod(core, kube_namespace, gpu_pod("three", {"nvidia.com/gpu": "3"}))
         assert denied is not None and denied.status == 403
-        assert "has 2 such device(s)" in json.loads(denied.body)["message"]
+        assert "has more than 2 matching devices" in json.loads(denied.body)["message"]
 
 
 # --- the example DRA clusters, with the webhook and without it ----------------------------

@@ -15,7 +15,6 @@ some as server dry runs. What must hold (docs/quota.md):
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import re
@@ -154,18 +153,9 @@ def quota_cluster(control_plane: ControlPlane, make_gpu_node: MakeNode) -> Itera
     klass = device_class(f"gpu-{tag}.nvidia.com", GPU_CLASS_CEL)
     # The node name carries the tag: the slice (named after it) is this test's own.
     slice_ = resource_slice(dra_node, *(dra_gpu(i) for i in range(4)))
-    control_plane.create(klass)
-    control_plane.create(slice_)
-    api = client.ResourceV1Api(control_plane.client)
     names = [n["metadata"]["name"] for n in nodes.values()] + [dra_node]
-    try:
+    with control_plane.created(klass, slice_):
         yield {"tag": tag, "class": klass["metadata"]["name"], "nodes": names}
-    finally:
-        if control_plane.alive():
-            with contextlib.suppress(ApiException):
-                api.delete_resource_slice(slice_["metadata"]["name"])
-            with contextlib.suppress(ApiException):
-                api.delete_device_class(klass["metadata"]["name"])
 
 
 @dataclass

@@ -9,15 +9,17 @@ import pytest
 from tests import objects as o
 from webhook.admission import handle
 from webhook.policy import Inventory, Policy
-from webhook.policy.dra import dra_snapshot
+from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, DraObjects, assemble
 
 
 @pytest.fixture(scope="module")
-def inventory(example_inventory: Inventory) -> Inventory:
-    snapshot = dra_snapshot(
-        o.nvidia_classes(), [o.resource_slice("a100-1", o.dra_gpu(0), o.dra_gpu(1))]
+def inventory(example_policy: Policy) -> Inventory:
+    """The example policy's cluster and a node with two A100s, by the one recipe (the supply
+    the allocator judges claims on)."""
+    dra = DraObjects(o.nvidia_classes(), [o.resource_slice("a100-1", o.dra_gpu(0), o.dra_gpu(1))])
+    return assemble(
+        example_policy, nodes=None, source="test", dra=dra, fit_budget_s=OFFLINE_FIT_BUDGET_S
     )
-    return replace(example_inventory, dra=snapshot)
 
 
 def _review(obj: dict, **kw: object) -> dict:
@@ -35,7 +37,12 @@ def test_a_template_asking_for_more_than_exists_is_denied(
     assert outcome.verdict == "denied"
     status = outcome.response["response"]["status"]
     assert "[gpu-claim-devices-available]" in status["message"]
-    assert "no node has more than 2 matching devices" in status["message"]
+    assert (
+        'ResourceClaimTemplate train fits no node, existing or able to appear: request "gpu" '
+        "asks for 3 devices of class gpu.nvidia.com, but no node has more than 2 matching "
+        "devices (2 on node a100-1 (NVIDIA A100-SXM4-40GB))"
+    ) in status["message"]
+    assert status["message"].endswith('Ask for at most 2 in request "gpu"')
     assert outcome.failed == ("gpu-claim-devices-available",)
     annotations = outcome.response["response"]["auditAnnotations"]
     assert annotations["failed-rules"] == "gpu-claim-devices-available"

@@ -18,38 +18,8 @@ def _pod(
     name: str, *claims: dict[str, str], generated: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """A pending pod whose only GPU is its claims (no nvidia.com resource)."""
-    status: dict[str, Any] = {
-        "phase": "Pending",
-        "conditions": [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "0/1 nodes are available: 1 cannot allocate all claims.",
-            }
-        ],
-    }
-    if generated:
-        status["resourceClaimStatuses"] = [
-            {"name": k, "resourceClaimName": v} for k, v in generated.items()
-        ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "uid": f"uid-{name}",
-            "creationTimestamp": "2025-06-15T02:37:12Z",
-        },
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-            "resourceClaims": list(claims),
-        },
-        "status": status,
-    }
+    scheduler = "0/1 nodes are available: 1 cannot allocate all claims."
+    return o.listed_pod(name, NS, claims=claims, generated=generated, scheduler=scheduler)
 
 
 def _allocated(
@@ -99,8 +69,9 @@ def test_a_template_asking_for_more_than_exists() -> None:
     assert finding.result == "fail"
     assert finding.reasons == ("claim-unsatisfiable",)
     # The allocator's answer on an empty cluster: the webhook's, in the scheduler's terms.
-    assert "request gpu asks for 3 device(s) of class gpu.nvidia.com" in finding.message
-    assert "node group node a100-1 has 2 such device(s)" in finding.message
+    assert 'claim "gpu" (ResourceClaimTemplate ml/three) fits no node' in finding.message
+    assert 'request "gpu" asks for 3 devices of class gpu.nvidia.com' in finding.message
+    assert "no node has more than 2 matching devices (2 on node a100-1" in finding.message
     assert "cannot allocate all claims" in (finding.scheduler or "")
     assert result.exit_status() == 1
 
@@ -185,15 +156,9 @@ def test_an_allocated_partition_keeps_the_whole_gpu_from_a_claim() -> None:
         "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.6gb"}},
         "consumesCounters": [part],
     }
-    devices = o.resource_slice("a30-1", whole, mig)
-    counters = o.resource_slice("a30-1", driver="gpu.nvidia.com")
-    counters["metadata"]["name"] = "a30-1-counters"
-    del counters["spec"]["devices"]
-    counters["spec"]["sharedCounters"] = [
-        {"name": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
-    ]
-    for found in (devices, counters):
-        found["spec"]["pool"]["resourceSliceCount"] = 2
+    devices = o.resource_slice("a30-1", whole, mig, count=2)
+    sets = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}]
+    counters = o.resource_slice("a30-1", name="a30-1-counters", count=2, sharedCounters=sets)
     template = o.claim_template(
         "whole",
         o.exactly(selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"']),

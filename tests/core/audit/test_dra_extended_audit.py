@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.objects import NOW
+from tests.objects import NOW, listed_pod
 from webhook.audit import Collector, audit
 from webhook.files import cluster_from_text, load_policy
 from webhook.policy.supply.assemble import OFFLINE_FIT_BUDGET_S, assemble
@@ -19,32 +19,12 @@ DRA_A100 = CLUSTERS / "dra-a100"
 
 
 def _pending(gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "train",
-            "namespace": "ml",
-            "uid": "uid-train",
-            "creationTimestamp": "2025-07-14T08:00:00Z",
-        },
-        "spec": {
-            "containers": [
-                {"name": "train", "image": "i", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
-            ]
-        },
-        "status": {
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/1 nodes are available: 1 cannot allocate all claims.",
-                }
-            ],
-        },
-    }
+    return listed_pod(
+        "train",
+        gpu={"nvidia.com/gpu": gpus},
+        created="2025-07-14T08:00:00Z",
+        scheduler="0/1 nodes are available: 1 cannot allocate all claims.",
+    )
 
 
 def _audit(cluster: Path, pod: dict[str, Any]) -> Any:
@@ -90,5 +70,5 @@ def test_a_pod_asking_for_gpus_a_device_class_serves(gpus: int, reason: str) -> 
     # Not the device plugin's words: the node serves nvidia.com/gpu through DRA.
     assert "no node advertises" not in stuck.message
     if reason == "too-large":
-        assert "asks for 9 device(s) of class gpu.nvidia.com" in stuck.message
-        assert "node group node dgx-a100-01 has 8 such device(s)" in stuck.message
+        assert 'container "main" (nvidia.com/gpu: 9) asks for 9 devices' in stuck.message
+        assert "node dgx-a100-01 has 8 such device(s)" in stuck.message

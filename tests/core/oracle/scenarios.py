@@ -23,7 +23,16 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.objects import node_object
+from tests.objects import (
+    claim_template,
+    ctr,
+    device,
+    device_class,
+    node_object,
+    pod,
+    resource_claim,
+    resource_slice,
+)
 
 WORLD_LABEL = "oracle.gpu-policy.io/world"
 RACK_LABEL = "oracle.gpu-policy.io/rack"
@@ -113,15 +122,16 @@ class Scenario:
 # --- the world ---------------------------------------------------------------------------------
 
 
-def _attrs(product: Product, uuid: str, driver_version: str) -> dict[str, Any]:
+def _attrs(product: Product, uuid: str, driver_version: str) -> dict[str, str]:
+    # Versions as "v:<version>" (tests.objects.device types the values).
     return {
-        "type": {"string": "gpu"},
-        "uuid": {"string": uuid},
-        "productName": {"string": product.name},
-        "brand": {"string": "Nvidia"},
-        "architecture": {"string": product.architecture},
-        "cudaComputeCapability": {"version": product.compute},
-        "driverVersion": {"version": driver_version},
+        "type": "gpu",
+        "uuid": uuid,
+        "productName": product.name,
+        "brand": "Nvidia",
+        "architecture": product.architecture,
+        "cudaComputeCapability": f"v:{product.compute}",
+        "driverVersion": f"v:{driver_version}",
     }
 
 
@@ -145,11 +155,11 @@ def _gpu_devices(
     ``mode``: ``whole`` (the GPU), ``mig`` (MIG enabled with a fixed layout: its instances
     only), ``partitionable`` (the GPU and every instance it could be cut into, all drawing on
     one counter set)."""
-    whole = {
-        "name": f"gpu-{minor}",
-        "attributes": _attrs(product, uuid, version),
-        "capacity": {"memory": {"value": product.memory}},
-    }
+    whole = device(
+        f"gpu-{minor}",
+        _attrs(product, uuid, version),
+        capacity={"memory": {"value": product.memory}},
+    )
     if mode == "whole" or not product.profiles:
         return [whole], []
     instances: list[dict[str, Any]] = []
@@ -166,22 +176,20 @@ def _gpu_devices(
         layout = [(p, s, st) for p, s in product.profiles for st in range(0, product.slices, s)]
     for gi, (profile, size, start) in enumerate(layout):
         attrs = _attrs(product, f"MIG-{uuid[4:]}-{gi}", version)
-        attrs["type"] = {"string": "mig"}
-        attrs["profile"] = {"string": profile}
-        attrs["parentUUID"] = {"string": uuid}
-        device: dict[str, Any] = {
-            "name": f"gpu-{minor}-mig-{profile.replace('.', '')}-{gi}-{start}",
-            "attributes": attrs,
-            "capacity": {"memory": {"value": _mig_memory(profile)}},
-        }
+        attrs.update(type="mig", profile=profile, parentUUID=uuid)
+        instance = device(
+            f"gpu-{minor}-mig-{profile.replace('.', '')}-{gi}-{start}",
+            attrs,
+            capacity={"memory": {"value": _mig_memory(profile)}},
+        )
         if mode == "partitionable":
-            device["consumesCounters"] = [
+            instance["consumesCounters"] = [
                 {
                     "counterSet": f"gpu-{minor}-counter-set",
                     "counters": _counters(_mig_memory(profile), start, size),
                 }
             ]
-        instances.append(device)
+        instances.append(instance)
     if mode == "mig":
         return instances, []
     whole["consumesCounters"] = [
@@ -201,31 +209,26 @@ def _gpu_devices(
 
 def _slices(
     pool: str,
-    driver: str,
-    where: dict[str, Any],
+    node: str | None,
     devices: list[dict[str, Any]],
     counters: list[dict[str, Any]],
     world: str,
+    **where: Any,
 ) -> list[dict[str, Any]]:
-    """A pool's ResourceSlices: one of devices, and one of counter sets when there are any."""
-    specs: list[dict[str, Any]] = [{"devices": devices}]
-    if counters:
-        specs.append({"sharedCounters": counters})
-    out = []
-    for i, body in enumerate(specs):
-        out.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{pool}-{driver}-{i}", "labels": {WORLD_LABEL: world}},
-                "spec": {
-                    "driver": driver,
-                    **where,
-                    "pool": {"name": pool, "generation": 1, "resourceSliceCount": len(specs)},
-                    **body,
-                },
-            }
+    """A pool's ResourceSlices: one of devices, and one of counter sets when there are any;
+    the pool is ``node``'s, or placed by ``where`` (``nodeSelector``)."""
+    count = 2 if counters else 1
+
+    def one(i: int, *devices: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        name = f"{pool}-{DRIVER}-{i}"
+        labels = {WORLD_LABEL: world}
+        return resource_slice(
+            node, *devices, count=count, name=name, pool=pool, labels=labels, **where, **spec
         )
+
+    out = [one(0, *devices)]
+    if counters:
+        out.append(one(1, sharedCounters=counters))
     return out
 
 
@@ -234,18 +237,6 @@ def _world_selector(world: str, rack: str | None = None) -> dict[str, Any]:
     if rack:
         exprs.append({"key": RACK_LABEL, "operator": "In", "values": [rack]})
     return {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
-
-
-def _class(name: str, world: str, expressions: list[str], ext: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in expressions]}
-    if ext:
-        spec["extendedResourceName"] = ext
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name, "labels": {WORLD_LABEL: world}},
-        "spec": spec,
-    }
 
 
 @dataclass
@@ -317,30 +308,23 @@ def _node_groups(b: _Build) -> None:
                 if rng.random() < 0.15 and devices:
                     rng.choice(devices)["taints"] = [dict(DEVICE_TAINT)]
                     b.scenario.features.append("device-taint")
-                b.scenario.world += _slices(
-                    name, DRIVER, {"nodeName": name}, devices, counters, world
-                )
+                b.scenario.world += _slices(name, name, devices, counters, world)
     if rng.random() < 0.15:
         # Network-attached devices: reachable from the nodes of one rack of this world only
         # (allNodes would reach every world's nodes).
         product = rng.choice(PRODUCTS)
         rack = rng.choice(racks)
         devices = [
-            {
-                "name": f"gpu-{i}",
-                "attributes": _attrs(product, f"GPU-{world}-net-{i}", "550.127.8"),
-                "capacity": {"memory": {"value": product.memory}},
-            }
+            device(
+                f"gpu-{i}",
+                _attrs(product, f"GPU-{world}-net-{i}", "550.127.8"),
+                capacity={"memory": {"value": product.memory}},
+            )
             for i in range(rng.choice((1, 2)))
         ]
         b.products.append(product)
         b.scenario.world += _slices(
-            f"{world}-net",
-            DRIVER,
-            {"nodeSelector": _world_selector(world, rack)},
-            devices,
-            [],
-            world,
+            f"{world}-net", None, devices, [], world, nodeSelector=_world_selector(world, rack)
         )
         b.scenario.features.append("network-attached")
 
@@ -383,7 +367,9 @@ def _device_classes(b: _Build) -> None:
         exprs = [expression]
         if rng.random() < 0.15:
             exprs.append(_selector(b))
-        b.scenario.world.append(_class(name, world, exprs, ext))
+        b.scenario.world.append(
+            device_class(name, *exprs, extended=ext, labels={WORLD_LABEL: world})
+        )
         b.classes.append(name)
 
 
@@ -422,9 +408,10 @@ def _request(b: _Build, index: int) -> dict[str, Any]:
     return {"name": f"r{index}", "exactly": _exactly(b)}
 
 
-def _claim_spec(b: _Build) -> dict[str, Any]:
+def _claim_devices(b: _Build) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A claim's requests, and its constraints."""
     requests = [_request(b, i) for i in range(b.rng.choice((1, 1, 1, 2)))]
-    spec: dict[str, Any] = {"devices": {"requests": requests}}
+    constraints: list[dict[str, Any]] = []
     if b.rng.random() < 0.2:
         attribute = b.rng.choice(
             (
@@ -434,12 +421,12 @@ def _claim_spec(b: _Build) -> dict[str, Any]:
                 "gpu.nvidia.com/architecture",
             )
         )
-        spec["devices"]["constraints"] = [{"matchAttribute": attribute}]
+        constraints = [{"matchAttribute": attribute}]
         b.scenario.features.append("match-attribute")
     elif b.rng.random() < 0.05:
-        spec["devices"]["constraints"] = [{"distinctAttribute": "gpu.nvidia.com/uuid"}]
+        constraints = [{"distinctAttribute": "gpu.nvidia.com/uuid"}]
         b.scenario.features.append("distinct-attribute")
-    return spec
+    return requests, constraints
 
 
 def _container_resources(b: _Build) -> dict[str, str]:
@@ -467,12 +454,7 @@ def _container_resources(b: _Build) -> dict[str, str]:
 
 
 def _container(name: str, limits: dict[str, str], claims: list[str]) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if limits:
-        resources["limits"] = limits
-    if claims:
-        resources["claims"] = [{"name": c} for c in claims]
-    return {"name": name, "image": "registry.example/cuda:12", "resources": resources}
+    return ctr(name, limits=limits or None, claims=claims, image="registry.example/cuda:12")
 
 
 def _pod_claims(b: _Build, namespace: str) -> list[dict[str, Any]]:
@@ -481,29 +463,23 @@ def _pod_claims(b: _Build, namespace: str) -> list[dict[str, Any]]:
     pod_claims: list[dict[str, Any]] = []
     if b.classes and rng.random() < 0.6:
         for i in range(rng.choice((1, 1, 2))):
-            name = f"c{i}"
-            spec = _claim_spec(b)
+            name, full_name = f"c{i}", f"{world}-c{i}"
+            requests, constraints = _claim_devices(b)
             if rng.random() < 0.35:
                 b.scenario.manifests.append(
-                    {
-                        "apiVersion": "resource.k8s.io/v1",
-                        "kind": "ResourceClaim",
-                        "metadata": {"name": f"{world}-{name}", "namespace": namespace},
-                        "spec": spec,
-                    }
+                    resource_claim(
+                        full_name, *requests, constraints=constraints, namespace=namespace
+                    )
                 )
-                pod_claims.append({"name": name, "resourceClaimName": f"{world}-{name}"})
+                pod_claims.append({"name": name, "resourceClaimName": full_name})
                 b.scenario.features.append("claim")
             else:
                 b.scenario.manifests.append(
-                    {
-                        "apiVersion": "resource.k8s.io/v1",
-                        "kind": "ResourceClaimTemplate",
-                        "metadata": {"name": f"{world}-{name}", "namespace": namespace},
-                        "spec": {"spec": spec},
-                    }
+                    claim_template(
+                        full_name, *requests, constraints=constraints, namespace=namespace
+                    )
                 )
-                pod_claims.append({"name": name, "resourceClaimTemplateName": f"{world}-{name}"})
+                pod_claims.append({"name": name, "resourceClaimTemplateName": full_name})
                 b.scenario.features.append("claim-template")
     return pod_claims
 
@@ -535,11 +511,7 @@ def _pod(b: _Build) -> None:
     if b.products and rng.random() < 0.15:
         selector["nvidia.com/gpu.product"] = rng.choice(b.products).label
         b.scenario.features.append("product-selector")
-    spec: dict[str, Any] = {
-        "nodeSelector": selector,
-        "containers": containers,
-        "terminationGracePeriodSeconds": 0,
-    }
+    spec: dict[str, Any] = {"nodeSelector": selector, "terminationGracePeriodSeconds": 0}
     if init:
         spec["initContainers"] = init
     if pod_claims:
@@ -548,14 +520,7 @@ def _pod(b: _Build) -> None:
         spec["tolerations"] = [
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
         ]
-    b.scenario.manifests.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "gpu-pod", "namespace": namespace},
-            "spec": spec,
-        }
-    )
+    b.scenario.manifests.append(pod(*containers, name="gpu-pod", namespace=namespace, **spec))
 
 
 def generate(seed: int, index: int) -> Scenario:

@@ -75,12 +75,12 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         False,
         ("gpu-claim-devices-available",),
         (
-            'ResourceClaimTemplate t: request "gpu"',
+            'ResourceClaimTemplate t fits no node, existing or able to appear: request "gpu"',
             "3 devices of class gpu.nvidia.com",
             "no node has more than 2 matching devices",
             "node a100-1 (NVIDIA A100-SXM4-40GB)",
             "cannot allocate all claims",
-            "Ask for at most 2",
+            'Ask for at most 2 in request "gpu"',
         ),
     ),
     (
@@ -98,14 +98,19 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         ),
         False,
         ("gpu-claim-devices-available",),
-        ("no device matches", "Devices of class gpu.nvidia.com", "2 on node a100-1"),
+        (
+            "no device matches",
+            "the selector \"device.attributes['gpu.nvidia.com'].productName == 'H200'\" matches "
+            "none of the devices of class gpu.nvidia.com (2 on node a100-1",
+            "Change the selector",
+        ),
     ),
     (
         "selector-does-not-compile",
         o.claim_template("t", o.exactly(selectors=["device.attributes[ =="])),
         False,
         ("gpu-claim-devices-available",),
-        ("does not compile",),
+        ("CEL compile error", "Correct the selector"),
     ),
     ("all-devices", o.claim_template("t", o.exactly(allocationMode="All")), True, (), ()),
     (
@@ -128,7 +133,7 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         o.claim_template("t", o.exactly("mig.nvidia.com", selectors=[PROFILE_7G])),
         False,
         ("gpu-claim-mig-profile",),
-        ("MIG profile no ResourceSlice offers", "1g.10gb (3 devices)", "3g.40gb (1 device)"),
+        ("MIG profile no node offers", "1g.10gb (3 devices)", "3g.40gb (1 device)"),
     ),
     (
         "per-profile-class-not-offered",
@@ -167,14 +172,19 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         ),
         False,
         ("gpu-claim-devices-available",),
-        ("4 devices of class gpu.nvidia.com or 5 devices of class mig.nvidia.com",),
+        (
+            "no alternative of firstAvailable that one node can serve",
+            '"gpu/big" asks for 4 devices of class gpu.nvidia.com (node h100-1 has 0)',
+            '"gpu/mig" asks for 5 devices of class mig.nvidia.com (node h100-1 has 4)',
+            'Ask for at most 4 in one alternative of request "gpu"',
+        ),
     ),
     (
         "two-requests-that-fit-only-apart",
         o.claim_template("t", o.exactly(name="a", count=2), o.exactly(name="b", count=1)),
         False,
         ("gpu-claim-devices-available",),
-        ("its requests together need more devices than node group node a100-1 has",),
+        ("its requests together need more devices than node a100-1 has",),
     ),
     (
         "shared-for-two",
@@ -235,7 +245,7 @@ CASES: list[tuple[str, dict[str, Any], bool, tuple[str, ...], tuple[str, ...]]] 
         o.pod(o.ctr(), resourceClaims=[{"name": "g", "resourceClaimTemplateName": "gpu-big"}]),
         False,
         ("gpu-claim-devices-available",),
-        ('claim "g" (ResourceClaimTemplate gpu-big)', "no node has more than 2"),
+        ('claim "g" (ResourceClaimTemplate gpu-big), request "gpu"', "has more than 2"),
     ),
     (
         "pod-with-two-templates-on-one-node",

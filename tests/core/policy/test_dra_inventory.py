@@ -135,5 +135,7 @@ def test_a_dra_only_cluster_serves_a_gpu_pod_and_refuses_more_than_a_node_has():
     (failed,) = [r for r in refused.results if r.status == "fail"]
     # The allocator's count, in the scheduler's terms: the claim it makes for nvidia.com/gpu.
     assert failed.rule == "gpu-resource-offered"
-    assert "asks for 9 device(s) of class gpu.nvidia.com" in failed.message
-    assert "node dgx-a100-01 has 8 such device(s)" in failed.message
+    assert 'container "main" (nvidia.com/gpu: 9) asks for 9 devices of class gpu.nvidia.com' in (
+        failed.message
+    )
+    assert "no node has more than 8 matching devices (8 on node dgx-a100-01" in failed.message

@@ -92,7 +92,11 @@ def test_a_device_class_name_is_judged(dra_policy: Policy) -> None:
     name = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
     refused = review(o.pod(o.ctr(limits={name: 3})), policy=dra_policy, inventory=inventory)
     assert refused.failed == ("gpu-resource-offered",)
-    assert "asks for 3 device(s) of class gpu.nvidia.com" in refused.denial
+    assert f'container "main" ({name}: 3) asks for 3 devices of class gpu.nvidia.com' in (
+        refused.denial
+    )
+    assert "no node has more than 2 matching devices" in refused.denial
+    assert refused.denial.endswith("Ask for at most 2")
     assert review(o.pod(o.ctr(limits={name: 2})), policy=dra_policy, inventory=inventory).allowed
     # Another vendor's extended resource is not the webhook's to judge.
     other = review(
@@ -125,21 +129,20 @@ def test_the_search_backtracks_where_the_greedy_check_refused(dra_policy: Policy
 
 
 def test_a_search_out_of_time_allows_with_a_warning(dra_policy: Policy) -> None:
-    inventory = replace(dra_cluster(dra_policy, o.dra_gpu(0), o.dra_gpu(1)), fit_budget_s=0.0)
+    inventory = dra_cluster(dra_policy, o.dra_gpu(0), o.dra_gpu(1))
     # Two requests that fit each alone, not together: only the search could tell.
     apart = o.claim_template(
         "t", o.exactly(name="a", count=2), o.exactly(name="b", count=1), namespace="ml"
     )
-    decision = review(apart, policy=dra_policy, inventory=inventory)
+    refused = review(apart, policy=dra_policy, inventory=inventory)
+    assert refused.failed == ("gpu-claim-devices-available",)
+    assert "its requests together need more devices than node" in refused.denial
+    out_of_time = replace(inventory, fit_budget_s=0.0)
+    decision = review(apart, policy=dra_policy, inventory=out_of_time)
     assert decision.allowed
     (warning,) = decision.warnings
     assert warning.startswith("[gpu-claim-devices-available]")
     assert "could not be proven" in warning
-    # More devices than a node has of the class is refused without any search.
-    three = o.claim_template("three", o.exactly(count=3), namespace="ml")
-    refused = review(three, policy=dra_policy, inventory=inventory)
-    assert refused.failed == ("gpu-claim-devices-available",)
-    assert "no node has more than 2 matching devices" in refused.denial
 
 
 def test_nodes_alike_but_for_their_names_are_judged_once() -> None:
@@ -157,7 +160,7 @@ def test_nodes_alike_but_for_their_names_are_judged_once() -> None:
     )
     two = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}), o.ctr("b", limits={"nvidia.com/gpu": 1}))
     refused = review(two, policy=policy, inventory=inventory)
-    assert "node group node n1 (and 2 more like it) has 1" in refused.denial
+    assert "; node n1 (and 2 more like it) has 1" in refused.denial
     pinned = o.pod(
         o.ctr(limits={"nvidia.com/gpu": 1}), nodeSelector={"kubernetes.io/hostname": "n3"}
     )
@@ -233,3 +236,66 @@ def test_nodes_alike_but_for_the_label_a_network_slice_selects_stay_apart(
     assert not review(
         o.pod(o.ctr(limits={name: 2})), policy=dra_policy, inventory=inventory
     ).allowed
+
+
+def _tainted(device: dict[str, Any]) -> dict[str, Any]:
+    device["taints"] = [{"key": "example.com/broken", "value": "ecc", "effect": "NoSchedule"}]
+    return device
+
+
+@pytest.mark.parametrize(
+    ("devices", "exactly", "constraints", "words"),
+    [
+        (
+            # Two GPUs of two models: two of one model are nowhere.
+            [o.dra_gpu(0, product="NVIDIA H100 80GB HBM3"), o.dra_gpu(1)],
+            {"count": 2},
+            [{"matchAttribute": "gpu.nvidia.com/productName"}],
+            [
+                "ResourceClaimTemplate t fits no node, existing or able to appear: no devices of "
+                "node dra-1 meet its constraint matchAttribute gpu.nvidia.com/productName",
+                "Drop the constraint, or ask for fewer devices: node dra-1 does not have that "
+                "many with one gpu.nvidia.com/productName",
+            ],
+        ),
+        (
+            # One of the two GPUs is tainted: one can be given, not two.
+            [o.dra_gpu(0), _tainted(o.dra_gpu(1))],
+            {"count": 2},
+            [],
+            [
+                'request "gpu" asks for 2 devices of class gpu.nvidia.com, but no node has more '
+                "than 1 matching device (1 on node dra-1 (NVIDIA A100-SXM4-40GB), besides 1 "
+                "with a taint it does not tolerate)",
+                'Ask for at most 1 in request "gpu"',
+            ],
+        ),
+        (
+            # All devices, one of them tainted: All takes every one.
+            [o.dra_gpu(0), _tainted(o.dra_gpu(1))],
+            {"allocationMode": "All"},
+            [],
+            [
+                "and 1 of the 2 matching devices of node dra-1 have a taint it does not tolerate",
+                "Tolerate the taint in the request (tolerations)",
+            ],
+        ),
+    ],
+    ids=["constraint", "taint", "all-with-a-taint"],
+)
+def test_a_refusal_names_what_stops_the_claim(
+    dra_policy: Policy,
+    devices: list[dict[str, Any]],
+    exactly: dict[str, Any],
+    constraints: list[dict[str, Any]],
+    words: list[str],
+) -> None:
+    """The allocator's explanation, in words: the constraint, the device taint."""
+    inventory = dra_cluster(dra_policy, *devices)
+    template = o.claim_template("t", o.exactly(**exactly), namespace="ml")
+    if constraints:
+        template["spec"]["spec"]["devices"]["constraints"] = constraints
+    refused = review(template, policy=dra_policy, inventory=inventory)
+    assert refused.failed == ("gpu-claim-devices-available",)
+    for word in words:
+        assert word in refused.denial

@@ -206,4 +206,4 @@ def test_a_pod_waiting_for_its_claims_on_the_dra_cluster(tmp_path) -> None:  # t
     assert done.returncode == 1, done.stderr
     (stuck,) = [f for f in json.loads(done.stdout)["findings"] if f["rule"] == "gpu-pod-scheduled"]
     assert stuck["reasons"] == ["claim-unsatisfiable"]
-    assert "node group node dgx-a100-01 has 8 such device(s)" in stuck["message"]
+    assert "no node has more than 8 matching devices (8 on node dgx-a100-01" in stuck["message"]

@@ -53,47 +53,65 @@ def _same(a: Attribute, b: Attribute) -> bool:
     return _kind(a) == _kind(b) and str(a) == str(b)
 
 
-def _applies(names: frozenset[str], request_name: str, sub_request_name: str) -> bool:
-    """``matches``: a constraint naming a request covers its subrequests too."""
-    if not sub_request_name:
-        return request_name in names
-    return request_name in names or f"{request_name}/{sub_request_name}" in names
-
-
-class MatchAttributeConstraint:
-    """``matchAttributeConstraint``: every device has the attribute, all with one value."""
+class _AttributeConstraint:
+    """What both constraints share: the requests they cover, the attribute they compare, and
+    the devices added. A device of a covered request without the attribute fails either."""
 
     def __init__(self, request_names: frozenset[str], attribute_name: str) -> None:
         self.request_names = request_names
         self.attribute_name = attribute_name
-        self.attribute: Attribute | None = None
         self.num_devices = 0
+
+    def _covers(self, request_name: str, sub_request_name: str) -> bool:
+        """``matches``: no names cover every request; a name covers its subrequests too."""
+        names = self.request_names
+        if not names:
+            return True
+        if not sub_request_name:
+            return request_name in names
+        return request_name in names or f"{request_name}/{sub_request_name}" in names
 
     def add(self, request_name: str, sub_request_name: str, device: Device) -> bool:
         """See :class:`Constraint`."""
-        if self.request_names and not _applies(self.request_names, request_name, sub_request_name):
+        if not self._covers(request_name, sub_request_name):
             return True
         attribute = lookup_attribute(device, self.attribute_name)
-        if attribute is None:
-            return False
-        if self.num_devices == 0:
-            self.attribute = attribute
-            self.num_devices = 1
-            return True
-        assert self.attribute is not None
-        if not _same(attribute, self.attribute):
+        if attribute is None or not self._admit(request_name, attribute):
             return False
         self.num_devices += 1
         return True
 
     def remove(self, request_name: str, sub_request_name: str, device: Device) -> None:
         """See :class:`Constraint`."""
-        if self.request_names and not _applies(self.request_names, request_name, sub_request_name):
+        if not self._covers(request_name, sub_request_name):
             return
+        self._forget(request_name)
         self.num_devices -= 1
 
+    def _admit(self, request_name: str, attribute: Attribute) -> bool:
+        """Track ``attribute`` of a device of ``request_name`` if it keeps the constraint."""
+        raise NotImplementedError
 
-class DistinctAttributeConstraint:
+    def _forget(self, request_name: str) -> None:
+        """Undo what :meth:`_admit` tracked for a device of ``request_name``."""
+
+
+class MatchAttributeConstraint(_AttributeConstraint):
+    """``matchAttributeConstraint``: every device has the attribute, all with one value."""
+
+    def __init__(self, request_names: frozenset[str], attribute_name: str) -> None:
+        super().__init__(request_names, attribute_name)
+        self.attribute: Attribute | None = None
+
+    def _admit(self, request_name: str, attribute: Attribute) -> bool:
+        if self.num_devices == 0:
+            self.attribute = attribute
+            return True
+        assert self.attribute is not None
+        return _same(attribute, self.attribute)
+
+
+class DistinctAttributeConstraint(_AttributeConstraint):
     """``distinctAttributeConstraint``: every device has the attribute, no two alike.
 
     As upstream, values are kept per request name: a second device of one request replaces
@@ -101,34 +119,17 @@ class DistinctAttributeConstraint:
     """
 
     def __init__(self, request_names: frozenset[str], attribute_name: str) -> None:
-        self.request_names = request_names
-        self.attribute_name = attribute_name
+        super().__init__(request_names, attribute_name)
         self.attributes: dict[str, Attribute] = {}
-        self.num_devices = 0
 
-    def add(self, request_name: str, sub_request_name: str, device: Device) -> bool:
-        """See :class:`Constraint`."""
-        if self.request_names and not _applies(self.request_names, request_name, sub_request_name):
-            return True
-        attribute = lookup_attribute(device, self.attribute_name)
-        if attribute is None:
-            return False
-        if self.num_devices == 0:
-            self.attributes[request_name] = attribute
-            self.num_devices = 1
-            return True
-        if not self.matches_attribute(attribute):
+    def _admit(self, request_name: str, attribute: Attribute) -> bool:
+        if self.num_devices > 0 and not self.matches_attribute(attribute):
             return False
         self.attributes[request_name] = attribute
-        self.num_devices += 1
         return True
 
-    def remove(self, request_name: str, sub_request_name: str, device: Device) -> None:
-        """See :class:`Constraint`."""
-        if self.request_names and not _applies(self.request_names, request_name, sub_request_name):
-            return
+    def _forget(self, request_name: str) -> None:
         self.attributes.pop(request_name, None)
-        self.num_devices -= 1
 
     def matches_attribute(self, attribute: Attribute) -> bool:
         """``matchesAttribute``: no value tracked equals ``attribute``."""

@@ -3,45 +3,64 @@
 The scheduler says only "cannot allocate all claims". To name the request or constraint at
 fault and what the group has, the allocator is run again on parts of the demand: each
 request alone, each claim without then with its constraints, each claim alone. The first
-part that fails is the one named, with the number of devices of the group that pass the
-request's class and selectors (and reach the node), and how many of those are tainted.
+part that fails is the one named (:class:`~webhook.policy.allocator.result.Explanation`),
+with the number of devices of the group that pass the request's class and selectors (and
+reach the node), how many of those are tainted, and when none passes the selectors, the
+selector that the class's devices do not pass. The engine words the refusal from it
+(webhook/policy/engine/refusal.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from webhook.policy.allocator.devices import taint_prevents_allocation
 from webhook.policy.allocator.pools import Node
+from webhook.policy.allocator.reach import Probe, group_allocator
+from webhook.policy.allocator.result import (
+    CLAIMS,
+    CONSTRAINT,
+    LATE,
+    REQUEST,
+    TOGETHER,
+    Explanation,
+    Fit,
+    Shortfall,
+)
 from webhook.policy.allocator.structured import (
     AllocationError,
     Allocator,
     BudgetExceeded,
+    DeviceWithID,
 )
 from webhook.policy.demand.model import ALL, Claim, Constraint, DeviceRequest, Request
 from webhook.policy.supply import NodeGroup, Supply
 
+# How many devices of a class a group has, and what they are (products).
+_Class = tuple[int, tuple[str, ...]]
+# The attributes NVIDIA's driver names the product and the MIG profile by
+# (docs/dra-claims.md, "devices"): words for the message, never a reason.
+_PRODUCT = "productName"
+_PROFILE = "profile"
+
 
 @dataclass(frozen=True, slots=True)
 class _Where:
-    """The node group the claims are explained on, and whether searches are pruned."""
+    """The node group the claims are explained on, whether searches are pruned, and the probe
+    that counts the devices a request could be given there."""
 
     group: NodeGroup
     supply: Supply
     node: Node
     prune: bool
     deadline: float | None
+    probe: Probe
 
     def allocator(self) -> Allocator:
-        slices = self.group.slices
-        return Allocator(
-            self.supply.classes,
-            slices,
-            (*self.supply.slices, *slices),
-            self.deadline,
-            prune=self.prune,
-        )
+        return group_allocator(self.group, self.supply, self.deadline, prune=self.prune)
 
 
 def _allocates(claims: Sequence[Claim], where: _Where) -> bool:
@@ -52,45 +71,79 @@ def _allocates(claims: Sequence[Claim], where: _Where) -> bool:
         return False
 
 
-def _usable(request: Request, where: _Where) -> tuple[int, int]:
-    """How many devices pass the request's class and selectors and reach the node, and how
-    many of those carry a taint the request does not tolerate."""
-    allocator = where.allocator()
-    probe = Claim("probe", (), ())
-    try:
-        allocator.allocate(where.node, (probe,))
-        allocator.claims_to_allocate = (probe,)
-        data = allocator.validate_device_request(
-            replace(request, allocation_mode=ALL), None, (0, 0, 0)
-        )
-    except AllocationError:
-        return 0, 0
-    tainted = 0
-    for found in data.all_devices:
-        if taint_prevents_allocation(found, request):
-            tainted += 1
-    return len(data.all_devices), tainted
-
-
-def _asked(request: Request) -> str:
-    amount = "all devices" if request.allocation_mode == ALL else f"{request.count} device(s)"
-    selectors = " matching its selectors" if request.selectors else ""
-    return f"{amount} of class {request.device_class}{selectors}"
-
-
-def _request_detail(
-    claim: Claim,
-    name: str,
-    request: Request,
-    where: _Where,
-    counted: tuple[int, int] | None = None,
-) -> str:
-    usable, tainted = counted or _usable(request, where)
-    taints = f", {tainted} of them with a taint it does not tolerate" if tainted else ""
-    return (
-        f"{claim.label}: request {name} asks for {_asked(request)}; "
-        f"node group {where.group.key} has {usable} such device(s){taints}"
+def _products(devices: Sequence[DeviceWithID]) -> tuple[str, ...]:
+    """What the devices are, for the message: ``2 x NVIDIA H100 80GB HBM3 2g.20gb`` (the
+    product and the MIG profile NVIDIA's driver publishes), by how many of each."""
+    counted = Counter(
+        " ".join(str(v) for v in (d.device.attribute(_PRODUCT), d.device.attribute(_PROFILE)) if v)
+        for d in devices
     )
+    if len(counted) == 1:
+        return tuple(p for p in counted if p)
+    return tuple(f"{n} x {p}" for p, n in sorted(counted.items()) if p)
+
+
+def _shortfall(name: str, request: Request, probe: Probe) -> Shortfall:
+    """How many devices of the group ``request`` could be given, and how many of those carry
+    a taint it does not tolerate (what every failing group is compared by)."""
+    devices = probe.selectable(request)
+    tainted = sum(1 for found in devices if taint_prevents_allocation(found, request))
+    return Shortfall(name, request, len(devices), tainted, devices=tuple(devices))
+
+
+def _described(
+    request: Request, group: NodeGroup, supply: Supply, devices: Callable[[], Sequence[Any]]
+) -> _Class:
+    """How many ``devices()`` the group has for ``request`` and what they are; remembered per
+    supply, group and request (its name aside), since the reviews of one claim ask again."""
+    known: dict[tuple[Any, ...], _Class] = supply.__dict__.setdefault("_described", {})
+    # What selects a device: its class, the selectors, the capacity it must have room for.
+    capacity = tuple(sorted((request.capacity or {}).items()))
+    key = (group.key, request.device_class, request.selectors, capacity)
+    found = known.get(key)
+    if found is None:
+        listed = devices()
+        found = known[key] = (len(listed), _products(listed))
+    return found
+
+
+def _detailed(shortfall: Shortfall, probe: Probe, group: NodeGroup, supply: Supply) -> Shortfall:
+    """``shortfall`` with what the devices are, and when none passes the request's selectors,
+    how many of its class the group has and which selector none of them passes: the words
+    for the group the message names, worked out for it alone."""
+    request = shortfall.request
+    if shortfall.usable or not request.selectors:
+        _, products = _described(request, group, supply, lambda: shortfall.devices)
+        return replace(shortfall, products=products)
+    # The devices of its class: its capacity request and tolerations kept, no selectors.
+    of_class, products = _described(
+        replace(request, selectors=()),
+        group,
+        supply,
+        lambda: probe.selectable(replace(request, selectors=())),
+    )
+    selector = None
+    if of_class:
+        # Each selector alone: the first that none of the class's devices passes names the
+        # fault; when each passes some, it is the selectors together (the first is named).
+        # A lone selector is the one: no device passes the request (usable is 0).
+        alone = request.selectors if len(request.selectors) > 1 else ()
+        selector = next(
+            (s for s in alone if not probe.selectable(replace(request, selectors=(s,)))),
+            request.selectors[0],
+        )
+    return replace(shortfall, of_class=of_class, selector=selector, products=products)
+
+
+def detailed(found: Fit, group: NodeGroup, supply: Supply) -> Fit:
+    """The failing ``found`` of ``group`` with the words of its request at fault worked out
+    (:func:`_detailed`): for the closest group of a verdict, the one the message names."""
+    why = found.explanation
+    if why is None or why.kind != REQUEST:
+        return found
+    probe = why.probe if isinstance(why.probe, Probe) else Probe(group, supply)
+    why = replace(why, shortfalls=tuple(_detailed(s, probe, group, supply) for s in why.shortfalls))
+    return replace(found, explanation=why, detail=why.text)
 
 
 def _constraint_text(constraint: Constraint) -> str:
@@ -100,35 +153,38 @@ def _constraint_text(constraint: Constraint) -> str:
     return f"{kind} {attribute}{scope}"
 
 
-def _named(request: DeviceRequest) -> str:
-    """The request's name, and for one the scheduler named itself, the container that asked."""
-    return f"{request.name} ({request.asked_by})" if request.asked_by else request.name
+def _request_fault(claim: Claim, request: DeviceRequest, where: _Where) -> Explanation:
+    key = where.group.key
+    probe = where.probe
+    if request.exactly is not None:
+        found: tuple[Shortfall, ...] = (_shortfall(request.name, request.exactly, probe),)
+    else:
+        found = tuple(
+            _shortfall(f"{request.name}/{sub.name}", sub, probe) for sub in request.first_available
+        )
+    return Explanation(
+        REQUEST, key, claim.label, request.name, request.asked_by, found, probe=probe
+    )
 
 
-def _failing_request(claims: Sequence[Claim], where: _Where) -> str | None:
-    """The first request that cannot be allocated even alone, described; None if none."""
+def _failing_request(claims: Sequence[Claim], where: _Where) -> Explanation | None:
+    """The first request that cannot be allocated even alone; None if none."""
     for claim in claims:
         for request in claim.requests:
             exact = request.exactly
             if exact is not None and exact.allocation_mode != ALL:
                 # Fewer usable devices than asked for: said without searching.
-                counted = _usable(exact, where)
-                if exact.count > counted[0] - counted[1]:
-                    return _request_detail(claim, _named(request), exact, where, counted)
+                found = _request_fault(claim, request, where)
+                if exact.count > found.shortfalls[0].available:
+                    return found
             if _allocates((Claim(claim.label, (request,), ()),), where):
                 continue
-            if exact is not None:
-                return _request_detail(claim, _named(request), exact, where)
-            parts = [
-                _request_detail(claim, f"{request.name}/{sub.name}", sub, where)
-                for sub in request.first_available
-            ]
-            return "no alternative of firstAvailable fits: " + "; ".join(parts)
+            return _request_fault(claim, request, where)
     return None
 
 
-def _failing_constraint(claims: Sequence[Claim], where: _Where) -> str | None:
-    """The first constraint without which a claim would be allocated, described."""
+def _failing_constraint(claims: Sequence[Claim], where: _Where) -> Explanation | None:
+    """The first constraint without which a claim would be allocated; None if none."""
     for claim in claims:
         if not claim.constraints:
             continue
@@ -138,14 +194,12 @@ def _failing_constraint(claims: Sequence[Claim], where: _Where) -> str | None:
             continue
         for constraint in claim.constraints:
             if not _allocates((replace(claim, constraints=(constraint,)),), where):
-                return (
-                    f"{claim.label}: no devices of node group {where.group.key} meet its "
-                    f"constraint {_constraint_text(constraint)}"
+                text = _constraint_text(constraint)
+                attribute = constraint.match_attribute or constraint.distinct_attribute or ""
+                return Explanation(
+                    CONSTRAINT, where.group.key, claim.label, constraint=text, attribute=attribute
                 )
-        return (
-            f"{claim.label}: no devices of node group {where.group.key} meet its constraints "
-            "together"
-        )
+        return Explanation(CONSTRAINT, where.group.key, claim.label)
     return None
 
 
@@ -157,45 +211,33 @@ def explain_claims(
     *,
     prune: bool = True,
     deadline: float | None = None,
-) -> str:
+) -> Explanation:
     """Which part of ``claims`` keeps them from being allocated on ``group``, and what the
     group has. ``prune`` as for the allocation: the parts are searched the same way. Past
-    ``deadline`` (a ``time.monotonic()``), the searches of parts stop and the detail says
+    ``deadline`` (a ``time.monotonic()``), the searches of parts stop and the explanation says
     only that the claims cannot be allocated together."""
-    where = _Where(group, supply, node, prune, deadline)
+    where = _Where(group, supply, node, prune, deadline, Probe(group, supply, deadline))
     try:
         return _explained(claims, where)
     except BudgetExceeded:
-        labels = ", ".join(c.label for c in claims)
-        return (
-            f"{labels}: cannot be allocated on node group {group.key}; which request or "
-            "constraint is at fault was not found in time"
-        )
+        return Explanation(LATE, group.key, ", ".join(c.label for c in claims))
 
 
-def _explained(claims: Sequence[Claim], where: _Where) -> str:
+def _explained(claims: Sequence[Claim], where: _Where) -> Explanation:
     group = where.group
     found = _failing_request(claims, where) or _failing_constraint(claims, where)
     if found is not None:
         return found
     # Partitionable devices: a whole GPU and its partitions consume one counter set.
     shared = any(d.consumes_counters for s in group.slices for d in s.devices)
-    counters = (
-        " (its devices share counter sets: partitions and the whole device they are cut "
-        "from cannot all be taken together)"
-        if shared
-        else ""
-    )
     for claim in claims:
         if not _allocates((claim,), where):
-            return (
-                f"{claim.label}: its requests together need more devices than node group "
-                f"{group.key} has{counters}"
-            )
-    labels = ", ".join(c.label for c in claims)
-    return (
-        f"the claims {labels} together need more devices than node group {group.key} has{counters}"
+            return Explanation(TOGETHER, group.key, claim.label, counters=shared)
+    labels = tuple(c.label for c in claims)
+    asked_by = ", ".join(r.asked_by for c in claims for r in c.requests if r.asked_by)
+    return Explanation(
+        CLAIMS, group.key, ", ".join(labels), asked_by=asked_by, counters=shared, claims=labels
     )
 
 
-__all__ = ["explain_claims"]
+__all__ = ["detailed", "explain_claims"]

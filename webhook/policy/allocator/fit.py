@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.policy.allocator.explain import explain_claims
+from webhook.policy.allocator.explain import detailed, explain_claims
 from webhook.policy.allocator.pools import Node
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Answers, Fit, Verdict
 from webhook.policy.allocator.shapes import judged_once, reads_of
@@ -29,7 +29,7 @@ from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
 from webhook.policy.dra import ResourceSlice
 from webhook.policy.nodes import NodeView, selector_matches, term_matches, untolerated
-from webhook.policy.supply import NodeGroup, Supply
+from webhook.policy.supply import NodeGroup, Supply, group_name
 
 # The scheduler's words for each filter that fails (the plugins' reasons).
 NODE_NAME = "node(s) didn't match the requested node name"
@@ -55,7 +55,7 @@ def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
             DOES_NOT_FIT,
             group.key,
             f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",
-            f"node group {group.key} has the taint {taint}, which the pod does not tolerate",
+            f"{group_name(group.key)} has the taint {taint}, which the pod does not tolerate",
             "node",
         )
     if not selector_matches(demand.node_selector, group.labels) or (
@@ -70,7 +70,7 @@ def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
             DOES_NOT_FIT,
             group.key,
             NODE_AFFINITY,
-            f"node group {group.key} has the labels {_labels(group.labels)}",
+            f"{group_name(group.key)} has the labels {_labels(group.labels)}",
             "node",
         )
     return None
@@ -103,7 +103,7 @@ def fits_request(
             group.key,
             f"Insufficient {name}",
             f"the pod asks for {name}: {quantity} in all (its containers added up as the "
-            f"scheduler does); node group {group.key} has {allocatable}{in_use}",
+            f"scheduler does); {group_name(group.key)} has {allocatable}{in_use}",
             "resources",
             1,
         )
@@ -137,7 +137,7 @@ def _allocate(
             DOES_NOT_FIT,
             group.key,
             "cannot fit resource",
-            f"node group {group.key} has no {unfit}",
+            f"{group_name(group.key)} has no {unfit}",
             "claims",
             2,
         )
@@ -157,8 +157,8 @@ def _allocate(
     except AllocationError as err:
         return Fit(DOES_NOT_FIT, group.key, str(err), "", "claims", 3, error=not err.on_node)
     explain_by = None if allowed is None else time.monotonic() + allowed
-    detail = explain_claims(claims, group, supply, node, prune=prune, deadline=explain_by)
-    return Fit(DOES_NOT_FIT, group.key, CANNOT_ALLOCATE, detail, "claims", 2)
+    why = explain_claims(claims, group, supply, node, prune=prune, deadline=explain_by)
+    return Fit(DOES_NOT_FIT, group.key, CANNOT_ALLOCATE, why.text, "claims", 2, explanation=why)
 
 
 def fit(
@@ -248,7 +248,14 @@ def fit_anywhere(
     if first is not None:
         return Verdict(FITS, first, None, answers)
     failing = [f for f in fits if f.outcome == DOES_NOT_FIT]
-    closest = max(failing, key=lambda f: f.closeness, default=None)
+    # Of the groups that fail at the same filter, the one with the most for the request at
+    # fault is named: "has 2" of the node with the MIG devices tells more than "has 0".
+    closest = max(failing, key=lambda f: (f.closeness, f.nearness), default=None)
+    if closest is not None and closest.explanation is not None:
+        # The words of the request at fault are worked out for the group named alone.
+        index = dict(firsts)[next(k for k, f in judged.items() if f is closest)]
+        closest = detailed(closest, groups[index], supply)
+    stages = frozenset(f.stage for f in failing)
     if len(judged) < len(firsts) or any(f.outcome == UNKNOWN for f in fits):
-        return Verdict(UNKNOWN, None, closest, answers)
-    return Verdict(DOES_NOT_FIT, None, closest, answers)
+        return Verdict(UNKNOWN, None, closest, answers, stages)
+    return Verdict(DOES_NOT_FIT, None, closest, answers, stages)

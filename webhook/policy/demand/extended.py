@@ -81,7 +81,7 @@ def _resource_request(
     return DeviceRequest(
         name,
         exactly=Request(name, class_name, count=wanted - total),
-        asked_by=f'container "{container[0]}", {resource}: {wanted}',
+        asked_by=f'container "{container[0]}" ({resource}: {wanted})',
     )
 
 

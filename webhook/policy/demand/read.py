@@ -147,11 +147,12 @@ def pod_demand(
             continue
         seen.add((kind, name))
         found = claim_specs.get((kind, namespace, name))
-        word = "claim" if kind == "ResourceClaim" else "template"
         if found is None:
             missing.append(f"{kind} {name}")
             continue
-        claims.append(read_claim_spec(found, f"{word} {name}"))
+        # As the pod says it and the cluster has it: claim "gpu" (ResourceClaimTemplate t).
+        label = f'claim "{_str(entry.get("name"))}" ({kind} {name})'
+        claims.append(read_claim_spec(found, label))
     selector = spec.get("nodeSelector")
     tolerations = tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, Mapping))
     terms = required_terms(spec.get("affinity"))

@@ -161,8 +161,8 @@ class DraSnapshot:
         default_factory=dict, repr=False, compare=False
     )
     _lock: Lock = field(default_factory=Lock, repr=False, compare=False)
-    # Answers derived from this snapshot by the claim rules (the devices a request's class,
-    # selectors and capacity match), so that the pods of one template pay the CEL once.
+    # Answers derived from this snapshot (what a served name offers, the devices a quota
+    # weight reads), so that the pods of one template pay the CEL once.
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def class_devices(self, name: str) -> tuple[tuple[Device, ...], tuple[str, ...]]:

@@ -12,7 +12,9 @@ fits").
 The verdict reuses the rule ids users already match on: ``gpu-resource-offered`` when no
 node has enough of an extended resource, ``gpu-claim-devices-available`` when the devices of
 the claims (or of extended resources DeviceClasses serve) cannot be allocated,
+``gpu-claim-mig-profile`` when what cannot be allocated is a MIG profile no device has,
 ``gpu-node-selection`` when no node passes the node filters (selectors, affinity, taints).
+The words of a claims refusal come from the allocator's explanation (``refusal.py``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from webhook.policy.decision import RuleResult
 from webhook.policy.demand import Demand, claim_demand, pod_demand
 from webhook.policy.demand.extended import EXTENDED_CLAIM
 from webhook.policy.engine.claims import gpu_requests
+from webhook.policy.engine.refusal import EXTENDED_WORDS, claims_refusal
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
-from webhook.policy.supply import NodeGroup, Supply
+from webhook.policy.supply import NodeGroup, Supply, group_name
 from webhook.policy.workloads import Workload, containers
 
 # The rule that reports each filter's failure (Fit.stage).
@@ -64,6 +67,29 @@ def pod_fit(
         return None
     claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
     return _judged(pod_demand(spec, what, claim_specs, namespace or ""), inventory)
+
+
+def claims_fit(
+    spec: Mapping[str, Any], what: str, namespace: str | None, inventory: Inventory
+) -> Verdict | None:
+    """The allocator's verdict on the claims of the pod spec ``spec`` alone, where the pod may
+    run, its containers' extended resources left out: for a pod that other rules refuse,
+    whether its claims could ever be allocated is still said. None without a supply or
+    claims."""
+    if inventory.supply is None:
+        return None
+    claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
+    demand = pod_demand(spec, what, claim_specs, namespace or "")
+    if not demand.claims:
+        return None
+    return _judged(replace(demand, resources={}, containers=()), inventory)
+
+
+def judgeable(findings: Iterable[RuleResult]) -> bool:
+    """Whether the allocator can judge claims beside ``findings``: not when a DeviceClass they
+    name does not exist (``gpu-claim-device-class`` says so; the allocator would only fail
+    on it)."""
+    return not any(f.rule == "gpu-claim-device-class" and f.status == "fail" for f in findings)
 
 
 def claim_fit(spec: Mapping[str, Any], what: str, inventory: Inventory) -> Verdict | None:
@@ -204,10 +230,13 @@ def _judged(demand: Demand, inventory: Inventory) -> Verdict:
 UNPROVEN = "could not be proven in the time allowed"
 
 
-def verdict_findings(verdict: Verdict | None, what: str, *, has_claims: bool) -> list[RuleResult]:
+def verdict_findings(
+    verdict: Verdict | None, what: str, *, has_claims: bool, supply: Supply | None = None
+) -> list[RuleResult]:
     """The rule result of a verdict: a failure that says why no node group can run ``what``
     (the scheduler's reason, what in the demand fails and what the closest group has, the
-    fix), a warning when fit could not be proven in time, nothing when it fits."""
+    fix), a warning when fit could not be proven in time, nothing when it fits. ``supply``:
+    what the verdict was reached on (the MIG profiles it offers, for a refused profile)."""
     if verdict is None or verdict.fits:
         return []
     closest = verdict.closest
@@ -223,12 +252,19 @@ def verdict_findings(verdict: Verdict | None, what: str, *, has_claims: bool) ->
             )
         ]
     assert verdict.outcome == DOES_NOT_FIT and closest is not None
+    rule = _rule(closest, has_claims)
+    worded = claims_refusal(verdict, closest, what, supply)
+    if worded is None:
+        why, fix = _why(closest), _FIX.get(closest.stage, "")
+    else:
+        why, fix, profile = worded
+        rule = "gpu-claim-mig-profile" if profile and has_claims else rule
     return [
         RuleResult(
-            _rule(closest, has_claims),
+            rule,
             "fail",
-            f"{what} fits no node, existing or able to appear: {_why(closest)}: it would stay "
-            f"Pending (the scheduler: {closest.reason}). {_FIX.get(closest.stage, '')}".rstrip(),
+            f"{what} fits no node, existing or able to appear: {why}: it would stay Pending"
+            f"{'' if closest.error else f' (the scheduler: {closest.reason})'}. {fix}".rstrip(),
         )
     ]
 
@@ -242,22 +278,16 @@ def _rule(closest: Fit, has_claims: bool) -> str:
 
 
 def _why(closest: Fit) -> str:
-    # The claim the scheduler builds in memory for extended resources DeviceClasses serve.
-    detail = (closest.detail or closest.reason).replace(
-        EXTENDED_CLAIM, "the claim for its extended resources served by DRA"
-    )
-    return f"{detail} (closest: {closest.group})" if closest.group not in detail else detail
+    detail = (closest.detail or closest.reason).replace(EXTENDED_CLAIM, EXTENDED_WORDS)
+    where = group_name(closest.group)
+    return f"{detail} (closest: {where})" if where not in detail else detail
 
 
 def _near(closest: Fit | None) -> str:
     if closest is None:
         return ""
-    return f"; the closest node group that does not fit, {closest.group}: {_why(closest)}"
-
-
-#: The claim rules whose failures say "these devices cannot be allocated": the allocator
-#: decides them (their words stay where it agrees).
-AVAILABILITY_RULES = frozenset({"gpu-claim-devices-available", "gpu-claim-mig-profile"})
+    where = group_name(closest.group)
+    return f"; the closest node group that does not fit, {where}: {_why(closest)}"
 
 
 def decided(
@@ -266,27 +296,26 @@ def decided(
     what: str,
     *,
     has_claims: bool,
+    supply: Supply | None = None,
 ) -> list[RuleResult]:
     """The failures about fit, as the allocator decides them.
 
-    ``explained`` are the refusals the per-request checks found, in the inventory's terms (no
-    node has that many; no device matches; too few matching devices on one node), each a
-    proof for one container or request alone: kept when the allocator agrees that nothing
-    fits or could not finish, dropped when it finds a node group that fits (the inventory's
-    view was wrong: a pool it counted that the allocator does not), and given by the
-    allocator's own reason when they saw nothing wrong (what only fails together, or for a
-    reason they do not read). Without a supply (an inventory not made by ``assemble()``)
-    they stand.
+    ``explained`` are the refusals the device-plugin placement found in the inventory's
+    terms (no node has that many of a resource), each a proof for one container alone: kept
+    when the allocator agrees that nothing fits or could not finish, dropped when it finds a
+    node group that fits, and given by the allocator's own reason when they saw nothing
+    wrong (claims, what only fails together). Without a verdict (an inventory not made by
+    ``assemble()``, which has no supply) they stand.
     """
     if verdict is None:
         return list(explained)
     if verdict.fits:
         return []
     if explained:
-        # Each is a proof on its own (no node has that many; no device matches): it stands
-        # when the allocator agrees, and when its search ran out of time.
+        # Each is a proof on its own (no node has that many): it stands when the allocator
+        # agrees, and when its search ran out of time.
         return list(explained)
-    return verdict_findings(verdict, what, has_claims=has_claims)
+    return verdict_findings(verdict, what, has_claims=has_claims, supply=supply)
 
 
 def pod_claims(

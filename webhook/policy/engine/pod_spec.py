@@ -17,7 +17,13 @@ from webhook.policy.decision import RuleResult
 from webhook.policy.engine.checks import Ask, Found, check_container
 from webhook.policy.engine.claims import claim_findings
 from webhook.policy.engine.dual import Guard, dual_guard
-from webhook.policy.engine.fit import AVAILABILITY_RULES, decided, pod_fit
+from webhook.policy.engine.fit import (
+    claims_fit,
+    decided,
+    judgeable,
+    pod_fit,
+    verdict_findings,
+)
 from webhook.policy.engine.intent import Intent, read_intent
 from webhook.policy.engine.isolation import Isolation, judge, with_void
 from webhook.policy.engine.mutation import mutated_spec
@@ -65,7 +71,7 @@ def judge_pod_spec(subject: PodSubject, *, policy: Policy, inventory: Inventory)
     isolation = _isolation(subject, policy=policy, inventory=inventory)
     if not subject.asks_for_gpu:
         return _isolated(subject, isolation, policy)
-    claimed, availability = _claim_parts(subject, policy, inventory)
+    claimed = _claim_parts(subject, policy, inventory)
     guard = dual_guard(
         subject.workload,
         bool(subject.claims),
@@ -76,16 +82,18 @@ def judge_pod_spec(subject: PodSubject, *, policy: Policy, inventory: Inventory)
     claimed += guard.findings
     if not subject.found:
         # Only claims or DRA-served names: no nvidia.com resource of the device plugin's.
+        availability: list[RuleResult] = []
         if not fails(claimed):
             verdict = pod_fit(subject.workload.spec, subject.what, subject.namespace, inventory)
-            availability = decided(
-                verdict, availability, subject.what, has_claims=bool(subject.claims)
+            availability = verdict_findings(
+                verdict, subject.what, has_claims=bool(subject.claims), supply=inventory.supply
             )
+        else:
+            availability = _claims_alone(subject, claimed, inventory)
         findings = [*claimed, *availability, *isolation.findings]
         aspects = _aspects(subject, policy)
         return Judgement(findings, aspects, guard=guard)
-    parts = (claimed, availability, isolation)
-    return _gpu_pod(subject, parts, guard, policy=policy, inventory=inventory)
+    return _gpu_pod(subject, (claimed, isolation), guard, policy=policy, inventory=inventory)
 
 
 def _aspects_of(claims: bool, isolation: bool, claims_only: bool) -> Aspects:
@@ -113,7 +121,7 @@ def _aspects(subject: PodSubject, policy: Policy) -> Aspects:
 
 def _gpu_pod(
     subject: PodSubject,
-    parts: tuple[list[RuleResult], list[RuleResult], Isolation],
+    parts: tuple[list[RuleResult], Isolation],
     guard: Guard,
     *,
     policy: Policy,
@@ -121,15 +129,15 @@ def _gpu_pod(
 ) -> Judgement:
     """A pod spec with device-plugin GPU requests: the container rules, the placement, the
     allocator's verdict on the pod as it will be created, the mutation. ``parts``: its claims'
-    findings, their availability findings (the allocator decides those), its isolation."""
-    claimed, availability, isolation = parts
+    findings (the rules not about fit: the allocator judges that), its isolation."""
+    claimed, isolation = parts
     mode = policy.enforcement
     aspects = _aspects(subject, policy)
     asks, intent, findings = _checked(subject, policy, inventory)
     findings += claimed
     if intent is None or not asks:
         # Every finding so far is a failure: nothing to place.
-        findings += availability
+        findings += _claims_alone(subject, findings, inventory)
         findings += isolation.findings
         return Judgement(findings, aspects, reached="checks", guard=guard)
     # No finding so far: _checked gives an intent only then.
@@ -139,7 +147,7 @@ def _gpu_pod(
     changes: list[str] = []
     spec = dict(subject.workload.spec)
     if fails(findings):
-        findings += [*short, *availability]
+        findings += [*short, *_claims_alone(subject, findings, inventory)]
     else:
         # The pod as it will be created (renamed, its node selection and tolerations added)
         # is what the scheduler will judge.
@@ -147,7 +155,7 @@ def _gpu_pod(
             spec, changes = mutated_spec(subject.workload.spec, choices, wanted, policy)
         verdict = pod_fit(spec, subject.what, subject.namespace, inventory)
         findings += decided(
-            verdict, [*short, *availability], subject.what, has_claims=bool(subject.claims)
+            verdict, short, subject.what, has_claims=bool(subject.claims), supply=inventory.supply
         )
     # A pod that fails a rule gets no patch at all (the API server refuses it anyway): an
     # isolation failure comes after placement has chosen, so it must also drop the choices.
@@ -186,20 +194,27 @@ def _isolated(subject: PodSubject, isolation: Isolation, policy: Policy) -> Judg
     return Judgement(isolation.findings, _ISOLATED, changes=changes, spec=spec)
 
 
-def _claim_parts(
-    subject: PodSubject, policy: Policy, inventory: Inventory
-) -> tuple[list[RuleResult], list[RuleResult]]:
-    """The claim rules' findings on a pod's claims, and apart from them the "cannot be
-    allocated" ones, which the allocator decides on the whole pod (engine/fit.py)."""
+def _claim_parts(subject: PodSubject, policy: Policy, inventory: Inventory) -> list[RuleResult]:
+    """The claim rules' findings on a pod's claims (the rules not about fit: whether they can
+    be allocated is the allocator's verdict on the whole pod, engine/fit.py)."""
     claimed: list[RuleResult] = list(subject.missing)
-    availability: list[RuleResult] = []
     if subject.claims:
         assert inventory.dra is not None  # pod_claims finds none without it
-        for finding in claim_findings(
+        claimed += claim_findings(
             subject.claims, dra=inventory.dra, policy=policy.dra, namespace=subject.namespace
-        ):
-            (availability if finding.rule in AVAILABILITY_RULES else claimed).append(finding)
-    return claimed, availability
+        )
+    return claimed
+
+
+def _claims_alone(
+    subject: PodSubject, findings: Sequence[RuleResult], inventory: Inventory
+) -> list[RuleResult]:
+    """For a pod other rules refuse: whether its claims alone could be allocated, so that
+    the user learns of every problem at once."""
+    if not subject.claims or not judgeable(findings):
+        return []
+    verdict = claims_fit(subject.workload.spec, subject.what, subject.namespace, inventory)
+    return verdict_findings(verdict, subject.what, has_claims=True, supply=inventory.supply)
 
 
 def _checked(

@@ -12,10 +12,10 @@ from typing import Final
 
 from webhook.policy.decision import Decision, RuleResult
 from webhook.policy.engine.claims import claim_findings
-from webhook.policy.engine.fit import AVAILABILITY_RULES, claim_fit, decided
+from webhook.policy.engine.fit import claim_fit, judgeable, verdict_findings
 from webhook.policy.engine.mutation import mutated_copy
 from webhook.policy.engine.pod_spec import judge_pod_spec
-from webhook.policy.engine.results import decision, fails, judged, rule_results
+from webhook.policy.engine.results import decision, judged, rule_results
 from webhook.policy.engine.subjects import ClaimSubject, PodSubject, TemplateSubject
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
@@ -68,14 +68,12 @@ def review_claim(subject: ClaimSubject, *, policy: Policy, inventory: Inventory)
     """A ResourceClaim or ResourceClaimTemplate: the claim rules and the allocator's verdict,
     nothing to mutate."""
     assert inventory.dra is not None  # read_subject skips a claim without DRA objects
-    findings: list[RuleResult] = []
-    availability: list[RuleResult] = []
-    for finding in claim_findings(
+    findings: list[RuleResult] = claim_findings(
         [subject.claim], dra=inventory.dra, policy=policy.dra, namespace=subject.namespace
-    ):
-        (availability if finding.rule in AVAILABILITY_RULES else findings).append(finding)
+    )
     what = subject.what
-    verdict = None if fails(findings) else claim_fit(subject.spec, what, inventory)
-    findings += decided(verdict, availability, what, has_claims=True)
+    if judgeable(findings):
+        verdict = claim_fit(subject.spec, what, inventory)
+        findings += verdict_findings(verdict, what, has_claims=True, supply=inventory.supply)
     results = rule_results(findings, _CLAIM)
     return decision(subject, results, mode=policy.enforcement, clean=not findings)

@@ -31,6 +31,13 @@ def _text(value: Any) -> str:
     return value
 
 
+def _not_ipv4_mapped(addr: Address, raw: str) -> Address:
+    # Both parsers refuse an IPv4-mapped IPv6 address (ip.go parseIPAddr, cidr.go parseCIDR).
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        raise CelFunctionError(f"IPv4-mapped IPv6 address {raw!r} is not allowed")
+    return addr
+
+
 def _parse_ip(raw: str) -> Address:
     # ip.go parseIPAddr: netip.ParseAddr, then no zone and no IPv4-mapped IPv6.
     if "%" in raw:
@@ -41,9 +48,7 @@ def _parse_ip(raw: str) -> Address:
         raise CelFunctionError(
             f"IP Address {raw!r} parse error during conversion from string: {err}"
         ) from None
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        raise CelFunctionError(f"IPv4-mapped IPv6 address {raw!r} is not allowed")
-    return addr
+    return _not_ipv4_mapped(addr, raw)
 
 
 def _parse_cidr(raw: str) -> tuple[Address, Network]:
@@ -58,9 +63,7 @@ def _parse_cidr(raw: str) -> tuple[Address, Network]:
         raise CelFunctionError(
             f"network address parse error during conversion from string: {err}"
         ) from None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        raise CelFunctionError(f"IPv4-mapped IPv6 address {raw!r} is not allowed")
-    return ip, network
+    return _not_ipv4_mapped(ip, raw), network
 
 
 def _ip(value: Any) -> Address:

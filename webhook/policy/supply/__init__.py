@@ -6,6 +6,6 @@ A :class:`NodeGroup` is a set of nodes of one shape, existing or able to appear;
 (docs/allocator.md).
 """
 
-from webhook.policy.supply.model import NodeGroup, Supply
+from webhook.policy.supply.model import NodeGroup, Supply, group_name
 
-__all__ = ["NodeGroup", "Supply"]
+__all__ = ["NodeGroup", "Supply", "group_name"]

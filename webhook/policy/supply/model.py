@@ -14,6 +14,7 @@ hold no device for this node and change no answer, so a group leaves them out
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -72,6 +73,16 @@ class NodeGroup:
         )
 
 
+def group_name(key: str) -> str:
+    """A group's key as messages say it: ``node gpu-1`` and ``a node of pool a100`` (the keys
+    assemble() gives), ``node group <key>`` for any other key."""
+    if key.startswith("node "):
+        return key
+    if key.startswith("pool "):
+        return f"a node of {key}"
+    return f"node group {key}"
+
+
 def _slice_shape(found: ResourceSlice, node: str) -> tuple[Any, ...]:
     if found.node_name != node:
         return ("shared", found.driver, found.pool, found.name, found.generation)
@@ -109,6 +120,23 @@ class Supply:
     classes: Mapping[str, DeviceClass] = field(default_factory=dict)
     extended: Mapping[str, str] = field(default_factory=dict)
     slices: tuple[ResourceSlice, ...] = ()
+
+    def attribute_values(self, name: str) -> tuple[tuple[str, int], ...]:
+        """How many devices of the supply's slices carry each value of the attribute ``name``
+        (``profile``: the MIG profiles offered), sorted by value; worked out once per name."""
+        known: dict[str, tuple[tuple[str, int], ...]] = self.__dict__.setdefault(
+            "_attribute_values", {}
+        )
+        found = known.get(name)
+        if found is None:
+            counted = Counter(
+                str(value)
+                for s in self.slices
+                for d in s.devices
+                if (value := d.attribute(name)) is not None
+            )
+            found = known[name] = tuple(sorted(counted.items()))
+        return found
 
     def class_for_resource(self, resource: str) -> DeviceClass | None:
         """The DeviceClass that serves the extended resource ``resource``, None when none does."""

@@ -79,7 +79,10 @@ def test_claims_are_read_once_and_missing_ones_named() -> None:
         ("ResourceClaimTemplate", "ns", "one-gpu"): request,
     }
     demand = pod_demand(spec, "pod p", specs, "ns")
-    assert [c.label for c in demand.claims] == ["claim shared", "template one-gpu"]
+    assert [c.label for c in demand.claims] == [
+        'claim "x" (ResourceClaim shared)',
+        'claim "z" (ResourceClaimTemplate one-gpu)',
+    ]
     assert demand.missing == ("ResourceClaimTemplate gone",)
     assert demand.claims[0].requests[0].exactly is not None
     assert demand.claims[0].requests[0].exactly.count == 1

@@ -9,43 +9,44 @@ from typing import Any
 
 import pytest
 
+from tests import objects as o
 from tests.core.policy.allocator import world as w
 from webhook.policy.allocator import fit_anywhere
 
-GPU = w.device_class("gpu.nvidia.com", extended="nvidia.com/gpu")
+GPU = o.device_class("gpu.nvidia.com", driver="gpu.nvidia.com", extended="nvidia.com/gpu")
 PRODUCT = 'device.attributes["gpu.nvidia.com"].productName == "A100"'
 FITS, NOT, ERROR = "fits", "does-not-fit", "error"
 
 
 def gpus(count: int, **fields: Any) -> dict[str, Any]:
     """A node's slice of ``count`` A100s (``fields`` on each device)."""
-    devices = [w.device(f"gpu-{i}", {"productName": "A100"}, **fields) for i in range(count)]
-    return w.resource_slice("n-gpus", "n", devices, nodeName="n")
+    devices = [o.device(f"gpu-{i}", {"productName": "A100"}, **fields) for i in range(count)]
+    return o.resource_slice("n", *devices, name="n-gpus")
 
 
 def mixed(a100: int, h100: int) -> dict[str, Any]:
-    devices = [w.device(f"a-{i}", {"productName": "A100"}) for i in range(a100)]
-    devices += [w.device(f"h-{i}", {"productName": "H100"}) for i in range(h100)]
-    return w.resource_slice("n-gpus", "n", devices, nodeName="n")
+    devices = [o.device(f"a-{i}", {"productName": "A100"}) for i in range(a100)]
+    devices += [o.device(f"h-{i}", {"productName": "H100"}) for i in range(h100)]
+    return o.resource_slice("n", *devices, name="n-gpus")
 
 
 def without_product_on(index: int, count: int) -> dict[str, Any]:
     """``count`` devices, the one at ``index`` without productName: PRODUCT errs on it."""
     devices = [
-        w.device(f"gpu-{i}", {} if i == index else {"productName": "A100"}) for i in range(count)
+        o.device(f"gpu-{i}", {} if i == index else {"productName": "A100"}) for i in range(count)
     ]
-    return w.resource_slice("n-gpus", "n", devices, nodeName="n")
+    return o.resource_slice("n", *devices, name="n-gpus")
 
 
 def shared_gpu() -> dict[str, Any]:
     """One device that allows multiple allocations (consumable capacity)."""
     capacity = {"memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi"}}}
-    found = w.device("gpu-0", allowMultipleAllocations=True, capacity=capacity)
-    return w.resource_slice("n-gpus", "n", [found], nodeName="n")
+    found = o.device("gpu-0", allowMultipleAllocations=True, capacity=capacity)
+    return o.resource_slice("n", found, name="n-gpus")
 
 
 def two(name: str, count: int, **fields: Any) -> dict[str, Any]:
-    return w.exactly(name, "gpu.nvidia.com", count, **fields)
+    return o.exactly(name=name, count=count, **fields)
 
 
 WHOLE = 'device.attributes["gpu.nvidia.com"].type == "gpu"'
@@ -56,18 +57,18 @@ TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
 
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # Rule 1: a request for more devices than pass its class and selectors.
-    "nine of eight": ([w.pod("p", {"nvidia.com/gpu": 9}), gpus(8)], NOT, "has 8 such device(s)"),
-    "eight of eight": ([w.pod("p", {"nvidia.com/gpu": 8}), gpus(8)], FITS, ""),
+    "nine of eight": ([o.pod(o.gpu(9), name="p"), gpus(8)], NOT, "has 8 such device(s)"),
+    "eight of eight": ([o.pod(o.gpu(8), name="p"), gpus(8)], FITS, ""),
     "five A100 of four among twelve": (
-        [w.claim("c", two("g", 5, selectors=[PRODUCT])), mixed(4, 8)],
+        [o.resource_claim("c", two("g", 5, selectors=[PRODUCT])), mixed(4, 8)],
         NOT,
         "has 4 such device(s)",
     ),
     "three of four, one tainted": (
         [
-            w.claim("c", two("g", 4)),
+            o.resource_claim("c", two("g", 4)),
             gpus(3),
-            w.resource_slice("t", "t", [w.device("x", taints=[TAINT])], nodeName="n"),
+            o.resource_slice("n", o.device("x", taints=[TAINT]), name="t", pool="t"),
         ],
         NOT,
         "1 of them with a taint",
@@ -75,7 +76,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # Rule 1 across alternatives: the first is short, the second fits.
     "first alternative short": (
         [
-            w.claim(
+            o.resource_claim(
                 "c",
                 {
                     "name": "g",
@@ -91,23 +92,23 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     # Rule 2: two requests of one claim, each alone possible, together more than there is.
-    "five and four of eight": ([w.claim("c", two("a", 5), two("b", 4)), gpus(8)], NOT, ""),
+    "five and four of eight": ([o.resource_claim("c", two("a", 5), two("b", 4)), gpus(8)], NOT, ""),
     # Rule 3: two claims together.
     "two claims of five of eight": (
-        [w.claim("c", two("a", 5)), w.claim("d", two("a", 5)), gpus(8)],
+        [o.resource_claim("c", two("a", 5)), o.resource_claim("d", two("a", 5)), gpus(8)],
         NOT,
         "",
     ),
     "a claim and the extended resources": (
-        [w.pod("p", {"nvidia.com/gpu": 6}, claims=["c"]), w.claim("c", two("a", 3)), gpus(8)],
+        [o.pod(o.gpu(6), name="p", claims=["c"]), o.resource_claim("c", two("a", 3)), gpus(8)],
         NOT,
         "",
     ),
     # Admin access lets claims share devices: rule 3 must not apply.
     "two admin claims of five of eight": (
         [
-            w.claim("c", two("a", 5, adminAccess=True)),
-            w.claim("d", two("a", 5, adminAccess=True)),
+            o.resource_claim("c", two("a", 5, adminAccess=True)),
+            o.resource_claim("d", two("a", 5, adminAccess=True)),
             gpus(8),
         ],
         FITS,
@@ -115,13 +116,16 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     # A device that allows multiple allocations serves several requests: rule 2 must not apply.
     "two requests on one shared device": (
-        [w.claim("c", two("a", 1), two("b", 1)), shared_gpu()],
+        [o.resource_claim("c", two("a", 1), two("b", 1)), shared_gpu()],
         FITS,
         "",
     ),
     # A selector that errs on a device the search reaches: the error, with or without pruning.
     "an error the search meets": (
-        [w.claim("c", two("a", 1, selectors=[PRODUCT]), two("b", 9)), without_product_on(3, 8)],
+        [
+            o.resource_claim("c", two("a", 1, selectors=[PRODUCT]), two("b", 9)),
+            without_product_on(3, 8),
+        ],
         ERROR,
         "CEL runtime error",
     ),
@@ -129,7 +133,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # never looks at b's): no error, with or without pruning.
     "an error the search never meets": (
         [
-            w.claim(
+            o.resource_claim(
                 "c",
                 two("a", 1, selectors=['device.attributes["gpu.nvidia.com"].productName == "X"']),
                 two("b", 1, selectors=[PRODUCT]),
@@ -142,26 +146,30 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # Rule 4: the only whole GPUs, taken whole, use up the counters of every MIG device.
     "whole GPUs and a MIG device of them": (
         [
-            w.pod("p", {}, claims=["c", "d"]),
-            w.claim("c", two("gpu", 2, selectors=[WHOLE])),
-            w.claim("d", two("mig", 1, selectors=[PART])),
-            *w.partitionable(2),
+            o.pod(o.ctr(), name="p", claims=["c", "d"]),
+            o.resource_claim("c", two("gpu", 2, selectors=[WHOLE])),
+            o.resource_claim("d", two("mig", 1, selectors=[PART])),
+            *o.partitionable(2),
         ],
         NOT,
         "",
     ),
     "a whole GPU and the MIG devices of the other": (
         [
-            w.claim("c", two("gpu", 1, selectors=[WHOLE]), two("mig", 2, selectors=[PART])),
-            *w.partitionable(2),
+            o.resource_claim(
+                "c", two("gpu", 1, selectors=[WHOLE]), two("mig", 2, selectors=[PART])
+            ),
+            *o.partitionable(2),
         ],
         FITS,
         "",
     ),
     "a whole GPU and MIG devices of both": (
         [
-            w.claim("c", two("gpu", 1, selectors=[WHOLE]), two("mig", 3, selectors=[PART])),
-            *w.partitionable(2),
+            o.resource_claim(
+                "c", two("gpu", 1, selectors=[WHOLE]), two("mig", 3, selectors=[PART])
+            ),
+            *o.partitionable(2),
         ],
         NOT,
         "",
@@ -169,9 +177,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     # An All request with a device it cannot take: found by counting, as by the search.
     "all devices, one tainted": (
         [
-            w.claim("c", two("a", 1, allocationMode="All")),
+            o.resource_claim("c", two("a", 1, allocationMode="All")),
             gpus(2),
-            w.resource_slice("t", "t", [w.device("x", taints=[TAINT])], nodeName="n"),
+            o.resource_slice("n", o.device("x", taints=[TAINT]), name="t", pool="t"),
         ],
         NOT,
         "",
@@ -182,7 +190,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_pruning_gives_the_plain_port_s_answer(name: str) -> None:
     objs, expected, words = CASES[name]
-    world = [w.node("n"), GPU, *objs]
+    world = [o.node_object("n", gpus=None), GPU, *objs]
     plain = fit_anywhere(w.demand_of(world), w.supply_of(world), budget_s=30, prune=False)
     pruned = fit_anywhere(w.demand_of(world), w.supply_of(world), budget_s=30, prune=True)
     assert pruned == plain
@@ -219,7 +227,7 @@ def _random_device(rng: random.Random, index: int) -> dict[str, Any]:
     if rng.random() < 0.1:
         fields["allowMultipleAllocations"] = True
         fields["capacity"] = {"memory": {"value": "80Gi", "requestPolicy": {"default": "40Gi"}}}
-    return w.device(f"gpu-{index}", attributes, **fields)
+    return o.device(f"gpu-{index}", attributes, **fields)
 
 
 def _random_request(rng: random.Random, name: str) -> dict[str, Any]:
@@ -251,20 +259,20 @@ def _random_slices(rng: random.Random) -> list[dict[str, Any]]:
     part (incomplete), a pool with one device name twice (invalid), partitionable devices
     that share one counter set."""
     devices = [_random_device(rng, i) for i in range(rng.randint(0, 7))]
-    out = [w.resource_slice("n-gpus", "n", devices, nodeName="n")]
+    out = [o.resource_slice("n", *devices, name="n-gpus")]
     if rng.random() < 0.15:
         net = [_random_device(rng, i) for i in range(rng.randint(1, 3))]
-        out.append(w.resource_slice("net", "net", net, allNodes=True))
+        out.append(o.resource_slice(None, *net, name="net", pool="net", allNodes=True))
     if rng.random() < 0.1:
-        out.append(_pool(w.resource_slice("half", "half", [w.device("h-0")], nodeName="n"), 2))
+        out.append(_pool(o.resource_slice("n", o.device("h-0"), name="half", pool="half"), 2))
     if rng.random() < 0.1:
         for name in ("dup-a", "dup-b"):
-            out.append(_pool(w.resource_slice(name, "dup", [w.device("d-0")], nodeName="n"), 2))
+            out.append(_pool(o.resource_slice("n", o.device("d-0"), name=name, pool="dup"), 2))
     if rng.random() < 0.2:
         memory = {"memory": {"value": rng.choice(["20Gi", "40Gi"])}}
         counters = [{"name": "gpu-0", "counters": memory}]
         parts = [
-            w.device(
+            o.device(
                 f"p-{i}",
                 {"productName": "A100"},
                 consumesCounters=[
@@ -276,10 +284,10 @@ def _random_slices(rng: random.Random) -> list[dict[str, Any]]:
         if rng.random() < 0.5:
             # The whole GPU the parts are cut from: taken, it uses up their counters.
             whole = {"counterSet": "gpu-0", "counters": memory}
-            parts.append(w.device("p-whole", {"productName": "H100"}, consumesCounters=[whole]))
-        shared = w.resource_slice("parts-c", "parts", [], nodeName="n", sharedCounters=counters)
+            parts.append(o.device("p-whole", {"productName": "H100"}, consumesCounters=[whole]))
+        shared = o.resource_slice("n", name="parts-c", pool="parts", sharedCounters=counters)
         out += [
-            _pool(w.resource_slice("parts-d", "parts", parts, nodeName="n"), 2),
+            _pool(o.resource_slice("n", *parts, name="parts-d", pool="parts"), 2),
             _pool(shared, 2),
         ]
     return out
@@ -294,16 +302,16 @@ def _random_world(seed: int) -> list[dict[str, Any]]:
         if rng.random() < 0.3:
             kind = rng.choice(["matchAttribute", "distinctAttribute"])
             constraints = [{kind: "gpu.nvidia.com/" + rng.choice(["numa", "productName"])}]
-        claims.append(w.claim(f"c{c}", *requests, constraints=constraints))
+        claims.append(o.resource_claim(f"c{c}", *requests, constraints=constraints))
     names = [c["metadata"]["name"] for c in claims]
     # At times GPUs asked as an extended resource too, which DRA serves: one more claim.
     gpus_asked = {"nvidia.com/gpu": rng.randint(1, 4)} if rng.random() < 0.3 else {}
     return [
-        w.node("n"),
+        o.node_object("n", gpus=None),
         GPU,
         *_random_slices(rng),
         *claims,
-        w.pod("p", gpus_asked, claims=names),
+        o.pod(o.ctr(limits=gpus_asked), name="p", claims=names),
     ]
 
 

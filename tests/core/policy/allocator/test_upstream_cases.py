@@ -13,25 +13,35 @@ from typing import Any
 
 import pytest
 
+from tests import objects as o
 from tests.core.policy.allocator import world as w
 from webhook.policy.allocator import fit
 
 A = "driver-a"
 B = "driver-b"
-NODE = w.node("node-1", {"region": "region-1"})
-CLASS_A = w.device_class("class-a", driver=A)
-CLASS_B = w.device_class("class-b", driver=B)
+NODE = o.node_object("node-1", labels={"region": "region-1"}, gpus=None)
+CLASS_A = o.device_class("class-a", driver=A)
+CLASS_B = o.device_class("class-b", driver=B)
 
 
 def one_device(
-    name: str = "slice-1", pool: str = "pool-1", driver: str = A, **spec: Any
+    name: str = "slice-1",
+    pool: str = "pool-1",
+    driver: str = A,
+    node: str | None = "node-1",
+    **spec: Any,
 ) -> dict[str, Any]:
-    spec.setdefault("nodeName", "node-1")
-    return w.resource_slice(name, pool, [w.device("device-1")], driver=driver, **spec)
+    return o.resource_slice(node, o.device("device-1"), name=name, pool=pool, driver=driver, **spec)
+
+
+def network_attached(region: str) -> dict[str, Any]:
+    """A slice of one device reachable from the nodes of ``region``, named by no node."""
+    terms = [{"matchExpressions": [{"key": "region", "operator": "In", "values": [region]}]}]
+    return one_device(node=None, nodeSelector={"nodeSelectorTerms": terms})
 
 
 def memory(name: str, size: str) -> dict[str, Any]:
-    return w.device(name, capacity={"memory": {"value": size}})
+    return o.device(name, capacity={"memory": {"value": size}})
 
 
 def at_least(size: str) -> str:
@@ -45,15 +55,26 @@ def sub(name: str, cls: str, count: int = 1, **fields: Any) -> dict[str, Any]:
     return body
 
 
-def counters(name: str, pool: str, sets: dict[str, dict[str, str]], **spec: Any) -> dict[str, Any]:
+def counters(
+    name: str, pool: str, sets: dict[str, dict[str, str]], node: str | None = None, **spec: Any
+) -> dict[str, Any]:
     shared = [
         {"name": n, "counters": {k: {"value": v} for k, v in c.items()}} for n, c in sets.items()
     ]
-    return w.resource_slice(name, pool, [], driver=A, sharedCounters=shared, **spec)
+    return o.resource_slice(node, name=name, pool=pool, driver=A, sharedCounters=shared, **spec)
+
+
+def sharing_8gi(*devices: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pool pool-1 of node-1 in two slices: ``devices``, and the counter set counter-set-1 of
+    8Gi of memory they consume."""
+    return [
+        o.resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A, count=2),
+        counters("slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, "node-1", count=2),
+    ]
 
 
 def consuming(name: str, counter_set: str, **amounts: str) -> dict[str, Any]:
-    return w.device(
+    return o.device(
         name,
         consumesCounters=[
             {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in amounts.items()}}
@@ -79,13 +100,13 @@ def small_and_large(first: str, second: str) -> list[dict[str, Any]]:
     sizes = {"1Gi": "device-1", "2Gi": "device-2"}
     devices = [memory(sizes[first], first), memory(sizes[second], second)]
     return [
-        w.claim(
+        o.resource_claim(
             "claim-0",
-            w.exactly("req-0", "class-a", selectors=[at_least("1Gi")]),
-            w.exactly("req-1", "class-a", selectors=[at_least("2Gi")]),
+            o.exactly("class-a", name="req-0", selectors=[at_least("1Gi")]),
+            o.exactly("class-a", name="req-1", selectors=[at_least("2Gi")]),
         ),
         CLASS_A,
-        w.resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1"),
+        o.resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A),
     ]
 
 
@@ -94,32 +115,36 @@ def shareable(value: int, *, policy: dict[str, Any] | None = None) -> dict[str, 
     the request policy of ``withCapacityRequestPolicyRange``: default 2, range 2..4 step 2."""
     policy = policy or {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
     capacity = {"capacity-0": {"value": str(value), "requestPolicy": policy}}
-    return w.device("device-1", allowMultipleAllocations=True, capacity=capacity)
+    return o.device("device-1", allowMultipleAllocations=True, capacity=capacity)
 
 
 def asking(amount: int, claim_name: str = "claim-0") -> dict[str, Any]:
     """A claim for one device of class-a and ``amount`` of its capacity-0."""
     capacity = {"requests": {"capacity-0": str(amount)}}
-    return w.claim(claim_name, w.exactly("req-0", "class-a", capacity=capacity))
+    return o.resource_claim(claim_name, o.exactly("class-a", name="req-0", capacity=capacity))
 
 
 def two_tainted() -> dict[str, Any]:
     """``tainted-two-devices``: one device tainted NoSchedule, one NoExecute."""
     devices = [
-        w.device("device-1", taints=[TAINT_NO_SCHEDULE]),
-        w.device("device-2", taints=[TAINT_NO_EXECUTE]),
+        o.device("device-1", taints=[TAINT_NO_SCHEDULE]),
+        o.device("device-2", taints=[TAINT_NO_EXECUTE]),
     ]
-    return w.resource_slice("slice-1", "pool-1", devices, driver=A, nodeName="node-1")
+    return o.resource_slice("node-1", *devices, name="slice-1", pool="pool-1", driver=A)
 
 
 CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "simple": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, one_device()],
+        [o.resource_claim("claim-0", o.exactly("class-a", name="req-0")), CLASS_A, one_device()],
         FITS,
         "",
     ),
     "other-node": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, one_device(nodeName="node-2")],
+        [
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
+            CLASS_A,
+            one_device(node="node-2"),
+        ],
         NOT,
         "",
     ),
@@ -128,7 +153,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     "small-and-large-backtrack-requests": (small_and_large("2Gi", "1Gi"), FITS, ""),
     "devices-split-across-different-slices": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             one_device("slice-1", "pool-1"),
             one_device("slice-2", "pool-2"),
@@ -138,7 +163,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "duplicate-slice": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
             *pool_of(2, one_device("slice-1"), one_device("slice-1-2")),
         ],
@@ -146,18 +171,22 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "invalid resource pools were encountered",
     ),
     "not-enough-suitable-devices": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a", 2)), CLASS_A, one_device()],
+        [
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
+            CLASS_A,
+            one_device(),
+        ],
         NOT,
         "",
     ),
     "unknown-class": (
-        [w.claim("claim-0", w.exactly("req-0", "class-b")), CLASS_A, one_device()],
+        [o.resource_claim("claim-0", o.exactly("class-b", name="req-0")), CLASS_A, one_device()],
         ERROR,
         "could not retrieve device class class-b",
     ),
     "all-devices-single": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
             one_device(),
         ],
@@ -166,7 +195,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "all-devices-of-the-incomplete-pool": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
             *pool_of(2, one_device()),
         ],
@@ -174,63 +203,46 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "is currently being updated",
     ),
     "all-devices-no-slices": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")), CLASS_A],
+        [
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
+            CLASS_A,
+        ],
         NOT,
         "",
     ),
     "network-attached-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            one_device(
-                nodeName=None,
-                nodeSelector={
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "region", "operator": "In", "values": ["region-1"]}
-                            ]
-                        }
-                    ]
-                },
-            ),
+            network_attached("region-1"),
         ],
         FITS,
         "",
     ),
     "unsuccessful-allocation-network-attached-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            one_device(
-                nodeName=None,
-                nodeSelector={
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "region", "operator": "In", "values": ["region-2"]}
-                            ]
-                        }
-                    ]
-                },
-            ),
+            network_attached("region-2"),
         ],
         NOT,
         "",
     ),
     "local-and-network-attached-devices": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
             one_device(),
-            one_device("slice-2", "pool-2", nodeName=None, allNodes=True),
+            one_device("slice-2", "pool-2", node=None, allNodes=True),
         ],
         FITS,
         "",
     ),
     "several-different-drivers": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a"), w.exactly("req-1", "class-b")),
+            o.resource_claim(
+                "claim-0", o.exactly("class-a", name="req-0"), o.exactly("class-b", name="req-1")
+            ),
             CLASS_A,
             CLASS_B,
             one_device(),
@@ -241,9 +253,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-non-existent-attribute": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a"),
+                o.exactly("class-a", name="req-0"),
                 constraints=[{"matchAttribute": f"{A}/no-such-attribute"}],
             ),
             CLASS_A,
@@ -254,18 +266,19 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-not-matching-int-attribute": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a", 2),
+                o.exactly("class-a", name="req-0", count=2),
                 constraints=[{"matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [w.device("device-1", {"numa": 1}), w.device("device-2", {"numa": 2})],
+            o.resource_slice(
+                "node-1",
+                o.device("device-1", {"numa": 1}),
+                o.device("device-2", {"numa": 2}),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         NOT,
@@ -273,19 +286,20 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint-for-request-retry": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a"),
-                w.exactly("req-1", "class-a"),
+                o.exactly("class-a", name="req-0"),
+                o.exactly("class-a", name="req-1"),
                 constraints=[{"requests": ["req-0"], "matchAttribute": f"{A}/numa"}],
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [w.device("device-1"), w.device("device-2", {"numa": 1})],
+            o.resource_slice(
+                "node-1",
+                o.device("device-1"),
+                o.device("device-2", {"numa": 1}),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         FITS,  # req-0 must take device-2 (device-1 has no numa): the search backtracks
@@ -293,7 +307,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "invalid-CEL-one-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", selectors=["noSuchVar"])),
+            o.resource_claim(
+                "claim-0", o.exactly("class-a", name="req-0", selectors=["noSuchVar"])
+            ),
             CLASS_A,
             one_device(),
         ],
@@ -301,13 +317,17 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "undeclared reference",  # as upstream: a compile error
     ),
     "too-many-devices-single-request": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a", 500)), CLASS_A, one_device()],
+        [
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=500)),
+            CLASS_A,
+            one_device(),
+        ],
         ERROR,
         "exceeds the claim limit of 32",
     ),
     "prioritized-list-first-unavailable": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -323,7 +343,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-non-available": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -340,7 +360,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-with-backtracking": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -349,14 +369,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                         sub("sub-1", "class-a", selectors=[at_least("4Gi")]),
                     ],
                 },
-                w.exactly("req-1", "class-a", selectors=[at_least("8Gi")]),
+                o.exactly("class-a", name="req-1", selectors=[at_least("8Gi")]),
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1", "pool-1", [memory("device-1", "8Gi")], driver=A, nodeName="node-1"
+            o.resource_slice(
+                "node-1", memory("device-1", "8Gi"), name="slice-1", pool="pool-1", driver=A
             ),
-            w.resource_slice(
-                "slice-2", "pool-2", [memory("device-2", "4Gi")], driver=A, nodeName="node-1"
+            o.resource_slice(
+                "node-1", memory("device-2", "4Gi"), name="slice-2", pool="pool-2", driver=A
             ),
         ],
         FITS,
@@ -364,7 +384,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "prioritized-list-too-many-in-first-subrequest": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
                 {
                     "name": "req-0",
@@ -380,44 +400,20 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-single-device": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            *pool_of(
-                2,
-                w.resource_slice(
-                    "slice-1",
-                    "pool-1",
-                    [consuming("device-1", "counter-set-1", memory="4Gi")],
-                    driver=A,
-                    nodeName="node-1",
-                ),
-                counters(
-                    "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
-                ),
-            ),
+            *sharing_8gi(consuming("device-1", "counter-set-1", memory="4Gi")),
         ],
         FITS,
         "",
     ),
     "partitionable-devices-multiple-devices (over the counters)": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", 2)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", count=2)),
             CLASS_A,
-            *pool_of(
-                2,
-                w.resource_slice(
-                    "slice-1",
-                    "pool-1",
-                    [
-                        consuming("device-1", "counter-set-1", memory="4Gi"),
-                        consuming("device-2", "counter-set-1", memory="6Gi"),
-                    ],
-                    driver=A,
-                    nodeName="node-1",
-                ),
-                counters(
-                    "slice-2", "pool-1", {"counter-set-1": {"memory": "8Gi"}}, nodeName="node-1"
-                ),
+            *sharing_8gi(
+                consuming("device-1", "counter-set-1", memory="4Gi"),
+                consuming("device-2", "counter-set-1", memory="6Gi"),
             ),
         ],
         NOT,
@@ -425,15 +421,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "partitionable-devices-per-device-node-selection-nodename": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    w.device("device-1", nodeName="node-2"),
-                    w.device("device-2", nodeName="node-1"),
-                ],
+            o.resource_slice(
+                None,
+                o.device("device-1", nodeName="node-2"),
+                o.device("device-2", nodeName="node-1"),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
                 perDeviceNodeSelection=True,
             ),
@@ -442,13 +437,15 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         "",
     ),
     "tainted-two-devices": (
-        [w.claim("claim-0", w.exactly("req-0", "class-a")), CLASS_A, two_tainted()],
+        [o.resource_claim("claim-0", o.exactly("class-a", name="req-0")), CLASS_A, two_tainted()],
         NOT,
         "",
     ),
     "tainted-two-devices-tolerated": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", tolerations=[TOLERATE_NO_EXECUTE])),
+            o.resource_claim(
+                "claim-0", o.exactly("class-a", name="req-0", tolerations=[TOLERATE_NO_EXECUTE])
+            ),
             CLASS_A,
             two_tainted(),
         ],
@@ -457,18 +454,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-no-effect": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    w.device(
-                        "device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]
-                    ),
-                ],
+            o.resource_slice(
+                "node-1",
+                o.device("device-1", taints=[{"key": "taint-key", "value": "v", "effect": "None"}]),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         FITS,
@@ -476,14 +469,14 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "tainted-all-devices-single": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", allocationMode="All")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", allocationMode="All")),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [w.device("device-1", taints=[TAINT_NO_SCHEDULE])],
+            o.resource_slice(
+                "node-1",
+                o.device("device-1", taints=[TAINT_NO_SCHEDULE]),
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         NOT,
@@ -491,10 +484,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "with-constraint": (
         [
-            w.claim(
+            o.resource_claim(
                 "claim-0",
-                w.exactly("req-0", "class-a"),
-                w.exactly("req-1", "class-a"),
+                o.exactly("class-a", name="req-0"),
+                o.exactly("class-a", name="req-1"),
                 constraints=[
                     {"matchAttribute": f"{A}/numa"},
                     {"matchAttribute": f"{A}/driverVersion"},
@@ -503,11 +496,10 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                 ],
             ),
             CLASS_A,
-            w.resource_slice(
-                "slice-1",
-                "pool-1",
-                [
-                    w.device(
+            o.resource_slice(
+                "node-1",
+                *[
+                    o.device(
                         name,
                         {
                             "driverVersion": "v:1.0.0",
@@ -518,8 +510,9 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
                     )
                     for name in ("device-1", "device-2")
                 ],
+                name="slice-1",
+                pool="pool-1",
                 driver=A,
-                nodeName="node-1",
             ),
         ],
         FITS,
@@ -527,8 +520,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "separate-claims-share-device (without admin access)": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a")),
-            w.claim("claim-1", w.exactly("req-0", "class-a")),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0")),
+            o.resource_claim("claim-1", o.exactly("class-a", name="req-0")),
             CLASS_A,
             one_device(),
         ],
@@ -537,8 +530,8 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
     ),
     "admin-access-enabled (two claims, one device)": (
         [
-            w.claim("claim-0", w.exactly("req-0", "class-a", adminAccess=True)),
-            w.claim("claim-1", w.exactly("req-0", "class-a", adminAccess=True)),
+            o.resource_claim("claim-0", o.exactly("class-a", name="req-0", adminAccess=True)),
+            o.resource_claim("claim-1", o.exactly("class-a", name="req-0", adminAccess=True)),
             CLASS_A,
             one_device(),
         ],
@@ -550,7 +543,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(1, "claim-1"),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+            o.resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
         ],
         FITS,  # both rounded up to 2: the device's 4 hold them
         "",
@@ -559,7 +552,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(3),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(4)], driver=A, nodeName="node-1"),
+            o.resource_slice("node-1", shareable(4), name="slice-1", pool="pool-1", driver=A),
         ],
         FITS,  # 3 rounded up to 4
         "",
@@ -569,7 +562,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
             asking(1),
             asking(2, "claim-1"),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(2)], driver=A, nodeName="node-1"),
+            o.resource_slice("node-1", shareable(2), name="slice-1", pool="pool-1", driver=A),
         ],
         NOT,
         "",
@@ -578,7 +571,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
         [
             asking(6),
             CLASS_A,
-            w.resource_slice("slice-1", "pool-1", [shareable(10)], driver=A, nodeName="node-1"),
+            o.resource_slice("node-1", shareable(10), name="slice-1", pool="pool-1", driver=A),
         ],
         NOT,  # the policy's max is 4, whatever the device has
         "",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests import objects as o
 from tests.core.policy.allocator import world as w
 from webhook.policy.allocator import fit_anywhere
 from webhook.policy.allocator.result import Verdict
 from webhook.policy.allocator.usage import EMPTY, Usage
 
-GPU_CLASS = w.device_class("gpu.nvidia.com")
+GPU_CLASS = o.device_class("gpu.nvidia.com", driver="gpu.nvidia.com")
 DRIVER = "gpu.nvidia.com"
 
 
@@ -19,12 +20,16 @@ def _verdict(objs: list[dict[str, Any]], usage: Usage = EMPTY) -> Verdict:
 
 
 def _two_gpu_node(name: str) -> list[dict[str, Any]]:
-    devices = [w.device("gpu-0"), w.device("gpu-1")]
-    return [w.node(name), w.resource_slice(f"{name}-gpus", name, devices, nodeName=name)]
+    devices = [o.device("gpu-0"), o.device("gpu-1")]
+    return [o.node_object(name, gpus=None), o.resource_slice(name, *devices, name=f"{name}-gpus")]
 
 
 def test_allocated_devices_are_in_use() -> None:
-    world = [*_two_gpu_node("a"), GPU_CLASS, w.claim("c", w.exactly("gpu", "gpu.nvidia.com"))]
+    world = [
+        *_two_gpu_node("a"),
+        GPU_CLASS,
+        o.resource_claim("c", o.exactly()),
+    ]
     assert _verdict(world).fits  # the empty cluster: the webhook's question
     one = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
     assert _verdict(world, one).fits
@@ -40,7 +45,7 @@ def test_a_full_node_leaves_its_twin_to_fit() -> None:
         *_two_gpu_node("a"),
         *_two_gpu_node("b"),
         GPU_CLASS,
-        w.claim("c", w.exactly("gpu", "gpu.nvidia.com", 2)),
+        o.resource_claim("c", o.exactly(count=2)),
     ]
     usage = Usage(devices=frozenset({(DRIVER, "a", "gpu-0")}))
     found = _verdict(world, usage)
@@ -50,7 +55,7 @@ def test_a_full_node_leaves_its_twin_to_fit() -> None:
 
 
 def test_bound_pods_hold_extended_resources() -> None:
-    world = [w.node("a", gpu=2), w.pod("p", {"nvidia.com/gpu": 2})]
+    world = [o.node_object("a", gpus=2), o.pod(o.gpu(2), name="p")]
     assert _verdict(world).fits
     held = _verdict(world, Usage(requested={"a": {"nvidia.com/gpu": 1}}))
     assert held.outcome == "does-not-fit"
@@ -65,23 +70,21 @@ def test_an_allocated_partition_consumes_the_whole_gpus_counters() -> None:
     counters = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}
     part = {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "6Gi"}}}
     devices = [
-        w.device("gpu-0", {"type": "gpu"}, consumesCounters=[counters]),
-        w.device("gpu-0-mig-0", {"type": "mig"}, consumesCounters=[part]),
+        o.device("gpu-0", {"type": "gpu"}, consumesCounters=[counters]),
+        o.device("gpu-0-mig-0", {"type": "mig"}, consumesCounters=[part]),
     ]
     sets = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "24Gi"}}}]
     slices = [
-        w.resource_slice("a30-gpus", "a30", devices, nodeName="a30"),
-        w.resource_slice("a30-counters", "a30", [], nodeName="a30", sharedCounters=sets),
+        o.resource_slice("a30", *devices, name="a30-gpus", count=2),
+        o.resource_slice("a30", name="a30-counters", count=2, sharedCounters=sets),
     ]
-    for found in slices:
-        found["spec"]["pool"]["resourceSliceCount"] = 2
-    whole = w.claim(
+    whole = o.resource_claim(
         "c",
-        w.exactly(
-            "gpu", "gpu.nvidia.com", selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"']
+        o.exactly(
+            selectors=['device.attributes["gpu.nvidia.com"].type == "gpu"'],
         ),
     )
-    world = [w.node("a30"), GPU_CLASS, *slices, whole]
+    world = [o.node_object("a30", gpus=None), GPU_CLASS, *slices, whole]
     assert _verdict(world).fits
     # The partition is allocated to another claim: its 6Gi are gone from the counter set,
     # so the whole GPU (24Gi) cannot be allocated, though no claim holds it.
