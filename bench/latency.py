@@ -425,12 +425,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=3.0, help="measured time per run")
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each run")
-    p.add_argument(
-        "--rate",
-        type=float,
-        default=0.0,
-        help="requests/s in all (split over the connections); 0: each when the last is answered",
-    )
+    p.add_argument("--rate", type=float, default=0.0, help="requests/s in all; 0: back to back")
     p.add_argument("--rounds", type=int, default=3, help="rounds over every server and mode")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
     p.add_argument("--before", type=Path, help="a directory with another version's webhook/")
