@@ -57,7 +57,6 @@ no ALPN); anything else is left to gthread as it is.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import select
@@ -87,9 +86,6 @@ _Work = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...]]
 LINGER = 0.010
 # How long a thread waits for the rest of a request whose first bytes are here (seconds).
 REST_OF_REQUEST = 0.010
-# The largest review the poller's thread answers itself (bytes of request): one this size takes
-# well under a millisecond; a larger one goes to a pool thread, so the poller is never held long.
-ON_POLLER_MAX = 16384
 
 
 class AnsweredFirstPool:
@@ -318,81 +314,6 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             if result is not True or not self.next_request_soon(conn):
                 return result
 
-    def wait_for_and_dispatch_events(self, timeout: float) -> None:
-        """gthread's wait for the poller's events and their callbacks, noting whether an event
-        came alone (:meth:`on_client_socket_readable` answers a review itself only then)."""
-        try:
-            events = self.poller.select(timeout)
-            self.event_alone = len(events) == 1
-            for key, _ in events:
-                key.data(key.fileobj)
-        except OSError as exc:
-            if exc.errno != errno.EINTR:
-                raise
-
-    def on_client_socket_readable(self, conn: Any, client: Any) -> None:
-        """A kept-alive connection has bytes: its review answered on this (the poller's) thread
-        when that is cheap and nothing else waits (:meth:`_answer_on_poller`), else gthread's
-        hand-over to a pool thread."""
-        if not self._answer_on_poller(conn):
-            super().on_client_socket_readable(conn, client)
-
-    def _answer_on_poller(self, conn: Any) -> bool:
-        """Answer the review that came on the kept-alive ``conn`` on the poller's thread; False
-        (nothing done) unless the connection has answered before, its event came alone, no
-        connection waits for a thread, and the worker serves reviews directly.
-
-        A call that comes after a pause, as the API server's do, otherwise wakes two threads:
-        the poller, then a pool thread it hands the connection to. Here only the bytes already
-        here are read (no wait): a request not all here, not a review, or larger than
-        ``ON_POLLER_MAX`` goes to a pool thread with what was read, as it would have."""
-        progress: _Progress | None = getattr(conn, "review_progress", None)
-        direct = self.direct
-        pool = self.tpool
-        if (
-            direct is None
-            or progress is None
-            or not progress.first_class
-            or progress.streamed
-            or not self.alive
-            or not getattr(self, "event_alone", False)
-            or not isinstance(pool, AnsweredFirstPool)
-            or not pool.quiet()
-        ):
-            return False
-        self.poller.unregister(conn.sock)
-        self.keepalived_conns.remove(conn)
-        progress.answered = False
-        keep: Any = False
-        try:
-            step = self._step(conn, progress, wait=False)
-            if step == "ready":
-                request, progress.request = progress.request, b""
-                head = None
-                if not progress.streamed and len(request) <= ON_POLLER_MAX:
-                    head = read_review_head(request, direct.paths, self.max_body)
-                if head is None:
-                    conn.parser.unreader.unread(request)
-                    step = "wait"  # gthread's way, on a pool thread
-                else:
-                    keep = self._answer_directly(conn, direct, head)
-                    progress.answered = True
-                    if keep and conn.sock.pending():
-                        step = "wait"  # a next request already read into TLS's buffer
-        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-            self.log.debug("closing a connection from %s: %s", conn.client, exc)
-            step, keep = "close", False
-        except Exception:  # as a pool thread's Future would hold it: the poller goes on
-            self.log.exception("closing a connection from %s", conn.client)
-            step, keep = "close", False
-        if step == "wait":
-            self.enqueue_req(conn)
-        else:
-            done: Future[Any] = Future()
-            done.set_result(keep)
-            self.finish_request(conn, done)
-        return True
-
     def next_request_soon(self, conn: Any) -> bool:
         """True when the next request on ``conn`` (which has answered and stays open) started
         to arrive within ``LINGER`` and this thread should serve it; False hands ``conn`` back
@@ -501,9 +422,8 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             tls.settimeout(self.deadlines.read)
             tls.sendall(data[sent:])
 
-    def _step(self, conn: Any, progress: _Progress, *, wait: bool = True) -> str:
-        """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request);
-        ``wait`` False: never wait for the rest of a request on this thread."""
+    def _step(self, conn: Any, progress: _Progress) -> str:
+        """``wait`` (for more bytes, in the poller), ``close``, or ``ready`` (a whole request)."""
         now = time.monotonic()
         if not conn.initialized:
             handshake = self._handshake_step(conn, progress, now)
@@ -523,14 +443,13 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             conn.sock.setblocking(False)
         # The rest of a request that has begun usually follows within a millisecond (a client
         # may send its head and its body in two writes): wait that long on this thread, as
-        # next_request_soon does, rather than hand the connection to the poller and back
-        # (not on the poller's thread: ``wait`` False).
+        # next_request_soon does, rather than hand the connection to the poller and back.
         deadline = now + REST_OF_REQUEST
         while not self._whole(progress):
             try:
                 chunk = conn.sock.recv(65536)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                if wait and progress.buffer and self._readable_soon(conn, deadline):
+                if progress.buffer and self._readable_soon(conn, deadline):
                     continue
                 return "wait"  # what came so far stays in progress.buffer
             if not chunk:
