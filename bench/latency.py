@@ -36,6 +36,13 @@ as a multiple of Go's and of the bare WSGI callable's.
     .venv/bin/python -m bench.latency --rounds 5 --seconds 5 --out bench/results/latency.json
     .venv/bin/python -m bench.latency --before /tmp/before   # + another version's /mutate
 
+``--rate R`` paces the clients instead: R requests a second in all, each timed from when it
+was due, so that a connection is idle between requests as the API server's are (it calls a
+webhook when a pod is created, not back to back): ``--rate 25`` leaves ~40 ms between the
+requests of the one connection, time for other work to take the server's caches and for the
+thread that answered to stop waiting for the next request (docs/performance.md, "Fourth
+round").
+
 ``--before DIR`` adds the row ``/mutate before``: the ``webhook`` package found in DIR (an older
 version, e.g. ``git archive OLD webhook | tar -x -C DIR``) served the same way, in the same
 rounds.
@@ -366,7 +373,7 @@ def measure(
                     body,
                     ca_file,
                     load,
-                    0.0,
+                    args.rate,
                     path=target.path,
                     keep_latencies=True,
                 )
@@ -418,6 +425,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=3.0, help="measured time per run")
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each run")
+    p.add_argument("--rate", type=float, default=0.0, help="requests/s in all; 0: back to back")
     p.add_argument("--rounds", type=int, default=3, help="rounds over every server and mode")
     p.add_argument("--out", type=Path, help="also write the figures as JSON here")
     p.add_argument("--before", type=Path, help="a directory with another version's webhook/")
@@ -458,10 +466,15 @@ def main() -> None:
 
     rows = {t.name: {c: pooled[(t.name, c)].summary() for c in CONNECTIONS} for t in targets}
     elapsed = time.monotonic() - started
+    pace = (
+        f"{args.rate:g} requests/s in all, each timed from its scheduled start"
+        if args.rate
+        else "the next request when the answer is in"
+    )
     intro = (
         f"POST of a {len(body):,}-byte AdmissionReview (pod CREATE, 2 containers, one"
-        f" nvidia.com/gpu: 1), kept-alive TLS verified against the CA, the next request when the"
-        f" answer is in; 1 connection, then 8 (one client process each). {args.rounds} rounds of"
+        f" nvidia.com/gpu: 1), kept-alive TLS verified against the CA, {pace}; 1 connection,"
+        f" then 8 (one client process each). {args.rounds} rounds of"
         f" {args.seconds:g} s per server and mode (after {args.warmup:g} s of warm-up), in a"
         f" rotating order; percentiles of all rounds pooled; times in us. Python servers:"
         f" gunicorn -c {GUNICORN_CONFIG}, {GUNICORN.workers} gthread workers x {GUNICORN.threads}"
@@ -495,6 +508,7 @@ def main() -> None:
         report = {
             "body_bytes": len(body),
             "seconds": args.seconds,
+            "rate": args.rate,
             "warmup": args.warmup,
             "rounds": args.rounds,
             "go": version,

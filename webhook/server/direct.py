@@ -42,6 +42,14 @@ _FIELD = re.compile(rb"\r\n(" + _TOKEN + rb"):([^\r]*)")
 _LEFT_TO_GUNICORN = frozenset(
     (b"transfer-encoding", b"expect", b"upgrade", b"http2-settings", b"te", b"trailer")
 )
+# What _read_fields does with a field, by its name lowered: one dictionary look-up per field.
+_LENGTH, _TYPE, _CONNECTION, _ELSEWHERE = "length", "type", "connection", "elsewhere"
+_KINDS = {
+    b"content-length": _LENGTH,
+    b"content-type": _TYPE,
+    b"connection": _CONNECTION,
+    **dict.fromkeys(_LEFT_TO_GUNICORN, _ELSEWHERE),
+}
 
 
 @dataclass
@@ -105,20 +113,23 @@ def _read_fields(text: bytes) -> tuple[int | None, bytes | None, bool] | None:
     content_type: bytes | None = None
     must_close = False
     for name, raw in fields:
-        key = name.lower()
+        kind = _KINDS.get(name.lower())
+        if kind is None:
+            if b"_" in name:  # gunicorn drops or refuses names with "_" (its header_map)
+                return None
+            continue  # a field nothing here reads: its value is not even stripped
         value = raw.strip(b" \t")
-        if key == b"content-length":
+        if kind is _LENGTH:
             # More digits than any body here (and int() refuses over 4,300): gunicorn's.
             if length is not None or not value.isdigit() or len(value) > 18:
                 return None
             length = int(value)
-        elif key == b"content-type":
+        elif kind is _TYPE:
             if content_type is not None:
                 return None
             content_type = value
-        elif key == b"connection":
+        elif kind is _CONNECTION:
             must_close = b"close" in (token.strip(b" \t").lower() for token in value.split(b","))
-        elif key in _LEFT_TO_GUNICORN or b"_" in key:
-            # gunicorn drops or refuses names with "_" (its header_map setting).
+        else:
             return None
     return length, content_type, must_close
