@@ -32,9 +32,10 @@ run: $(STAMP)
 
 ## make test: every check CI runs, at once: pytest mostly waits on the control plane, and
 ## ruff, mypy and the harness use the CPU it leaves (about 35 s less than one after the other on
-## two cores). Output lines are kept whole (--output-sync=line); make fails if any check fails.
+## two cores). Output lines are kept whole (--output-sync=line); every check runs to its end even
+## when another fails (-k), and make fails if any check fails.
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j 5 --output-sync=line lint types arch pytest harness
+	$(MAKE) --no-print-directory -k -j 5 --output-sync=line lint types arch pytest harness
 
 ## make test-fast: the core tier alone (tests/core: no process, no control plane), under a minute.
 ## Its tests use the CPU only: one worker a core.

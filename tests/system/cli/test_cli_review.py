@@ -145,5 +145,8 @@ def test_a_pod_is_judged_on_the_template_reviewed_beside_it() -> None:
     assert result.returncode == 1, result.stderr
     assert "DENIED ResourceClaimTemplate/nine -n ml" in result.stdout
     assert "DENIED Pod/train -n ml" in result.stdout
-    assert 'claim "gpu" (ResourceClaimTemplate nine), request "gpu" asks for 9 devices' in result.stdout
+    assert (
+        'claim "gpu" (ResourceClaimTemplate nine), request "gpu" asks for 9 devices'
+        in result.stdout
+    )
     assert "2 reviewed, 2 denied" in result.stdout
