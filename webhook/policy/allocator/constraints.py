@@ -7,6 +7,7 @@ adding more devices never makes it accept again, so the search backtracks at onc
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Protocol
 
 import semver
@@ -53,7 +54,7 @@ def _same(a: Attribute, b: Attribute) -> bool:
     return _kind(a) == _kind(b) and str(a) == str(b)
 
 
-class _AttributeConstraint:
+class _AttributeConstraint(ABC):
     """What both constraints share: the requests they cover, the attribute they compare, and
     the devices added. A device of a covered request without the attribute fails either."""
 
@@ -88,10 +89,11 @@ class _AttributeConstraint:
         self._forget(request_name)
         self.num_devices -= 1
 
+    @abstractmethod
     def _admit(self, request_name: str, attribute: Attribute) -> bool:
         """Track ``attribute`` of a device of ``request_name`` if it keeps the constraint."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _forget(self, request_name: str) -> None:
         """Undo what :meth:`_admit` tracked for a device of ``request_name``."""
 
@@ -109,6 +111,10 @@ class MatchAttributeConstraint(_AttributeConstraint):
             return True
         assert self.attribute is not None
         return _same(attribute, self.attribute)
+
+    def _forget(self, request_name: str) -> None:
+        # Upstream keeps the value until the count is back to 0: the next device then sets it.
+        return None
 
 
 class DistinctAttributeConstraint(_AttributeConstraint):
