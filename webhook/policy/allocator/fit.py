@@ -22,12 +22,12 @@ from typing import Any
 
 from webhook.policy.allocator.explain import detailed, explain_claims
 from webhook.policy.allocator.pools import Node
+from webhook.policy.allocator.reach import group_allocator
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Answers, Fit, Verdict
 from webhook.policy.allocator.shapes import judged_once, reads_of
-from webhook.policy.allocator.structured import AllocationError, Allocator, BudgetExceeded
+from webhook.policy.allocator.structured import AllocationError, BudgetExceeded
 from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
-from webhook.policy.dra import ResourceSlice
 from webhook.policy.nodes import NodeView, selector_matches, term_matches, untolerated
 from webhook.policy.supply import NodeGroup, Supply, group_name
 
@@ -110,15 +110,6 @@ def fits_request(
     return None
 
 
-def _slices(group: NodeGroup, supply: Supply) -> tuple[ResourceSlice, ...]:
-    """Every slice known: the cluster's and the group's own (those of nodes to appear)."""
-    known: dict[str, ResourceSlice] = supply.__dict__.setdefault("_slices_by_name", {})
-    if not known and supply.slices:
-        known.update((s.name, s) for s in supply.slices)
-    extra = tuple(s for s in group.slices if s.name not in known)
-    return (*supply.slices, *extra) if extra else supply.slices
-
-
 def _allocate(
     demand: Demand,
     group: NodeGroup,
@@ -148,9 +139,7 @@ def _allocate(
     # The explanation of a refusal may search as long again as the verdict could, and at
     # least EXPLAIN_MIN_S: a verdict reached late in the budget still gets its reasons.
     allowed = None if deadline is None else max(deadline - time.monotonic(), EXPLAIN_MIN_S)
-    allocator = Allocator(
-        supply.classes, group.slices, _slices(group, supply), deadline, prune=prune, usage=usage
-    )
+    allocator = group_allocator(group, supply, deadline, prune=prune, usage=usage)
     try:
         if allocator.allocate(node, claims):
             return None

@@ -15,17 +15,39 @@ from dataclasses import replace
 
 from webhook.policy.allocator.pools import Node
 from webhook.policy.allocator.structured import AllocationError, Allocator, DeviceWithID
+from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand.model import ALL, Claim, Request
-from webhook.policy.dra import Device
+from webhook.policy.dra import Device, ResourceSlice
 from webhook.policy.supply import NodeGroup, Supply
 
 
+def known_slices(group: NodeGroup, supply: Supply) -> tuple[ResourceSlice, ...]:
+    """Every slice known: the cluster's and the group's own (those of nodes to appear), each
+    once (a group of existing nodes has its slices in the cluster's already)."""
+    known: dict[str, ResourceSlice] = supply.__dict__.setdefault("_slices_by_name", {})
+    if not known and supply.slices:
+        known.update((s.name, s) for s in supply.slices)
+    extra = tuple(s for s in group.slices if s.name not in known)
+    return (*supply.slices, *extra) if extra else supply.slices
+
+
 def group_allocator(
-    group: NodeGroup, supply: Supply, deadline: float | None = None, *, prune: bool = True
+    group: NodeGroup,
+    supply: Supply,
+    deadline: float | None = None,
+    *,
+    prune: bool = True,
+    usage: Usage = EMPTY,
 ) -> Allocator:
-    """An allocator for a node of ``group``: its slices, and every slice of the cluster."""
-    slices = group.slices
-    return Allocator(supply.classes, slices, (*supply.slices, *slices), deadline, prune=prune)
+    """An allocator for a node of ``group``: its slices, and every slice known."""
+    return Allocator(
+        supply.classes,
+        group.slices,
+        known_slices(group, supply),
+        deadline,
+        prune=prune,
+        usage=usage,
+    )
 
 
 class Probe:
@@ -94,4 +116,4 @@ def usable_devices(claims: Sequence[Claim], supply: Supply) -> tuple[Device, ...
     return tuple(usable.values())
 
 
-__all__ = ["Probe", "group_allocator", "usable_devices"]
+__all__ = ["Probe", "group_allocator", "known_slices", "usable_devices"]
