@@ -48,6 +48,7 @@ from webhook.policy.products import base_model
 from webhook.policy.resources import parse_resource
 from webhook.policy.supply import NodeGroup, Supply
 from webhook.policy.supply.served import offered as offered_names
+from webhook.policy.text import counted
 
 __all__ = [
     "HOLDERS_SHOWN",
@@ -89,10 +90,6 @@ def _listed(items: list[str], shown: int = NODES_SHOWN) -> str:
     if len(items) <= shown:
         return ", ".join(items)
     return ", ".join(items[:shown]) + f" and {len(items) - shown} more"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class Capacity:
@@ -332,7 +329,7 @@ class Capacity:
         names = ", ".join(sorted(requests))
         return Reason(
             "selection",
-            f"its {' and '.join(parts)} matches none of the {_plural(len(offering), 'node')} "
+            f"its {' and '.join(parts)} matches none of the {counted(len(offering), 'node')} "
             f"that offer {names} ({_listed(carried)})",
             "select what those nodes carry (the values above), or remove the selection; "
             "gpu-policy.io/product names a GPU model without pinning a label value",
@@ -460,7 +457,7 @@ class Capacity:
             )
         message = (
             f"every node that offers {resource} and admits it is full: {held} of "
-            f"{_plural(slots, 'slot')} held ({', '.join(per_node)})"
+            f"{counted(slots, 'slot')} held ({', '.join(per_node)})"
         )
         if shown:
             message += f", by {', '.join(shown)}"

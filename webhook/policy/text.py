@@ -24,3 +24,8 @@ def shown(value: object) -> str:
 def as_text(value: object) -> str:
     """A string value as it is, anything else as ``shown`` (labels, names, annotations)."""
     return value if isinstance(value, str) else shown(value)
+
+
+def counted(n: int, word: str) -> str:
+    """``1 device``, ``2 devices``: a count and its noun, in messages."""
+    return f"{n} {word}{'' if n == 1 else 's'}"

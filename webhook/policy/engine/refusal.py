@@ -27,6 +27,7 @@ from webhook.policy.allocator.result import (
 from webhook.policy.demand.extended import EXTENDED_CLAIM
 from webhook.policy.demand.model import ALL
 from webhook.policy.supply import Supply, group_name
+from webhook.policy.text import counted
 
 # A selector that reads the MIG profile attribute (device.attributes['gpu.nvidia.com'].profile,
 # or ["profile"]): the request names a MIG profile (docs/dra-claims.md, "devices").
@@ -34,10 +35,6 @@ _READS_PROFILE = re.compile(r"""\.profile\b|\[\s*["']profile["']\s*\]""")
 _PROFILE = "profile"
 #: The claim the scheduler builds in memory for extended resources DeviceClasses serve.
 EXTENDED_WORDS = "the claim for its extended resources served by DRA"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _claim(label: str) -> str:
@@ -64,10 +61,10 @@ def _reads_profile(shortfall: Shortfall, supply: Supply | None) -> bool:
 
 def _profiles(supply: Supply | None) -> str:
     """The MIG profiles the supply's devices offer, with how many devices of each."""
-    counted = supply.attribute_values(_PROFILE) if supply is not None else ()
-    if not counted:
+    profiles = supply.attribute_values(_PROFILE) if supply is not None else ()
+    if not profiles:
         return "No ResourceSlice offers MIG devices"
-    shown = ", ".join(f"{p} ({_plural(n, 'device')})" for p, n in counted)
+    shown = ", ".join(f"{p} ({counted(n, 'device')})" for p, n in profiles)
     return f"MIG profiles offered: {shown}; ask for one of those"
 
 
@@ -114,7 +111,7 @@ def _request(
         # Enough devices match, yet they cannot be given together: what they share (counters
         # of partitionable devices, consumable capacity) stops it.
         return (
-            f"{asked}; {where} has {_plural(short.available, 'matching device')}, but not "
+            f"{asked}; {where} has {counted(short.available, 'matching device')}, but not "
             f"{short.request.count} that can be allocated together (they share counters or "
             "capacity)",
             f'Ask for fewer devices in request "{why.request}"',
@@ -128,7 +125,7 @@ def _request(
         fix = f"Ask for at most {short.available}"
         return (
             f"{asked}, but {_where_it_can_run(verdict)} has more than "
-            f"{_plural(short.available, 'matching device')} ({most}{taints})",
+            f"{counted(short.available, 'matching device')} ({most}{taints})",
             fix if why.asked_by else f'{fix} in request "{why.request}"',
             False,
         )
