@@ -29,28 +29,32 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from tests.support.fake_http import JsonHandler, LoopbackServer, status
+from webhook.harness.admission_review import resource_for
+from webhook.policy.workloads import API_VERSIONS
 
 __all__ = ["PageServer"]
 
 RESOURCE_VERSION = "1000"
 
+# The kinds it serves, named as the API server names them (the harness's table of plurals, the
+# engine's table of apiVersions: one of each in the project).
+_KINDS = (
+    "Node",
+    "Pod",
+    "ConfigMap",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+    "Job",
+    "CronJob",
+)
 # resource (URL plural) -> (kind, namespaced)
 _RESOURCES: dict[str, tuple[str, bool]] = {
-    "nodes": ("Node", False),
-    "pods": ("Pod", True),
-    "configmaps": ("ConfigMap", True),
-    "deployments": ("Deployment", True),
-    "statefulsets": ("StatefulSet", True),
-    "daemonsets": ("DaemonSet", True),
-    "replicasets": ("ReplicaSet", True),
-    "jobs": ("Job", True),
-    "cronjobs": ("CronJob", True),
+    resource_for(kind)[0]: (kind, resource_for(kind)[1]) for kind in _KINDS
 }
-# resource -> group/version, for the resources outside the core group ("v1")
-_GROUP_VERSIONS = {
-    **{r: "apps/v1" for r in ("deployments", "statefulsets", "daemonsets", "replicasets")},
-    **{r: "batch/v1" for r in ("jobs", "cronjobs")},
-}
+# resource -> group/version ("v1": the core group)
+_GROUP_VERSIONS = {resource_for(kind)[0]: API_VERSIONS.get(kind, "v1") for kind in _KINDS}
 _KIND_TO_RESOURCE = {kind: res for res, (kind, _) in _RESOURCES.items()}
 
 
