@@ -60,8 +60,9 @@ tools: $(STAMP) $(TOOLS)/helm
 $(TOOLS)/helm: scripts/fetch_tools.py
 	$(PY) scripts/fetch_tools.py --dest $(TOOLS)
 
-# -rs lists every skipped test with its reason: a check that could not run here (the
-# container image without root or its tools, hadolint, ...) shows why, never silently.
+# -rfEs lists every failed, erroring and skipped test in the closing summary, the last lines
+# a log shows: a failure is named there, and a check that could not run here (the container
+# image without root or its tools, hadolint, ...) shows why, never silently.
 # Workers: most of a run waits on the control plane (two workers keep ~1.2 of two cores busy),
 # so more workers than cores pay: from a clean clone on two cores, .ci/run took 586 s with two
 # workers, 473 s with three and 438 s with four (the last two in one hour, load under 4.5).
@@ -72,7 +73,7 @@ $(TOOLS)/helm: scripts/fetch_tools.py
 # files last). PYTEST_WORKERS=0 runs everything in this process.
 PYTEST_WORKERS ?= 4
 pytest: $(STAMP) tools
-	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rs -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(BIN)/pytest -rfEs -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 harness: $(STAMP)
 	$(BIN)/gpu-policy test examples/suites
