@@ -9,7 +9,8 @@ it can:
   a test counts lists and watches;
 * answer ``503 ServiceUnavailable`` itself, close connections without an answer, or refuse
   them (:meth:`FaultProxy.go_down`, :meth:`FaultProxy.come_back`): an API server outage;
-* hold every request ``delay`` seconds before forwarding it: a slow API server;
+* hold every request ``delay`` seconds before forwarding it: a slow API server (setting
+  ``delay`` again, to 0 say, lets the requests held now go when their new wait is over);
 * cut every open watch stream mid-chunk (:meth:`FaultProxy.drop_watches`): a load balancer
   or NAT that forgot the connection.
 
@@ -130,8 +131,7 @@ class FaultProxy:
         self.context = context
         self.port = 0
         self.requests: list[Request] = []
-        #: Seconds every request waits, once recorded, before it is forwarded (0: none).
-        self.delay = 0.0
+        self._delay = 0.0
         #: When set, requests go on with ``Authorization: Bearer <bearer>`` in place of the
         #: client's (give the proxy a context without a client certificate, which would win).
         self.bearer: str | None = None
@@ -142,6 +142,18 @@ class FaultProxy:
         self._lock = threading.Condition()
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def delay(self) -> float:
+        """Seconds every request waits, once recorded, before it is forwarded (0: none)."""
+        return self._delay
+
+    @delay.setter
+    def delay(self, seconds: float) -> None:
+        # The requests held now wait by the new figure: 0 lets them go at once.
+        with self._lock:
+            self._delay = seconds
+            self._lock.notify_all()
 
     @property
     def url(self) -> str:
@@ -289,6 +301,12 @@ class FaultProxy:
                 self._lock.wait(min(left, 0.05))
         return True
 
+    def _hold(self, request: Request) -> None:
+        """Wait until ``request`` has been held ``delay`` seconds (by the figure now set)."""
+        with self._lock:
+            while (left := request.at + self._delay - time.monotonic()) > 0:
+                self._lock.wait(left)
+
     def _answered(self, request: Request, status: int) -> None:
         self.answers.append((request, status))
 
@@ -324,8 +342,7 @@ class FaultProxy:
                 request = route(method, target)
                 self.requests.append(request)
                 self._changed()
-                if self.delay:
-                    time.sleep(self.delay)
+                self._hold(request)
                 if self._down == "503":
                     self._unavailable(conn.client)
                     continue
