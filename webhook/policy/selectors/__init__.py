@@ -26,7 +26,6 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Protocol
 
-import cel
 import semver
 
 from webhook.policy.selectors import library as cel_library
@@ -216,6 +215,11 @@ def _compile(expression: str) -> CompiledSelector:
     problem = check_source(expression)
     if problem is not None:
         raise CelCompileError(problem)
+    # Imported here, once: the cel package loads its REPL's libraries (prompt_toolkit, rich)
+    # with it, about a third of a second that a process judging no CEL selector (most CLI
+    # commands, most webhook workers) need not pay.
+    import cel
+
     try:
         program = cel.compile(bind_to_map(expression))
     except (ValueError, RuntimeError) as err:
@@ -328,6 +332,8 @@ def _context(device: Mapping[str, Any], functions: tuple[str, ...]) -> Any:
         contexts = _local.contexts = {}
     context = contexts.get(functions)
     if context is None:
+        import cel  # loaded by _compile already: a selector is compiled before it runs
+
         context = contexts[functions] = cel.Context(
             None, {name: cel_library.FUNCTIONS[name] for name in functions}
         )
