@@ -128,9 +128,13 @@ class ClusterFeed:
 
     def on_snapshot(self, cluster: ClusterState) -> None:
         """A new cluster snapshot (publisher thread): rebuild the served snapshot."""
+        first = self._served is None
         self._cluster = cluster
         self.state.refresh()
         self._served = cluster
+        if first:
+            # The moment this worker turns ready: one worker's /readyz speaks for it alone.
+            logger.info("cluster (%s) listed, %d nodes: ready", self.where, len(cluster.nodes))
         self._advertise(cluster)
 
     def _advertise(self, cluster: ClusterState) -> None:

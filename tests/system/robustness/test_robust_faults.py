@@ -189,7 +189,7 @@ def test_worker_killed_under_load(tmp: Path) -> None:
             status, ctype, data = post(conn, "/mutate", json.dumps(doc).encode())
             assert without_uid(check_answer(doc, status, ctype, data) or {}) == expected
             conn.close()
-            return set(after) <= _review_pids(server)
+            return set(after) <= _logged_pids(server, r"webhook\.server\.app: review uid=")
 
         wait(each_worker_reviewed, 30, what=f"a review from each of the workers {after}")
         print(
@@ -200,10 +200,9 @@ def test_worker_killed_under_load(tmp: Path) -> None:
         stop_server(server)
 
 
-def _review_pids(server: Server) -> set[int]:
-    """The workers whose log has a review so far."""
-    found = re.findall(r"\[(\d+)\] webhook\.server\.app: review uid=", server.log())
-    return {int(pid) for pid in found}
+def _logged_pids(server: Server, pattern: str) -> set[int]:
+    """The processes whose log has a line matching ``pattern`` (after its ``[pid] ``)."""
+    return {int(pid) for pid in re.findall(rf"\[(\d+)\] {pattern}", server.log())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,13 +349,16 @@ def cluster_server(tmp: Path, live_cluster: LiveCluster) -> Iterator[tuple[Serve
     )
     try:
         # Each worker lists the cluster on its own, and one worker may win every accept():
-        # a 200 from /readyz speaks for one worker only. The listing takes milliseconds on
-        # loopback, so a second after both workers answered, both have listed.
+        # a 200 from /readyz speaks for one worker only. Each logs when it turns ready.
+        wait(lambda: len(server.workers()) == 2, what="both workers")
         wait(
-            lambda: server.get("/readyz")[0] == 200 and len(server.workers()) == 2,
-            what="the first cluster snapshot",
+            lambda: (
+                set(server.workers())
+                <= _logged_pids(server, r"webhook\.server\.cluster: .*: ready")
+            ),
+            30,
+            what="each worker's first cluster snapshot",
         )
-        time.sleep(1.0)
         yield server, live_cluster
     finally:
         stop_server(server)
