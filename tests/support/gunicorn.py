@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -41,6 +42,13 @@ REPO = Path(__file__).resolve().parents[2]
 GUNICORN = str(Path(sys.executable).parent / "gunicorn")
 # The app that answers with its worker's pid (see stand_in).
 STAND_IN = "tests.support.gunicorn:stand_in"
+#: What a worker watching a cluster logs once it serves its first snapshot of it, i.e. turns
+#: ready (webhook.server.cluster, ClusterFeed.on_snapshot).
+CLUSTER_READY = r"webhook\.server\.cluster: cluster \(.*\) listed, \d+ nodes: ready"
+#: How long a server may take to answer: generous, as a deadline, not a measure. A worker
+#: imports the app and lists the cluster first; on two cores shared with the run's control
+#: planes, the image build and the other checks, that took over 30 s.
+START_TIMEOUT = 120.0
 
 
 class ServerDidNotStart(RuntimeError):
@@ -133,6 +141,19 @@ class Server:
         """The worker pids, sorted."""
         return sorted(children(self.proc.pid))
 
+    def logged_by(self, pattern: str) -> set[int]:
+        """The processes whose log has a line matching ``pattern`` after its ``[pid] ``."""
+        return {int(pid) for pid in re.findall(rf"\[(\d+)\] {pattern}", self.log())}
+
+    def cluster_ready(self, workers: int) -> bool:
+        """Whether ``workers`` workers run and each has served its first cluster snapshot.
+
+        Each worker lists the cluster on its own, and one worker may win every accept(): a
+        200 from ``/readyz`` speaks for one worker only, so this reads what each logged.
+        """
+        pids = self.workers()
+        return len(pids) == workers and set(pids) <= self.logged_by(CLUSTER_READY)
+
     def metric(self, name: str, **labels: str) -> float:
         """The sum over the workers of one metric's samples with these labels (from /metrics)."""
         status, text = self.get("/metrics")
@@ -160,7 +181,9 @@ def launch(
     return Server(proc, port, context, log_file)
 
 
-def wait_until_serving(server: Server, *, workers: int | None, timeout: float = 30) -> None:
+def wait_until_serving(
+    server: Server, *, workers: int | None, timeout: float = START_TIMEOUT
+) -> None:
     """Until ``/healthz`` answers 200 and ``workers`` workers (when given) are up."""
     deadline = time.monotonic() + timeout
     while True:

@@ -19,7 +19,6 @@ import copy
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
 import threading
@@ -189,7 +188,7 @@ def test_worker_killed_under_load(tmp: Path) -> None:
             status, ctype, data = post(conn, "/mutate", json.dumps(doc).encode())
             assert without_uid(check_answer(doc, status, ctype, data) or {}) == expected
             conn.close()
-            return set(after) <= _logged_pids(server, r"webhook\.server\.app: review uid=")
+            return set(after) <= server.logged_by(r"webhook\.server\.app: review uid=")
 
         wait(each_worker_reviewed, 30, what=f"a review from each of the workers {after}")
         print(
@@ -198,11 +197,6 @@ def test_worker_killed_under_load(tmp: Path) -> None:
         )
     finally:
         stop_server(server)
-
-
-def _logged_pids(server: Server, pattern: str) -> set[int]:
-    """The processes whose log has a line matching ``pattern`` (after its ``[pid] ``)."""
-    return {int(pid) for pid in re.findall(rf"\[(\d+)\] {pattern}", server.log())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,17 +342,7 @@ def cluster_server(tmp: Path, live_cluster: LiveCluster) -> Iterator[tuple[Serve
         GPU_POLICY_KUBE=str(live_cluster.write_kubeconfig(tmp)),
     )
     try:
-        # Each worker lists the cluster on its own, and one worker may win every accept():
-        # a 200 from /readyz speaks for one worker only. Each logs when it turns ready.
-        wait(lambda: len(server.workers()) == 2, what="both workers")
-        wait(
-            lambda: (
-                set(server.workers())
-                <= _logged_pids(server, r"webhook\.server\.cluster: .*: ready")
-            ),
-            30,
-            what="each worker's first cluster snapshot",
-        )
+        wait(lambda: server.cluster_ready(2), 60, what="each worker's first cluster snapshot")
         yield server, live_cluster
     finally:
         stop_server(server)
