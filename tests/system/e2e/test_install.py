@@ -171,7 +171,8 @@ def installed(
             tmp, certs, **{POLICY_FILE_ENV: str(tmp / "policy.yaml"), KUBE_ENV: str(kubeconfig)}
         )
         try:
-            assert wait_until(lambda: server.get("/readyz")[0] == 200, timeout=60), server.log()
+            # Every worker, not the one whose /readyz answers: each judges from its own snapshot.
+            assert wait_until(lambda: server.cluster_ready(2), timeout=60), server.log()
             _point_at(plane, f"https://127.0.0.1:{server.port}", ca_pem)
             yield Installed(plane, server, rendered, applied.stdout)
         finally:
