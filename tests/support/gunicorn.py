@@ -268,8 +268,9 @@ def metric_total(text: str, name: str, **labels: str) -> float:
 def stand_in(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     """An app standing in for the webhook, to test what the gunicorn config does.
 
-    200 with the worker's pid for any path; ``/slow`` sleeps 1 s first (touching a file in
-    ``$TEST_MARK_DIR`` when it arrives); ``/tls`` reports the certificate the worker serves:
+    200 with the worker's pid for any path; ``/slow`` touches a file in ``$TEST_MARK_DIR``
+    when it arrives, then waits until the file ``$TEST_RELEASE_FILE`` exists (a minute at
+    most: the test lets it go), or 1 s without that variable; ``/tls`` reports the certificate the worker serves:
     what ``webhook.server.wsgi`` hands to ``/readyz``, the serving context of the gunicorn
     config, which gunicorn imported in the master before forking this worker.
     """
@@ -281,7 +282,13 @@ def stand_in(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
         mark_dir = os.environ.get("TEST_MARK_DIR")
         if mark_dir:  # tell the test the request arrived
             Path(mark_dir, f"{os.getpid()}-{threading.get_ident()}").touch()
-        time.sleep(1.0)
+        release = os.environ.get("TEST_RELEASE_FILE")
+        if release:  # in flight until the test says, whatever the machine's speed
+            deadline = time.monotonic() + 60
+            while not os.path.exists(release) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        else:
+            time.sleep(1.0)
     elif environ["PATH_INFO"] == "/tls":
         conf = sys.modules.get("webhook.server.gunicorn_conf")
         doc["registered"] = conf is not None
