@@ -183,7 +183,7 @@ _stop_following = threading.Event()
 def on_starting(server: Any) -> None:
     """Master, before binding: certificates (made first when self-managed), stale metrics."""
     global _cert_manager, last_good_files  # noqa: PLW0603 - one of each per master
-    last_good_files = LastGoodFiles(settings, report=server.log.error)
+    last_good_files = LastGoodFiles(settings, report=server.log.error, note=server.log.info)
     if cert_settings is not None:
         from webhook.server.selfmanaged import start_in_master
 

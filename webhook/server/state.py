@@ -125,11 +125,18 @@ class LastGoodFiles:
     runs an interval later.
     """
 
-    def __init__(self, settings: Settings, report: Callable[[str], None] = logger.error) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        report: Callable[[str], None] = logger.error,
+        note: Callable[[str], None] = logger.info,
+    ) -> None:
         """Read the files now: ``texts`` is None when they do not load. ``report`` gets one
-        line when a check fails in a way the files do not explain (gunicorn's log)."""
+        line when a check fails in a way the files do not explain, ``note`` one when changed
+        files loaded and are kept (gunicorn's log, both)."""
         self.settings = settings
         self.report = report
+        self.note = note
         self._files = FileWatch(settings.policy_files, interval=settings.reload_interval)
         loaded, read = attempt(settings, warn=False)
         ok = not isinstance(loaded, PolicyError)
@@ -143,6 +150,10 @@ class LastGoodFiles:
 
     def _keep(self, texts: KeptFiles) -> None:
         self.texts = texts
+        self.note(
+            f"policy files changed and load: kept for the workers started from now on"
+            f" ({len(texts)} files)"
+        )
 
     def check(self) -> bool:
         """Take the files' texts if they changed and load; True when they were taken."""

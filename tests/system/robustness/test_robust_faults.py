@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -300,7 +299,9 @@ def test_worker_restarted_while_policy_is_bad_serves_the_last_good_one(tmp: Path
             policy, EXAMPLE_POLICY.read_text().replace("enforcement: enforce", "enforcement: warn")
         )
         wait(lambda: ask()["allowed"] is True, what="policy B served")
-        time.sleep(3)  # the master checks the files once a second
+        # The master keeps B for the workers it starts later (it checks the files once a
+        # second, and says when it took new ones).
+        wait(lambda: "kept for the workers started" in server.log(), what="the master to keep B")
         failures = reloads("failure")
         replace_file(policy, "{{{ not yaml")
         wait(lambda: bool(ask()) and reloads("failure") > failures, what="a failed reload")
