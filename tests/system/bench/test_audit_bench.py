@@ -14,7 +14,6 @@ from tests.support.paths import REPO
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
 def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "audit.json"
     sizes = ["--nodes", "50", "--pods", "1000", "--page-size", "100"]

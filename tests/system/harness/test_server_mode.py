@@ -29,7 +29,7 @@ from webhook.admission import parse_review
 from webhook.certs import issue
 from webhook.harness.admission_review import build_review
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.slow]
 
 HAS_SERVER = (REPO / "webhook" / "server" / "wsgi.py").is_file()
 CAPTURED = REPO / "tests" / "fixtures" / "admissionreviews" / "v1.36.2" / "mutate-pod-create.json"

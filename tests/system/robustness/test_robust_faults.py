@@ -42,7 +42,7 @@ from tests.system.robustness.robust_server import (
     stop_server,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow]
 
 EXAMPLE_POLICY = REPO / "webhook" / "data" / "example-policy.yaml"
 

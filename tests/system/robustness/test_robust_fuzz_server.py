@@ -43,7 +43,7 @@ from tests.system.robustness.robust_server import (
     stop_server,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow]
 
 DOCS = [load(*ids) for ids in fixture_ids()]
 DOCS += [with_gpu(d, q) for d in DOCS for q in (1, 2)]

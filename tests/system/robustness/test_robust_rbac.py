@@ -29,7 +29,7 @@ from tests.support.controlplane import ControlPlane
 from tests.support.waiting import wait_until
 from webhook.server import Settings, create_app
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.slow]
 
 #: (resource, verb) granted but not called, and why that is acceptable.
 EXTRAS = {

@@ -30,7 +30,7 @@ from tests.system.robustness.robust_server import REPO
 from webhook.audit import APIS as REPORT_APIS
 from webhook.audit import LABELS, REPORT_NAME
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow]
 
 AUDIT = f"{FULLNAME}-audit"
 OBJECTS = REPO / "examples" / "audit" / "seed003-after" / "objects.yaml"

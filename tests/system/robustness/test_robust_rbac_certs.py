@@ -33,7 +33,7 @@ from webhook.certs.manager import CertManager
 from webhook.kube.certs import KubeCertStore
 from webhook.server.settings import CertManagerSettings
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow]
 
 Call = tuple[str, str, str, str | None, str | None]  # verb, group, resource, namespace, name
 

@@ -21,7 +21,7 @@ from tests.objects import load, with_gpu
 from tests.support.gunicorn import Server, running
 from webhook.certs import issue
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow]
 
 REVIEW = json.dumps(with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)).encode()
 HEAD_END = b"\r\n\r\n"

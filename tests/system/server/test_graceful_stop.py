@@ -24,7 +24,7 @@ from webhook.certs import issue
 from webhook.contract import DRAIN_TIMEOUT_ENV, SHUTDOWN_DELAY_ENV
 from webhook.server import Settings
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow]
 
 REVIEW = (REPO / "examples/admissionreview-gpu-pod.json").read_bytes()
 JSON = {"Content-Type": "application/json"}

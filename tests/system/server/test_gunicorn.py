@@ -73,7 +73,7 @@ BIN = Path(sys.executable).parent
 JSON_HEADERS = {"Content-Type": "application/json"}
 REVIEW_LINE = re.compile(r"\[(\d+)\] webhook\.server\.app: review uid=(\S+)")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def answer(conn: http.client.HTTPSConnection, path: str, doc: dict[str, Any]) ->
     return dict(response)
 
 
-def wait_for_log_lines(server: Server, uids: list[str], timeout: float = 5) -> dict[str, str]:
+def wait_for_log_lines(server: Server, uids: list[str], timeout: float = 30) -> dict[str, str]:
     """uid -> pid of the worker that logged its review, once every uid is in the log."""
     deadline = time.monotonic() + timeout
     while True:
@@ -303,7 +303,7 @@ def test_metrics_count_the_reviews_of_both_workers(server: Server) -> None:
         ]
 
     # Each worker adds its tally to the shared values at least once a second (metrics.py).
-    wait_until(lambda: grown() == [len(sent)] * len(SERIES), 5, poll=0.2)
+    wait_until(lambda: grown() == [len(sent)] * len(SERIES), 30, poll=0.2)
     counts = grown()
     assert counts == [len(sent)] * len(SERIES), (SERIES, counts, len(sent))
 

@@ -32,7 +32,7 @@ from webhook.contract import METRICS_DIR_ENV
 
 REVIEW = (REPO / "examples" / "admissionreview-gpu-pod.json").read_bytes()
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow]
 
 
 def start(tmp: Path, host_tmp: Path, certs: CertPaths) -> Server:
