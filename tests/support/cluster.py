@@ -26,7 +26,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from tests.support.controlplane import ControlPlane, namespace_gone
 from tests.support.faultproxy import FaultProxy, Request
-from tests.support.waiting import wait_until
+from tests.support.waiting import TIMEOUT, wait_until
 
 __all__ = ["LiveCluster", "live_cluster", "report_crds", "running_cluster"]
 
@@ -123,7 +123,7 @@ class LiveCluster:
         """Watches streaming through the proxy now."""
         return self.proxy.open_watches
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
         """Wait until ``predicate()`` holds."""
         return self.proxy.wait_for(predicate, timeout)
 

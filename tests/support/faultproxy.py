@@ -290,8 +290,9 @@ class FaultProxy:
         """How many requests of ``verb`` on ``resource`` arrived."""
         return sum(1 for r in list(self.requests) if r.resource == resource and r.verb == verb)
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-        """Wait until ``predicate()`` holds (checked as requests come and go, and every 50 ms)."""
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+        """Wait until ``predicate()`` holds (checked as requests come and go, and every 50 ms);
+        False after ``timeout`` seconds (generous: a deadline only says when to give up)."""
         deadline = time.monotonic() + timeout
         with self._lock:
             while not predicate():

@@ -5,8 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+#: The default deadline: generous, since a deadline only says when to give up. What comes within
+#: a second on an idle machine took over 5 s on two cores shared with a run's four control
+#: planes and other work.
+TIMEOUT = 30.0
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, poll: float = 0.01) -> bool:
+
+def wait_until(predicate: Callable[[], bool], timeout: float = TIMEOUT, poll: float = 0.01) -> bool:
     """Call ``predicate`` every ``poll`` seconds until it holds (True) or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while not predicate():
