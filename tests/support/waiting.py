@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 
 #: The default deadline: generous, since a deadline only says when to give up. What comes within
-#: a second on an idle machine took over 5 s on two cores shared with a run's four control
-#: planes and other work.
+#: a second on an idle machine can take several on two cores shared with a run's four control
+#: planes and other work (a server's start took over 30 s there).
 TIMEOUT = 30.0
 
 
