@@ -65,7 +65,7 @@ class Replicas:
         port = free_port()
         env = server_env(folder, port, folder / "tls", workers=1, threads=2, **self.env)
         server = launch(argv(), folder, env, insecure(), port)
-        wait_until_serving(server, workers=1, timeout=60)
+        wait_until_serving(server, workers=1)
         return server
 
     def restart(self, i: int) -> None:

@@ -15,9 +15,12 @@ def run_cli(
     stdin: str | None = None,
     cwd: Path = ROOT,
     env: Mapping[str, str] | None = None,
-    timeout: float = 60,
+    timeout: float = 240,
 ) -> subprocess.CompletedProcess[str]:
-    """``gpu-policy ARGS`` (as ``python -m webhook.cli``), run from ``cwd``."""
+    """``gpu-policy ARGS`` (as ``python -m webhook.cli``), run from ``cwd``.
+
+    ``timeout`` only catches a command that hangs (under the run-wide 300 s, so the failure
+    names the command): a command against the control plane took over 60 s under load."""
     return subprocess.run(
         [sys.executable, "-m", "webhook.cli", *args],
         input=stdin,

@@ -26,7 +26,7 @@ from cryptography import x509
 
 from tests.support.certs_helpers import CONFIG, NS, SECRET, SVC, bundles, load, secret_data
 from tests.support.cluster import LiveCluster
-from tests.support.gunicorn import REPO, free_port, server_env
+from tests.support.gunicorn import REPO, START_TIMEOUT, free_port, server_env
 from tests.support.procs import terminate_all
 from tests.support.waiting import wait_until
 from webhook.certs import issue, rotation, trust
@@ -107,7 +107,7 @@ def start(kube: LiveCluster, tmp: Path) -> Server:
     return Server(proc, port, kube, log_file)
 
 
-def wait_ready(server: Server, timeout: float = 30) -> str:
+def wait_ready(server: Server, timeout: float = START_TIMEOUT) -> str:
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:

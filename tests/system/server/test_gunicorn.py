@@ -53,6 +53,7 @@ from tests.support.cluster import LiveCluster
 from tests.support.gunicorn import (
     REPO,
     STAND_IN,
+    START_TIMEOUT,
     Server,
     argv,
     client_context,
@@ -367,7 +368,7 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
     env = server_env(tmp_path, port, paths.directory, GPU_POLICY_FILE=str(policy))
     srv = launch(argv(), tmp_path, env, client_context(paths.ca_cert), port)
     try:
-        assert srv.proc.wait(30) != 0
+        assert srv.proc.wait(START_TIMEOUT) != 0
     finally:
         stop(srv)
     log = srv.log()
@@ -792,7 +793,7 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, certs: issue.Cer
             results = [f.result(timeout=60) for f in futures]
 
         assert results == [200] * 4
-        assert server.proc.wait(30) == 0, server.log()
+        assert server.proc.wait(START_TIMEOUT) == 0, server.log()
 
 
 # --------------------------------------------------------------------------------------------
