@@ -2,8 +2,8 @@
 
 A review on a connection the API server keeps alive never waits behind new connections, whose
 steps (TLS handshake, gathering a request) use at most half the threads; a thread that lingers
-for a connection's next request is woken through the pool's pipe when other work arrives that
-no idle thread takes (``webhook.server.worker`` explains the worker around it).
+for a connection's next request is woken through the pool's pipe when other work arrives
+(``webhook.server.worker`` explains the worker around it).
 """
 
 from __future__ import annotations
@@ -43,10 +43,8 @@ class AnsweredFirstPool:
         self._new: deque[_Work] = deque()
         self._new_running = 0
         self._lingering = 0
-        self._idle = 0  # threads waiting in _take for work
-        # Written to when a connection is submitted while a thread lingers and no idle thread
-        # is left for it: the lingering threads poll it with their connection
-        # (ReviewWorker._readable_soon).
+        # Written to when a connection is submitted while a thread lingers: the lingering
+        # threads poll it with their connection (ReviewWorker._readable_soon).
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -67,16 +65,8 @@ class AnsweredFirstPool:
             if self._shutdown:
                 raise RuntimeError("cannot submit after shutdown")
             (self._answered if answered else self._new).append((future, fn, args))
-            # One thread for one piece of work: every waiting thread can take what it may
-            # (the limit on new connections is the pool's, not a thread's), so a thread woken
-            # in vain means no waiting thread could run it now, and the thread that frees a
-            # slot for it wakes one again (_run). Waking them all cost ~60 futex calls a
-            # review as they passed the GIL and the lock around (docs/performance.md).
-            self._cond.notify()
-            # A lingering thread gives up its connection only for work no idle thread takes:
-            # woken for nothing, it would hand its connection back to gthread's poller (a wake
-            # of the main thread) while the other connection's review is being answered.
-            wake = self._lingering > 0 and len(self._answered) + len(self._new) > self._idle
+            self._cond.notify_all()
+            wake = self._lingering > 0
         if wake:
             with contextlib.suppress(BlockingIOError):  # full: the lingerers wake anyway
                 os.write(self._wake_write, b"\0")
@@ -84,8 +74,8 @@ class AnsweredFirstPool:
 
     @property
     def wake_fd(self) -> int:
-        """Readable when a connection was submitted while a thread lingered and no idle
-        thread was left to take it (see :meth:`clear_wake`)."""
+        """Readable when a connection was submitted while a thread lingered (see
+        :meth:`clear_wake`)."""
         return self._wake_read
 
     def clear_wake(self) -> None:
@@ -109,11 +99,6 @@ class AnsweredFirstPool:
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join()
-
-    @property
-    def idle(self) -> int:
-        """How many threads wait for work."""
-        return self._idle
 
     def quiet(self) -> bool:
         """True when no connection waits for a thread."""
@@ -147,11 +132,7 @@ class AnsweredFirstPool:
                     return self._new.popleft(), True
                 if self._shutdown and not self._new:
                     return None
-                self._idle += 1
-                try:
-                    self._cond.wait()
-                finally:
-                    self._idle -= 1
+                self._cond.wait()
 
     def _run(self) -> None:
         while (taken := self._take()) is not None:
@@ -166,4 +147,4 @@ class AnsweredFirstPool:
                 if new:
                     with self._cond:
                         self._new_running -= 1
-                        self._cond.notify()  # a slot for one more new connection
+                        self._cond.notify_all()

@@ -35,9 +35,8 @@ changes two things, the least that bounds every way a client holds a thread:
   (:meth:`ReviewWorker.next_request_soon`), but only while no other connection waits for a
   thread, and never with all of its worker's threads. The lingering thread sleeps in one
   ``poll`` on its connection and on the pool's wake-up pipe, which the pool writes to when
-  another connection is submitted while a thread lingers and no idle thread is left to take
-  it: it wakes once, for the request or for the other connection (which then never waits
-  behind it), not every millisecond to look, and not for a connection an idle thread takes.
+  another connection is submitted while a thread lingers: it wakes once, for the request or
+  for the other connection (which then never waits behind it), not every millisecond to look.
 
 * **One write per answer** (``webhook.server.response``): the head and the body of a response
   leave in one TLS record, not two.
