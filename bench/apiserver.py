@@ -41,10 +41,28 @@ patch, a larger pod to validate and store), and ``ours/Go+patch`` compares the s
     .venv/bin/python -m bench.apiserver --rounds 9 --out bench/results/apiserver.json
     git archive OLD webhook | tar -x -C /tmp/before   # another version of the server ...
     .venv/bin/python -m bench.apiserver --before /tmp/before   # ... as a fourth setup
+    .venv/bin/python -m bench.apiserver --service --before . --before-shape 1x8   # shapes
+
+How the webhooks are registered changes what the API server does (kube-apiserver v1.36.2,
+``k8s.io/apiserver/pkg/util/webhook/client.go``, ``ClientManager.hookClientConfig``, and
+``k8s.io/client-go/transport/cache.go``, ``tlsTransportCache.get``; docs/performance.md, "Fifth
+round"). By URL (the default, ``https://127.0.0.1:PORT/mutate``): a loopback URL is the one case
+where the API server offers HTTP/2, which the Go webhook accepts (one connection carries every
+call) and this webhook does not; and the mutating and validating configurations share one
+transport, so both calls of a pod go over the same kept-alive connection. ``--service``
+registers them as the chart does, through a Service (``clientConfig.service`` with the chart's
+paths): an ExternalName Service named ``webhook`` in each setup's namespace, pointing at
+127.0.0.1, which the API server's default service resolver dials at the webhook's port (no
+kube-proxy is needed). Then the API server asks for HTTP/1.1 from both webhooks and keeps a
+transport, so connections, per configuration: a pod's two calls come on two connections,
+which gunicorn may have given to two workers. The serving certificate names each Service
+(``webhook.<namespace>.svc``), as the chart's names its own.
 
 With ``--before DIR`` a fourth setup, ``before``, runs the ``webhook`` package found in DIR (an
 older version of the server, with this environment's libraries and gunicorn) in the same way,
-interleaved with the others: a before/after comparison from one run.
+interleaved with the others: a before/after comparison from one run. ``--shape`` and
+``--before-shape`` (``WORKERSxTHREADS``, default the chart's 2x4) compare worker shapes, also of
+the same code (``--before .``).
 
 The client, the API server, etcd, both webhooks and the Go build share the machine's cores:
 every setup pays the same API server and etcd costs, and only the difference to ``none`` is the
