@@ -41,10 +41,28 @@ patch, a larger pod to validate and store), and ``ours/Go+patch`` compares the s
     .venv/bin/python -m bench.apiserver --rounds 9 --out bench/results/apiserver.json
     git archive OLD webhook | tar -x -C /tmp/before   # another version of the server ...
     .venv/bin/python -m bench.apiserver --before /tmp/before   # ... as a fourth setup
+    .venv/bin/python -m bench.apiserver --service --before . --before-shape 1x8   # shapes
+
+How the webhooks are registered changes what the API server does (kube-apiserver v1.36.2,
+``k8s.io/apiserver/pkg/util/webhook/client.go``, ``ClientManager.hookClientConfig``, and
+``k8s.io/client-go/transport/cache.go``, ``tlsTransportCache.get``; docs/performance.md, "Fifth
+round"). By URL (the default, ``https://127.0.0.1:PORT/mutate``): a loopback URL is the one case
+where the API server offers HTTP/2, which the Go webhook accepts (one connection carries every
+call) and this webhook does not; and the mutating and validating configurations share one
+transport, so both calls of a pod go over the same kept-alive connection. ``--service``
+registers them as the chart does, through a Service (``clientConfig.service`` with the chart's
+paths): an ExternalName Service named ``webhook`` in each setup's namespace, pointing at
+127.0.0.1, which the API server's default service resolver dials at the webhook's port (no
+kube-proxy is needed). Then the API server asks for HTTP/1.1 from both webhooks and keeps a
+transport, so connections, per configuration: a pod's two calls come on two connections,
+which gunicorn may have given to two workers. The serving certificate names each Service
+(``webhook.<namespace>.svc``), as the chart's names its own.
 
 With ``--before DIR`` a fourth setup, ``before``, runs the ``webhook`` package found in DIR (an
 older version of the server, with this environment's libraries and gunicorn) in the same way,
-interleaved with the others: a before/after comparison from one run.
+interleaved with the others: a before/after comparison from one run. ``--shape`` and
+``--before-shape`` (``WORKERSxTHREADS``, default the chart's 2x4) compare worker shapes, also of
+the same code (``--before .``).
 
 The client, the API server, etcd, both webhooks and the Go build share the machine's cores:
 every setup pays the same API server and etcd costs, and only the difference to ``none`` is the
@@ -92,6 +110,8 @@ HELM = _REPO / ".cache" / "tools" / "helm"
 CHART = _REPO / "charts" / "gpu-policy-webhook"
 # A scheduler that does not run: the default scheduler leaves these pods alone.
 NO_SCHEDULER = "bench-unscheduled"
+# With --service: the Service each setup's webhooks are registered through, in its namespace.
+SERVICE = "webhook"
 
 
 def namespace(setup: str) -> str:
@@ -268,15 +288,35 @@ def chart_webhook_configurations() -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in kinds]
 
 
-def register(plane: ControlPlane, setup: str, url: str, ca_pem: bytes) -> None:
-    """The chart's configurations, named after ``setup``, calling ``url`` for its namespace."""
+def service_name(setup: str) -> str:
+    """The host name the API server verifies ``setup``'s certificate against under
+    ``--service`` (``<service>.<namespace>.svc``, as for the chart's Service)."""
+    return f"{SERVICE}.{namespace(setup)}.svc"
+
+
+def register(plane: ControlPlane, setup: str, port: int, ca_pem: bytes, *, service: bool) -> None:
+    """The chart's configurations, named after ``setup``, calling the server on ``port`` for
+    its namespace: by URL (``https://127.0.0.1:PORT/path``), or with ``service`` through a
+    Service, as the chart registers them (see the module's docstring)."""
     bundle = base64.b64encode(ca_pem).decode()
+    if service:
+        # ExternalName: the API server's default service resolver (kube-apiserver without
+        # --enable-aggregator-routing) dials the external name and the webhook's port
+        # (k8s.io/apiserver/pkg/util/proxy ResolveCluster); a ClusterIP needs kube-proxy.
+        spec = {"type": "ExternalName", "externalName": "127.0.0.1"}
+        meta = {"name": SERVICE, "namespace": namespace(setup)}
+        plane.create({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
     for config in chart_webhook_configurations():
         obj = copy.deepcopy(config)
         obj["metadata"] = {"name": namespace(setup)}
         for hook in obj["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": url + path, "caBundle": bundle}
+            if service:
+                where = {"namespace": namespace(setup), "name": SERVICE, "path": path, "port": port}
+                hook["clientConfig"] = {"service": where, "caBundle": bundle}
+            else:
+                url = f"https://127.0.0.1:{port}{path}"
+                hook["clientConfig"] = {"url": url, "caBundle": bundle}
             hook["namespaceSelector"] = {
                 "matchLabels": {"kubernetes.io/metadata.name": namespace(setup)}
             }
@@ -475,6 +515,12 @@ def make_namespaces(plane: ControlPlane) -> None:
                 raise
 
 
+def shape(text: str) -> argparse.Namespace:
+    """``--shape``: ``2x4`` is 2 gunicorn workers of 4 threads each."""
+    workers, _, threads = text.partition("x")
+    return argparse.Namespace(workers=int(workers), threads=int(threads))
+
+
 def start_webhooks(
     plane: ControlPlane, args: argparse.Namespace, binary: Path, tmp: Path, certs: CertPaths
 ) -> list[Server]:
@@ -486,13 +532,13 @@ def start_webhooks(
         start(
             tmp,
             certs,
-            workers=GUNICORN.workers,
-            threads=GUNICORN.threads,
+            workers=args.shape.workers,
+            threads=args.shape.threads,
             log_level=GUNICORN.log_level,
         )
     )
     if args.before is not None:
-        servers.append(start_other(args.before, tmp, certs))
+        servers.append(start_other(args.before, tmp, certs, args.before_shape))
     if args.go_patch:
         answer = our_mutate_answer(plane)
         ops = json.loads(base64.b64decode(answer["patch"]))
@@ -514,6 +560,18 @@ def main() -> None:
         "--go-patch",
         action="store_true",
         help="a setup go+patch: the Go webhook answering /mutate with our patch",
+    )
+    p.add_argument(
+        "--shape",
+        type=shape,
+        default=GUNICORN,
+        help="ours: WORKERSxTHREADS (default: the chart's 2x4)",
+    )
+    p.add_argument("--before-shape", type=shape, default=GUNICORN, help="before: WORKERSxTHREADS")
+    p.add_argument(
+        "--service",
+        action="store_true",
+        help="register the webhooks through Services, as the chart does, not by URL",
     )
     args = p.parse_args()
     global SETUPS, CONNECTIONS  # noqa: PLW0603 - the client processes are forked after this
@@ -540,7 +598,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as d:
         tmp = Path(d)
         plane = ControlPlane(assets=assets, workdir=tmp / "controlplane")
-        certs = write_certs(tmp / "tls", days=1)
+        certs = write_certs(tmp / "tls", days=1, extra_sans=map(service_name, SETUPS[1:]))
         servers = []
         try:
             plane.start()
@@ -551,7 +609,7 @@ def main() -> None:
             servers.extend(start_webhooks(plane, args, binary, tmp, certs))
             ca_pem = certs.ca_cert.read_bytes()
             for setup, server in zip(SETUPS[1:], servers, strict=True):
-                register(plane, setup, f"https://127.0.0.1:{server.port}", ca_pem)
+                register(plane, setup, server.port, ca_pem, service=args.service)
             for setup in SETUPS[2:]:
                 wait_until_called(plane, setup)
             measure(plane, api_of(plane, tmp), args, pooled)
@@ -568,10 +626,18 @@ def main() -> None:
         f"client process, the next when the answer is in, the setups in turn. {args.rounds} "
         f"rounds of {args.seconds:g} s per client count (after {args.warmup:g} s of warm-up); "
         f"percentiles of all rounds pooled. go: {go_version}; ours: gunicorn, "
-        f"{GUNICORN.workers} gthread workers x {GUNICORN.threads} threads, the bundled example "
-        f"policy; both called twice per pod (the chart's mutating and validating "
-        f"configurations). Python {platform.python_version()}, {os.cpu_count()} CPUs, load "
-        f"average before the run {load_before:.2f}."
+        f"{args.shape.workers} gthread workers x {args.shape.threads} threads"
+        + (
+            f" (before: {args.before_shape.workers} x {args.before_shape.threads})"
+            if args.before is not None
+            else ""
+        )
+        + ", the bundled example "
+        "policy; both called twice per pod (the chart's mutating and validating "
+        "configurations, "
+        + ("through Services" if args.service else "by URL")
+        + f"). Python {platform.python_version()}, {os.cpu_count()} CPUs, load "
+        f"average before the run {load_before:.2f}, after {os.getloadavg()[0]:.2f}."
     )
     print("\n" + textwrap.fill(intro, 100) + "\n")
     for line in report(rows):
@@ -590,6 +656,9 @@ def main() -> None:
                 "python": platform.python_version(),
                 "cpus": os.cpu_count(),
                 "load_before": load_before,
+                "load_after": os.getloadavg()[0],
+                "registration": "service" if args.service else "url",
+                "shape": vars(args.shape),
                 "rounds": args.rounds,
                 "seconds": args.seconds,
                 "warmup": args.warmup,

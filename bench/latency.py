@@ -237,9 +237,13 @@ _OTHER_TREE = (
 )
 
 
-def start_other(directory: Path, tmp: Path, certs: CertPaths) -> Server:
+def start_other(
+    directory: Path, tmp: Path, certs: CertPaths, shape: argparse.Namespace | None = None
+) -> Server:
     """gunicorn serving the ``webhook`` package in ``directory`` (another version of this
-    server, with this environment's libraries), configured as :func:`start_server` does."""
+    server, with this environment's libraries), configured as :func:`start_server` does
+    (``shape``: other workers and threads than ``GUNICORN``'s)."""
+    shape = shape or GUNICORN
     from tests.support.gunicorn import (
         ServerDidNotStart,
         client_context,
@@ -254,8 +258,8 @@ def start_other(directory: Path, tmp: Path, certs: CertPaths) -> Server:
         tmp,
         port,
         certs.directory,
-        workers=GUNICORN.workers,
-        threads=GUNICORN.threads,
+        workers=shape.workers,
+        threads=shape.threads,
         log_level=GUNICORN.log_level,
         PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics-other"),
         PYTHONPATH=str(directory.resolve()),
@@ -266,7 +270,7 @@ def start_other(directory: Path, tmp: Path, certs: CertPaths) -> Server:
     ]
     server = launch(command, tmp, env, client_context(certs.ca_cert), port)
     try:
-        wait_until_serving(server, workers=GUNICORN.workers)
+        wait_until_serving(server, workers=shape.workers)
     except ServerDidNotStart as exc:
         stop_server(server)
         raise SystemExit(f"the server of {directory} did not start: {exc}") from None
