@@ -101,8 +101,11 @@ def test_requests_in_flight_when_the_delay_ends_are_answered(tmp_path: Path) -> 
     marks = tmp_path / "marks"
     marks.mkdir()
     release = tmp_path / "release"
+    # Long enough that four requests sent once the master marked the stop reach the app
+    # before it ends, on a loaded machine too; the test waits for its end either way.
+    delay = 10.0
     env = {
-        SHUTDOWN_DELAY_ENV: str(DELAY),
+        SHUTDOWN_DELAY_ENV: str(delay),
         DRAIN_TIMEOUT_ENV: str(DRAIN),
         "TEST_MARK_DIR": str(marks),
         "TEST_RELEASE_FILE": str(release),
@@ -121,10 +124,12 @@ def test_requests_in_flight_when_the_delay_ends_are_answered(tmp_path: Path) -> 
                 conn.close()
 
         server.proc.send_signal(signal.SIGTERM)
+        # The master marks the stop (the byte every worker reads), then logs it.
+        assert wait_until(lambda: "SIGTERM: not ready" in server.log(), 30, 0.02), server.log()
         with ThreadPoolExecutor(4) as pool:
             # Sent during the delay, and in the app before it ends ...
             futures = [pool.submit(slow) for _ in range(4)]
-            assert wait_until(lambda: len(list(marks.iterdir())) >= 4, DELAY, poll=0.02)
+            assert wait_until(lambda: len(list(marks.iterdir())) >= 4, delay, poll=0.02)
             # ... still there when it has ended: the master's second SIGTERM (its own, at the
             # end of the delay) starts gunicorn's graceful stop.
             assert wait_until(lambda: server.log().count("Handling signal: term") >= 2, 30, 0.05)
