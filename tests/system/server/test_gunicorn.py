@@ -350,6 +350,15 @@ def test_an_empty_metrics_file_does_not_break_the_scrape(tmp_path: Path) -> None
 
 
 def test_log_lines_name_the_review_and_not_the_object(server: Server) -> None:
+    # A review of its own (the captured pod mounts a kube-api-access volume), so that the test
+    # does not depend on which tests of this file ran before it on the same server.
+    review = with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)
+    review["request"]["uid"] = uid = str(uuid.uuid4())
+    assert "kube-api-access" in json.dumps(review)
+    conn = server.connect()
+    answer(conn, "/mutate", review)
+    conn.close()
+    assert uid in wait_for_log_lines(server, [uid]), server.log()[-2000:]
     log = server.log()
     assert "Traceback" not in log
     lines = [line for line in log.splitlines() if "webhook.server.app: review uid=" in line]
