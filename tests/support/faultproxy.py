@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.support.waiting import TIMEOUT
+
 __all__ = ["FaultProxy", "Request", "route"]
 
 _MAX_LINE = 65536
@@ -290,7 +292,7 @@ class FaultProxy:
         """How many requests of ``verb`` on ``resource`` arrived."""
         return sum(1 for r in list(self.requests) if r.resource == resource and r.verb == verb)
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
         """Wait until ``predicate()`` holds (checked as requests come and go, and every 50 ms);
         False after ``timeout`` seconds (generous: a deadline only says when to give up)."""
         deadline = time.monotonic() + timeout

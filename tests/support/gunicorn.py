@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.procs import children, terminate
+from tests.support.waiting import wait_until
 from webhook.certs.issue import CertPaths
 from webhook.contract import (
     BIND_ENV,
@@ -270,7 +271,8 @@ def stand_in(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
 
     200 with the worker's pid for any path; ``/slow`` touches a file in ``$TEST_MARK_DIR``
     when it arrives, then waits until the file ``$TEST_RELEASE_FILE`` exists (a minute at
-    most: the test lets it go), or 1 s without that variable; ``/tls`` reports the certificate the worker serves:
+    most: the test lets it go), or 1 s without that variable; ``/tls`` reports the
+    certificate the worker serves:
     what ``webhook.server.wsgi`` hands to ``/readyz``, the serving context of the gunicorn
     config, which gunicorn imported in the master before forking this worker.
     """
@@ -284,9 +286,7 @@ def stand_in(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
             Path(mark_dir, f"{os.getpid()}-{threading.get_ident()}").touch()
         release = os.environ.get("TEST_RELEASE_FILE")
         if release:  # in flight until the test says, whatever the machine's speed
-            deadline = time.monotonic() + 60
-            while not os.path.exists(release) and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until(lambda: os.path.exists(release), timeout=60, poll=0.02)
         else:
             time.sleep(1.0)
     elif environ["PATH_INFO"] == "/tls":

@@ -28,7 +28,7 @@ FAST = WatchTimings(
 MakeSource = Callable[..., ClusterSource]
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+def wait_until(predicate: Callable[[], bool], timeout: float = waiting.TIMEOUT) -> bool:
     """Poll ``predicate`` often: watcher counters move within milliseconds (the timeout is
     generous: the API server may share a loaded machine)."""
     return waiting.wait_until(predicate, timeout, poll=0.002)

@@ -19,12 +19,12 @@ from flask import Flask
 
 from tests.objects import configmap_ref_policy, load, load_example_cluster, with_gpu
 from tests.support.cluster import LiveCluster
-from tests.support.waiting import wait_until
+from tests.support.waiting import TIMEOUT, wait_until
 from webhook.server import Settings, create_app
 from webhook.server.cluster import ClusterError
 
 
-def wait(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+def wait(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
     return wait_until(predicate, timeout, poll=0.02)
 
 

@@ -66,7 +66,7 @@ from tests.support.gunicorn import (
     stop,
     wait_until_serving,
 )
-from tests.support.waiting import wait_until
+from tests.support.waiting import TIMEOUT, wait_until
 from webhook.certs import issue
 from webhook.server.metrics import FLUSH_SECONDS
 
@@ -105,7 +105,7 @@ def answer(conn: http.client.HTTPSConnection, path: str, doc: dict[str, Any]) ->
     return dict(response)
 
 
-def wait_for_log_lines(server: Server, uids: list[str], timeout: float = 30) -> dict[str, str]:
+def wait_for_log_lines(server: Server, uids: list[str], timeout: float = TIMEOUT) -> dict[str, str]:
     """uid -> pid of the worker that logged its review, once every uid is in the log."""
     deadline = time.monotonic() + timeout
     while True:
