@@ -391,6 +391,10 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
     assert "/webhook/" not in "".join(line for line in log.splitlines() if 'File "' in line)
 
 
+# A line of ``python -X importtime`` for a module of the Kubernetes client or of webhook.kube.
+KUBE_IMPORT = re.compile(r"^import time: .*\| +((?:kubernetes|webhook\.kube)\b\S*)", re.MULTILINE)
+
+
 def test_workers_watch_the_cluster(live_cluster: LiveCluster, tmp_path: Path) -> None:
     tls_paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
@@ -401,6 +405,8 @@ def test_workers_watch_the_cluster(live_cluster: LiveCluster, tmp_path: Path) ->
         tls_paths,
         GPU_POLICY_FILE=str(policy),
         GPU_POLICY_KUBE=str(live_cluster.write_kubeconfig(tmp_path)),
+        # Each process writes a line for each module it imports.
+        PYTHONPROFILEIMPORTTIME="1",
     ) as srv:
         conn = srv.connect()
         try:
@@ -418,6 +424,12 @@ def test_workers_watch_the_cluster(live_cluster: LiveCluster, tmp_path: Path) ->
             assert "NVIDIA-L20-SHARED (8 slots)" in response["status"]["message"]
         finally:
             conn.close()
+        assert wait_until(lambda: srv.cluster_ready(2), START_TIMEOUT, 0.1), srv.log()[-3000:]
+        # The master imported what watching uses before it forked the workers: a worker
+        # imports none of it (each would pay about a second of CPU for it, and again after
+        # every restart; docs/server.md, "Starting a worker").
+        after_fork = srv.log().split("Booting worker", 1)[1]
+        assert not KUBE_IMPORT.findall(after_fork), KUBE_IMPORT.findall(after_fork)[:10]
     # Each worker watches on its own: two lists of nodes at least.
     assert live_cluster.count("nodes", "list") >= 2, srv.log()
 
