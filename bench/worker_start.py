@@ -92,9 +92,8 @@ def launch(tree: Path, tmp: Path, certs: CertPaths, workers: int, extra: dict[st
     from webhook.server import GUNICORN_CONFIG, WSGI_APP
 
     port = free_port()
-    env = server_env(
-        tmp, port, certs.directory, workers=workers, PYTHONPATH=str(tree.resolve()), **extra
-    )
+    env = server_env(tmp, port, certs.directory, workers=workers, PYTHONPATH=str(tree.resolve()))
+    env.update(extra)
     command = [sys.executable, "-P", "-c", _OTHER_TREE, "-c", GUNICORN_CONFIG, WSGI_APP]
     return launch_command(command, tmp, env, client_context(certs.ca_cert), port)
 
