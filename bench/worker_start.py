@@ -9,7 +9,8 @@ order of the two rotates each round):
 
 * **start**: a server with ``--workers`` workers (the chart's 2); the CPU (utime + stime, from
   ``/proc/PID/stat``) of the master, and of each worker, read when that worker logs that it is
-  ready, and the time from the launch until every worker is;
+  ready, the time from the launch until every worker is, and the memory of the master and
+  the workers together then (their PSS);
 * **restart**: ``--restarts`` times, one worker SIGKILLed; gunicorn forks another at once; the
   time from the kill until the new worker logs that it is ready, and its CPU then.
 
@@ -68,6 +69,17 @@ class Figures:
     starts: list[float] = field(default_factory=list)  # s from launch until all ready
     restarts: list[float] = field(default_factory=list)  # s from a kill until the new one ready
     restart_cpu: list[float] = field(default_factory=list)  # CPU s of that new worker
+    memory: list[float] = field(default_factory=list)  # MiB of PSS, master and workers, all ready
+
+
+def pss_mib(pids: list[int]) -> float:
+    """The proportional set size of ``pids`` together, in MiB: a page the master and its
+    workers share counts once, as it does in the container's memory."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+    return total / 1024
 
 
 def wait_ready(server: Server, pids: set[int], pattern: str) -> dict[int, float]:
@@ -118,6 +130,7 @@ def one_round(
         out.starts.append(time.monotonic() - started)
         out.masters.append(cpu_seconds([server.proc.pid])[server.proc.pid])
         out.workers.extend(cpu.values())
+        out.memory.append(pss_mib([server.proc.pid, *server.workers()]))
         for _ in range(args.restarts):
             before = set(children(server.proc.pid))
             killed = time.monotonic()
@@ -147,13 +160,13 @@ def report(results: dict[str, Figures], args: argparse.Namespace, loads: list[fl
     )
     print(
         f"{'setup':>8} {'master CPU':>11} {'worker CPU':>11} {'all ready':>10} "
-        f"{'restart ready':>14} {'its CPU':>8}"
+        f"{'restart ready':>14} {'its CPU':>8} {'PSS':>8}"
     )
     for name, f in results.items():
         print(
             f"{name:>8} {_median(f.masters):>10.2f}s {_median(f.workers):>10.2f}s "
             f"{_median(f.starts):>9.2f}s {_median(f.restarts):>13.2f}s "
-            f"{_median(f.restart_cpu):>7.2f}s"
+            f"{_median(f.restart_cpu):>7.2f}s {_median(f.memory):>4.0f} MiB"
         )
     print(f"load average before the run {loads[0]:.2f}, after {loads[1]:.2f}")
 
