@@ -83,10 +83,10 @@ class Advertiser:
             self._changed.notify()
 
     def _loop(self) -> None:
-        from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
-        core = client.CoreV1Api(self._api_client)
+        from webhook.kube.raw import NODE_STATUS, STRATEGIC_MERGE_PATCH, read_json, request
+
         while True:
             with self._changed:
                 self._changed.wait_for(lambda: self._wanted or self._stopped)
@@ -96,7 +96,15 @@ class Advertiser:
             for node in todo:
                 name = node["metadata"]["name"]
                 try:
-                    core.patch_node_status(name, status_patch())
+                    response = request(
+                        self._api_client,
+                        "PATCH",
+                        NODE_STATUS,
+                        params={"name": name},
+                        body=status_patch(),
+                        content_type=STRATEGIC_MERGE_PATCH,
+                    )
+                    read_json(response)
                     self.patched += 1
                     logger.info("node %s now advertises %s", name, QUOTA_RESOURCE)
                 except ApiException as exc:

@@ -19,7 +19,6 @@ against the fake API server and checks them against the rendered rules).
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.failures import status_message
+from webhook.kube.raw import JSON_PATCH, SECRET, SECRETS, call_json
 
 __all__ = ["ApiRefused", "KubeCertStore", "SecretObject", "WebhookBundles"]
 
@@ -69,17 +69,6 @@ class WebhookBundles:
     problems: tuple[str, ...]
 
 
-def _body(response: Any) -> dict[str, Any]:
-    try:
-        raw = response.data
-    finally:
-        response.release_conn()
-    doc = json.loads(raw)
-    if not isinstance(doc, dict):
-        raise ValueError(f"the API server answered with a {type(doc).__name__}, not an object")
-    return doc
-
-
 def _message(exc: ApiException) -> str:
     """``403 Forbidden: <the API server's message>``, or the raw body when it has none."""
     said = status_message(exc) or f": {exc.body}"
@@ -94,16 +83,23 @@ def _bundle(hook: Mapping[str, Any]) -> bytes:
         return b""
 
 
+#: Where the webhook configurations are served.
+_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/"
+
+
 @dataclass(frozen=True)
 class _Configuration:
     kind: str
     name: str
-    read: Callable[..., Any]
-    patch: Callable[..., Any]
 
     @property
     def label(self) -> str:
         return f"{self.kind} {self.name}"
+
+    @property
+    def path(self) -> str:
+        """The configuration's path (``{name}`` to fill)."""
+        return _CONFIGURATIONS + self.kind.lower() + "s/{name}"
 
 
 class KubeCertStore:
@@ -119,29 +115,14 @@ class KubeCertStore:
         timeout: tuple[float, float] = (5.0, 10.0),
     ) -> None:
         """``secret`` is (namespace, name); ``mutating``/``validating`` name configurations."""
-        self.core = client.CoreV1Api(api_client)
-        admission = client.AdmissionregistrationV1Api(api_client)
+        self.api = api_client
         self.namespace, self.secret_name = secret
         self.timeout = timeout
         self.configurations: list[_Configuration] = []
         if mutating:
-            self.configurations.append(
-                _Configuration(
-                    "MutatingWebhookConfiguration",
-                    mutating,
-                    admission.read_mutating_webhook_configuration,
-                    admission.patch_mutating_webhook_configuration,
-                )
-            )
+            self.configurations.append(_Configuration("MutatingWebhookConfiguration", mutating))
         if validating:
-            self.configurations.append(
-                _Configuration(
-                    "ValidatingWebhookConfiguration",
-                    validating,
-                    admission.read_validating_webhook_configuration,
-                    admission.patch_validating_webhook_configuration,
-                )
-            )
+            self.configurations.append(_Configuration("ValidatingWebhookConfiguration", validating))
         self._labels: dict[str, str] = dict(SECRET_LABELS)
 
     @property
@@ -165,7 +146,7 @@ class KubeCertStore:
 
     def _secret_body(
         self, data: Mapping[str, bytes], annotations: Mapping[str, str], rv: str | None
-    ) -> client.V1Secret:
+    ) -> dict[str, Any]:
         metadata: dict[str, Any] = {
             "name": self.secret_name,
             "namespace": self.namespace,
@@ -174,41 +155,39 @@ class KubeCertStore:
         }
         if rv is not None:
             metadata["resourceVersion"] = rv
-        secret = client.V1Secret.from_dict(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": metadata,
-                # kubernetes.io/tls: tls.crt and tls.key are always there, and tools that
-                # understand TLS Secrets (kubectl describe, the ServiceMonitor's ca.crt) work.
-                "type": "kubernetes.io/tls",
-                "data": {k: base64.b64encode(v).decode() for k, v in sorted(data.items())},
-            }
-        )
-        assert secret is not None  # from_dict returns None only for None
-        return secret
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata,
+            # kubernetes.io/tls: tls.crt and tls.key are always there, and tools that
+            # understand TLS Secrets (kubectl describe, the ServiceMonitor's ca.crt) work.
+            "type": "kubernetes.io/tls",
+            "data": {k: base64.b64encode(v).decode() for k, v in sorted(data.items())},
+        }
 
     def _secret_call(
-        self, what: str, call: Callable[..., Any], *args: Any, absent: tuple[int, ...]
+        self,
+        what: str,
+        method: str,
+        body: dict[str, Any] | None = None,
+        *,
+        absent: tuple[int, ...],
     ) -> SecretObject | None:
         """One Secret request; None for the statuses in ``absent``, RuntimeError for others."""
+        # create POSTs to the namespace's Secrets; the others name the Secret.
+        path = SECRETS if method == "POST" else SECRET
+        params = {"namespace": self.namespace, "name": self.secret_name}
         try:
-            response = call(*args, _preload_content=False, _request_timeout=self.timeout)
+            doc = call_json(self.api, method, path, params=params, body=body, timeout=self.timeout)
         except ApiException as exc:
             if exc.status in absent:
                 return None
             raise ApiRefused(f"cannot {what} {self.label}: {_message(exc)}", exc.status) from None
-        return self._secret(_body(response))
+        return self._secret(doc)
 
     def read_secret(self) -> SecretObject | None:
         """The Secret, or None when it does not exist."""
-        return self._secret_call(
-            "read",
-            self.core.read_namespaced_secret,
-            self.secret_name,
-            self.namespace,
-            absent=(404,),
-        )
+        return self._secret_call("read", "GET", absent=(404,))
 
     def create_secret(
         self, data: Mapping[str, bytes], annotations: Mapping[str, str]
@@ -216,37 +195,27 @@ class KubeCertStore:
         """Create the Secret; None when another replica created it first (409)."""
         self._labels = dict(SECRET_LABELS)
         body = self._secret_body(data, annotations, None)
-        return self._secret_call(
-            "create", self.core.create_namespaced_secret, self.namespace, body, absent=(409,)
-        )
+        return self._secret_call("create", "POST", body, absent=(409,))
 
     def replace_secret(
         self, data: Mapping[str, bytes], annotations: Mapping[str, str], resource_version: str
     ) -> SecretObject | None:
         """Replace the Secret read at ``resource_version``; None if it changed (409) or went."""
         body = self._secret_body(data, annotations, resource_version)
-        return self._secret_call(
-            "update",
-            self.core.replace_namespaced_secret,
-            self.secret_name,
-            self.namespace,
-            body,
-            absent=(404, 409),
-        )
+        return self._secret_call("update", "PUT", body, absent=(404, 409))
 
     # -- the webhook configurations ----------------------------------------------------------
 
     def _read(self, config: _Configuration) -> dict[str, Any] | None:
         """The configuration; None when it does not exist; raises on other errors."""
         try:
-            response = config.read(
-                config.name, _preload_content=False, _request_timeout=self.timeout
+            return call_json(
+                self.api, "GET", config.path, params={"name": config.name}, timeout=self.timeout
             )
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise ApiRefused(f"cannot read {config.label}: {_message(exc)}", exc.status) from None
-        return _body(response)
 
     def read_bundles(self) -> WebhookBundles:
         """The caBundle of every webhook entry of both configurations."""
@@ -295,12 +264,18 @@ class KubeCertStore:
         if not ops:
             return doc
         try:
-            response = config.patch(
-                config.name, ops, _preload_content=False, _request_timeout=self.timeout
+            done = call_json(
+                self.api,
+                "PATCH",
+                config.path,
+                params={"name": config.name},
+                body=ops,
+                content_type=JSON_PATCH,
+                timeout=self.timeout,
             )
         except ApiException as exc:
             raise ApiRefused(
                 f"cannot set the caBundle of {config.label}: {_message(exc)}", exc.status
             ) from None
         log.info("set the caBundle of %s for %s", config.label, ", ".join(stale))
-        return _body(response)
+        return done

@@ -11,17 +11,15 @@ finds that out first, and DRA is reported as not readable instead (docs/dra.md, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.kube.raw import API_GROUPS, Collection, call_json, group_path
 from webhook.policy.dra import API_GROUP, API_VERSION
 
-__all__ = ["DraSupport", "discover_dra", "dra_list_calls"]
+__all__ = ["DraSupport", "discover_dra", "dra_collections"]
 
 
 @dataclass(frozen=True)
@@ -36,27 +34,19 @@ class DraSupport:
         return "DRA available" if self.available else f"DRA is not available: {self.detail}"
 
 
-def dra_list_calls(api: client.ApiClient) -> dict[str, Callable[..., Any]]:
-    """The list functions of the DRA kinds, by the names the watchers and the audit use."""
-    resource = client.ResourceV1Api(api)
-    return {
-        "deviceclasses": resource.list_device_class,
-        "resourceslices": resource.list_resource_slice,
-        "resourceclaims": resource.list_resource_claim_for_all_namespaces,
-        # What pods' spec.resourceClaims refer to, for the claim rules (docs/dra-claims.md).
-        "resourceclaimtemplates": resource.list_resource_claim_template_for_all_namespaces,
-    }
+#: The DRA kinds' collections, cluster-wide, by the names the watchers and the audit use
+#: (their plurals); resourceclaimtemplates are what pods' spec.resourceClaims refer to, for the
+#: claim rules (docs/dra-claims.md).
+DRA_PLURALS = ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
+
+
+def dra_collections(api: client.ApiClient) -> dict[str, Collection]:
+    """The collections of the DRA kinds, by the names the watchers and the audit use."""
+    return {plural: Collection(api, group_path(API_VERSION, plural)) for plural in DRA_PLURALS}
 
 
 def _served_versions(api: client.ApiClient, timeout: float) -> list[str]:
-    # The raw response (_preload_content=False), not the typed model the stubs announce.
-    resp: Any = client.ApisApi(api).get_api_versions(
-        _preload_content=False, _request_timeout=timeout
-    )
-    try:
-        doc = orjson.loads(resp.data)
-    finally:
-        resp.release_conn()
+    doc = call_json(api, "GET", API_GROUPS, timeout=timeout)
     for group in doc.get("groups") or ():
         if group.get("name") == API_GROUP:
             return [str(v.get("groupVersion")) for v in group.get("versions") or ()]
@@ -67,7 +57,7 @@ def discover_dra(
     api: client.ApiClient, *, kinds: tuple[str, ...], timeout: float = 10.0
 ) -> DraSupport:
     """Ask the API server whether it serves ``resource.k8s.io/v1`` and lets us list ``kinds``
-    (names of :func:`dra_list_calls`).
+    (names of :func:`dra_collections`).
 
     Raises what the client raises when the API server cannot be reached or answers 5xx: the
     caller retries, as for any list.
@@ -83,10 +73,10 @@ def discover_dra(
     if API_VERSION not in versions:
         served = f" (it serves {', '.join(sorted(versions))})" if versions else ""
         return DraSupport(False, f"the API server does not serve {API_VERSION}{served}")
-    calls = dra_list_calls(api)
+    collections = dra_collections(api)
     for kind in kinds:
         try:
-            resp = calls[kind](limit=1, _preload_content=False, _request_timeout=timeout)
+            resp = collections[kind].get({"limit": 1}, timeout=timeout)
             # Read the answer out before the connection goes back to the pool: an unread body
             # would be the next request's status line on that connection (BadStatusLine).
             resp.drain_conn()

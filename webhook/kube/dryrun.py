@@ -13,7 +13,6 @@ per group-version, so custom resources work as well as built-in kinds.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -22,6 +21,8 @@ from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client, config
+
+from webhook.kube.raw import read_json, request
 
 __all__ = [
     "DiscoveryError",
@@ -132,21 +133,15 @@ class DryRunCreator:
         self.api.close()  # type: ignore[no-untyped-call]
 
     def _request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
+        # Every answer is returned (check=False): a refusal is the verdict, not an error.
         query = [("dryRun", "All")] if method == "POST" else []
-        prepared = self.api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
+        response = request(
+            self.api, method, path, query=query, body=body, timeout=self.timeout, check=False
         )
-        response = self.api.call_api(*prepared, _request_timeout=self.timeout)
-        raw = response.read()  # type: ignore[no-untyped-call]
         try:
-            data = json.loads(raw) if raw else None
-        except ValueError:
-            data = raw.decode("utf-8", "replace")
+            data = read_json(response)
+        except ValueError:  # orjson.JSONDecodeError: a proxy's HTML or plain text
+            data = response.data.decode("utf-8", "replace")
         return int(response.status), data, response.headers
 
     def _discover(self, api_version: str) -> dict[str, tuple[str, bool]]:

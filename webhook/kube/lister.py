@@ -4,7 +4,7 @@
 service account (in-cluster, what the chart's CronJob runs with). ``read_configmap`` reads
 the device-plugin ConfigMap a policy's ``configMapRef`` names, with one get (RBAC can grant
 just that name). Each kind is listed with ``limit``/``continue``; every page's raw JSON is
-decoded with orjson (``_preload_content=False``, as the watchers do) and handed to the sink at
+decoded with orjson (``webhook.kube.raw``, as the watchers do) and handed to the sink at
 once, so that no more than one page of full objects is held: the sink
 (``webhook.audit.Collector``) keeps only what GPU judgement needs. Nodes are trimmed to what
 the engine reads and returned. Where API discovery finds ``resource.k8s.io/v1`` (and listing
@@ -14,9 +14,8 @@ listed too: why pods with claims wait (docs/audit.md).
 
 from __future__ import annotations
 
-import functools
 import gc
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -25,11 +24,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.client import load_client
-from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
+from webhook.kube.discovery import DraSupport, discover_dra, dra_collections
 from webhook.kube.dryrun import connect
 from webhook.kube.failures import describe_failure, status_message
+from webhook.kube.raw import CONFIGMAP, NODES, PODS, Collection, call_json, custom_path, group_path
 from webhook.kube.source import DRA_KINDS, NODEPOOLS
 from webhook.kube.trim import dra_trimmer, trim_node, trim_nodepool
+from webhook.policy.workloads import API_VERSIONS
 
 __all__ = [
     "AUDIT_KINDS",
@@ -57,37 +58,23 @@ class Sink(Protocol):
         """Read every object of one page."""
 
 
-def _calls(api: client.ApiClient) -> dict[str, Callable[..., Any]]:
-    core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
-    return {
-        "Pod": core.list_pod_for_all_namespaces,
-        "Deployment": apps.list_deployment_for_all_namespaces,
-        "StatefulSet": apps.list_stateful_set_for_all_namespaces,
-        "DaemonSet": apps.list_daemon_set_for_all_namespaces,
-        "ReplicaSet": apps.list_replica_set_for_all_namespaces,
-        "Job": batch.list_job_for_all_namespaces,
-        "CronJob": batch.list_cron_job_for_all_namespaces,
-    }
-
-
 #: The kinds the audit lists besides nodes (the ClusterRole of the audit grants exactly these).
 AUDIT_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 
 
+def workload_collections(api: client.ApiClient) -> dict[str, Collection]:
+    """The cluster-wide collections of :data:`AUDIT_KINDS`, by kind."""
+    paths = {kind: group_path(API_VERSIONS[kind], kind.lower() + "s") for kind in AUDIT_KINDS[1:]}
+    return {kind: Collection(api, path) for kind, path in {"Pod": PODS, **paths}.items()}
+
+
 def list_pages(
-    call: Callable[..., Any], *, page_size: int = PAGE_SIZE, timeout: float = 30.0
+    collection: Collection, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
 ) -> Iterable[list[dict[str, Any]]]:
-    """The items of a list call, one page (at most ``page_size`` objects) at a time."""
+    """The items of a collection, one page (at most ``page_size`` objects) at a time."""
     token: str | None = None
     while True:
-        kwargs: dict[str, Any] = {
-            "_preload_content": False,
-            "_request_timeout": timeout,
-            "limit": page_size,
-        }
-        if token:
-            kwargs["_continue"] = token
-        resp = call(**kwargs)
+        resp = collection.get({"limit": page_size, "continue": token or None}, timeout=timeout)
         try:
             body = resp.data
         finally:
@@ -132,8 +119,8 @@ def read_configmap(
     Raises ClusterError (one line, with the fix) when it cannot be read.
     """
     try:
-        found = client.CoreV1Api(api).read_namespaced_config_map(
-            name, namespace, _request_timeout=timeout
+        return call_json(
+            api, "GET", CONFIGMAP, params={"namespace": namespace, "name": name}, timeout=timeout
         )
     except Exception as exc:  # ApiException, and urllib3's several connection errors
         status = exc.status if isinstance(exc, ApiException) else None
@@ -143,8 +130,6 @@ def read_configmap(
             f"; grant get on configmaps {name!r} in namespace {namespace}" if status == 403 else ""
         )
         raise failure(f"reading ConfigMap {namespace}/{name}", exc, fix) from None
-    doc: dict[str, Any] = api.sanitize_for_serialization(found)  # type: ignore[no-untyped-call]
-    return doc
 
 
 def read_nodepools(
@@ -156,11 +141,11 @@ def read_nodepools(
     none, as the webhook's watch does: the audit then knows no pools that can appear besides
     the policy's. Other failures raise ClusterError.
     """
-    call = functools.partial(client.CustomObjectsApi(api).list_cluster_custom_object, *NODEPOOLS)
+    collection = Collection(api, custom_path(*NODEPOOLS))
     try:
         return [
             trim_nodepool(item)
-            for page in list_pages(call, page_size=page_size, timeout=timeout)
+            for page in list_pages(collection, page_size=page_size, timeout=timeout)
             for item in page
         ]
     except ApiException as exc:
@@ -203,13 +188,11 @@ def read_for_audit(
         with _collector_paused():
             nodes = [
                 trim_node(node)
-                for page in list_pages(
-                    client.CoreV1Api(api).list_node, page_size=page_size, timeout=timeout
-                )
+                for page in list_pages(Collection(api, NODES), page_size=page_size, timeout=timeout)
                 for node in page
             ]
-            for kind, call in _calls(api).items():
-                for page in list_pages(call, page_size=page_size, timeout=timeout):
+            for kind, collection in workload_collections(api).items():
+                for page in list_pages(collection, page_size=page_size, timeout=timeout):
                     sink.add_all(page, kind=kind)
     except Exception as exc:  # ApiException, and urllib3's several connection errors
         raise failure(f"listing {kind}s", exc) from None
@@ -237,12 +220,12 @@ def read_dra(
     listed: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     if not found.available:
         return found, listed
-    calls = dra_list_calls(api)
+    collections = dra_collections(api)
     kind = kinds[0]
     try:
         for kind in kinds:
             trim = dra_trimmer(DRA_KINDS[kind])
-            for page in list_pages(calls[kind], page_size=page_size, timeout=timeout):
+            for page in list_pages(collections[kind], page_size=page_size, timeout=timeout):
                 listed[kind] += [trim(obj) for obj in page]
     except Exception as exc:  # as above
         raise failure(f"listing {kind}", exc) from None

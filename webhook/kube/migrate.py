@@ -12,7 +12,8 @@ from typing import Any
 
 from kubernetes import client
 
-from webhook.kube.lister import _calls, failure, list_pages, read_dra
+from webhook.kube.lister import failure, list_pages, read_dra, workload_collections
+from webhook.kube.raw import NODES, RESOURCE_QUOTAS, Collection
 from webhook.kube.source import DRA_KINDS
 from webhook.policy.workloads import API_VERSIONS
 
@@ -32,16 +33,15 @@ def read_for_migrate(
 ) -> ClusterRead:
     """Every object ``migrate`` reads. Raises ClusterError with one line when a list fails."""
     out = ClusterRead()
-    core = client.CoreV1Api(api)
-    calls: dict[str, Any] = {
-        "Node": core.list_node,
-        "ResourceQuota": core.list_resource_quota_for_all_namespaces,
-        **_calls(api),
+    collections = {
+        "Node": Collection(api, NODES),
+        "ResourceQuota": Collection(api, RESOURCE_QUOTAS),
+        **workload_collections(api),
     }
     kind = "Node"
     try:
-        for kind, call in calls.items():
-            for page in list_pages(call, page_size=page_size, timeout=timeout):
+        for kind, collection in collections.items():
+            for page in list_pages(collection, page_size=page_size, timeout=timeout):
                 for obj in page:
                     obj["kind"] = kind
                     # A list's items carry neither kind nor apiVersion; Nodes and

@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.lister import PAGE_SIZE, failure, list_pages
+from webhook.kube.raw import PODS, RESOURCE_QUOTAS, Collection
 from webhook.policy.quota.budgets import budget_limits
 
 
@@ -40,11 +41,10 @@ def read_budget_limits(
 ) -> dict[str, tuple[str, int]]:
     """Per namespace, its GPU budget (ResourceQuota name, thousandths); ClusterError when
     ResourceQuotas cannot be listed."""
-    core = client.CoreV1Api(api)
     try:
         quotas = [
             q
-            for page in list_pages(core.list_resource_quota_for_all_namespaces, timeout=timeout)
+            for page in list_pages(Collection(api, RESOURCE_QUOTAS), timeout=timeout)
             for q in page
         ]
     except ApiException as exc:
@@ -56,20 +56,17 @@ def read_budget_objects(
     api: client.ApiClient, *, page_size: int = PAGE_SIZE, timeout: float = 30.0
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every ResourceQuota and every pod (trimmed), cluster-wide; ClusterError when refused."""
-    core = client.CoreV1Api(api)
     try:
         quotas = [
             q
             for page in list_pages(
-                core.list_resource_quota_for_all_namespaces, page_size=page_size, timeout=timeout
+                Collection(api, RESOURCE_QUOTAS), page_size=page_size, timeout=timeout
             )
             for q in page
         ]
         pods = [
             _trim_pod(p)
-            for page in list_pages(
-                core.list_pod_for_all_namespaces, page_size=page_size, timeout=timeout
-            )
+            for page in list_pages(Collection(api, PODS), page_size=page_size, timeout=timeout)
             for p in page
         ]
     except ApiException as exc:

@@ -15,7 +15,6 @@ resources: the API server answers 404 when their CRD is not installed.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from webhook.audit import APIS, selector, stale
 from webhook.kube.failures import describe_failure
 from webhook.kube.lister import ClusterError, failure, list_pages
+from webhook.kube.raw import Collection, custom_path, read_json, request
 
 __all__ = ["FIELD_MANAGER", "Applied", "ReportKind", "apply_reports", "report_kinds"]
 
@@ -49,6 +49,13 @@ class ReportKind:
     kind: str
     plural: str
     namespaced: bool
+
+    def path(self, namespace: str | None = None) -> tuple[str, dict[str, str]]:
+        """The path of one report (``{name}`` to fill) and its params, cluster-wide or in
+        ``namespace``."""
+        where = "namespaces/{namespace}/" if namespace else ""
+        path = custom_path(self.group, self.version, where + self.plural) + "/{name}"
+        return path, ({"namespace": namespace} if namespace else {})
 
     @property
     def resource(self) -> str:
@@ -98,63 +105,46 @@ def _error(doing: str, kind: ReportKind, api: str, exc: Exception) -> ClusterErr
 
 
 def _existing(
-    objects: client.CustomObjectsApi, kind: ReportKind, *, page_size: int, timeout: float
+    api: client.ApiClient, kind: ReportKind, *, page_size: int, timeout: float
 ) -> list[tuple[str, str | None, str]]:
     """(kind, namespace, name) of every ``kind`` report the audit wrote (by its labels)."""
-    call = functools.partial(
-        objects.list_cluster_custom_object,
-        kind.group,
-        kind.version,
-        kind.plural,
-        label_selector=selector(),
-    )
+    path = custom_path(kind.group, kind.version, kind.plural)
+    collection = Collection(api, path, (("labelSelector", selector()),))
     found = []
-    for page in list_pages(call, page_size=page_size, timeout=timeout):
+    for page in list_pages(collection, page_size=page_size, timeout=timeout):
         for item in page:
             meta = item.get("metadata") or {}
             found.append((kind.kind, meta.get("namespace"), meta["name"]))
     return found
 
 
-def _apply(
-    objects: client.CustomObjectsApi, kind: ReportKind, report: dict[str, Any], timeout: float
-) -> None:
+def _apply(api: client.ApiClient, kind: ReportKind, report: dict[str, Any], timeout: float) -> None:
     meta = report["metadata"]
+    namespace = meta["namespace"] if kind.namespaced else None
     # The client sends a dict as JSON (which is YAML) under the apply-patch+yaml content type
     # (since kubernetes-client/python#1850, release 25).
-    common: dict[str, Any] = {
-        "field_manager": FIELD_MANAGER,
-        "force": True,
-        "_content_type": APPLY_PATCH,
-        "_request_timeout": timeout,
-    }
-    if kind.namespaced:
-        objects.patch_namespaced_custom_object(
-            kind.group, kind.version, meta["namespace"], kind.plural, meta["name"], report, **common
+    path, params = kind.path(namespace)
+    read_json(
+        request(
+            api,
+            "PATCH",
+            path,
+            params={**params, "name": meta["name"]},
+            query=(("fieldManager", FIELD_MANAGER), ("force", True)),
+            body=report,
+            content_type=APPLY_PATCH,
+            timeout=timeout,
         )
-    else:
-        objects.patch_cluster_custom_object(
-            kind.group, kind.version, kind.plural, meta["name"], report, **common
-        )
+    )
 
 
 def _delete(
-    objects: client.CustomObjectsApi,
-    kind: ReportKind,
-    namespace: str | None,
-    name: str,
-    timeout: float,
+    api: client.ApiClient, kind: ReportKind, namespace: str | None, name: str, timeout: float
 ) -> bool:
     """Delete one report; False when it was already gone."""
     try:
-        if namespace:
-            objects.delete_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, name, _request_timeout=timeout
-            )
-        else:
-            objects.delete_cluster_custom_object(
-                kind.group, kind.version, kind.plural, name, _request_timeout=timeout
-            )
+        path, params = kind.path(namespace)
+        read_json(request(api, "DELETE", path, params={**params, "name": name}, timeout=timeout))
     except ApiException as exc:
         if exc.status == 404:  # deleted meanwhile (another run, a user): what we wanted
             return False
@@ -175,12 +165,11 @@ def apply_reports(
     Raises ClusterError with one line (the kind, the API server's answer, the fix) when a
     report kind is not served, a request is refused or the API server cannot be reached.
     """
-    objects = client.CustomObjectsApi(api_client)
     kinds = {k.kind: k for k in report_kinds(api)}
     existing: list[tuple[str, str | None, str]] = []
     for kind in kinds.values():
         try:
-            existing += _existing(objects, kind, page_size=page_size, timeout=timeout)
+            existing += _existing(api_client, kind, page_size=page_size, timeout=timeout)
         except Exception as exc:  # ApiException, and urllib3's several connection errors
             raise _error(f"listing {kind.kind}s", kind, api, exc) from None
     applied = []
@@ -188,7 +177,7 @@ def apply_reports(
         kind = kinds[report["kind"]]
         label = _label(kind.kind, report["metadata"].get("namespace"), report["metadata"]["name"])
         try:
-            _apply(objects, kind, report, timeout)
+            _apply(api_client, kind, report, timeout)
         except Exception as exc:
             raise _error(f"applying {label}", kind, api, exc) from None
         applied.append(label)
@@ -196,7 +185,7 @@ def apply_reports(
     for kind_name, namespace, name in stale(existing, written):
         kind, label = kinds[kind_name], _label(kind_name, namespace, name)
         try:
-            if _delete(objects, kind, namespace, name, timeout):
+            if _delete(api_client, kind, namespace, name, timeout):
                 deleted.append(label)
         except Exception as exc:
             raise _error(f"deleting {label}", kind, api, exc) from None

@@ -15,7 +15,6 @@ A request reads one ``ClusterState`` from start to end: nothing in it changes un
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -27,7 +26,8 @@ from kubernetes import client
 
 from webhook.contract import DRA_MODES
 from webhook.kube.cluster_state import ClusterState, Health
-from webhook.kube.discovery import DraSupport, discover_dra, dra_list_calls
+from webhook.kube.discovery import DraSupport, discover_dra, dra_collections
+from webhook.kube.raw import CONFIGMAPS, NODES, PODS, Collection, custom_path
 from webhook.kube.trim import configmap_data, dra_trimmer, trim_node, trim_nodepool, trim_pod
 from webhook.kube.watch_spec import KindSpec, WatchTimings, key_by_name, key_by_namespace_name
 from webhook.kube.watcher import ResourceWatcher
@@ -52,22 +52,6 @@ DRA_KINDS = {
     "resourceclaims": "ResourceClaim",
     "resourceclaimtemplates": "ResourceClaimTemplate",
 }
-
-
-#: The API classes of ``kubernetes.client`` a ClusterSource calls (with discovery's, for DRA).
-WATCH_APIS = ("CoreV1Api", "CustomObjectsApi", "ApisApi", "ResourceV1Api")
-
-
-def import_watch_apis() -> None:
-    """Import the API classes a watch calls, and the model classes each of them names.
-
-    ``import kubernetes`` does not: kubernetes 37 imports an API's module, and with it a
-    pydantic model class for every object that API takes or returns (about 300 modules for
-    these four), the first time ``client.<Name>Api`` is looked up. gunicorn's master calls this
-    before it forks the workers (``webhook.server.cluster.import_watch_modules``).
-    """
-    for name in WATCH_APIS:
-        getattr(client, name)
 
 
 class ClusterSource:
@@ -126,22 +110,21 @@ class ClusterSource:
         self.callback_errors = 0
         self._dra_error: str | None = None
 
-        core = client.CoreV1Api(api_client)
-        specs = [KindSpec("nodes", core.list_node, key_by_name, trim_node)]
+        specs = [KindSpec("nodes", Collection(api_client, NODES), key_by_name, trim_node)]
         if watch_pods:
-            pods = functools.partial(
-                core.list_pod_for_all_namespaces, field_selector=POD_FIELD_SELECTOR
-            )
+            pods = Collection(api_client, PODS, (("fieldSelector", POD_FIELD_SELECTOR),))
             specs.append(KindSpec("pods", pods, key_by_namespace_name, trim_pod))
         if configmap is not None:
             namespace, name = configmap
-            cms = functools.partial(
-                core.list_namespaced_config_map, namespace, field_selector=f"metadata.name={name}"
+            cms = Collection(
+                api_client,
+                CONFIGMAPS,
+                (("fieldSelector", f"metadata.name={name}"),),
+                (("namespace", namespace),),
             )
             specs.append(KindSpec("configmap", cms, key_by_name, configmap_data))
         if watch_nodepools:
-            custom = client.CustomObjectsApi(api_client)
-            nodepools = functools.partial(custom.list_cluster_custom_object, *NODEPOOLS)
+            nodepools = Collection(api_client, custom_path(*NODEPOOLS))
             specs.append(
                 KindSpec("nodepools", nodepools, key_by_name, trim_nodepool, optional=True)
             )
@@ -189,7 +172,7 @@ class ClusterSource:
             return
 
     def _enable_dra(self, found: DraSupport) -> None:
-        calls = dra_list_calls(self._api_client)
+        calls = dra_collections(self._api_client)
         with self._cond:
             if self._stopping:
                 return

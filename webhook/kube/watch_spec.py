@@ -1,6 +1,6 @@
 """What a watcher watches and how it paces itself: the kind, its key, its timings.
 
-:class:`KindSpec` names one kind's list function, how its objects are keyed and trimmed, and
+:class:`KindSpec` names one kind's collection, how its objects are keyed and trimmed, and
 whether the API server may not serve it; :class:`WatchTimings` holds the backoff, timeouts,
 page size and debouncing that ``webhook/kube/watcher.py`` (the list-then-watch loop) and
 ``webhook/kube/source.py`` (the snapshots) follow.
@@ -11,7 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webhook.kube.raw import Collection
 
 __all__ = ["KindSpec", "WatchTimings", "key_by_name", "key_by_namespace_name"]
 
@@ -63,16 +66,16 @@ class WatchTimings:
 class KindSpec:
     """What to watch and how to keep it.
 
-    ``call`` is a generated list function with its fixed arguments bound, e.g.
-    ``functools.partial(core.list_namespaced_config_map, "gpu-operator",
-    field_selector="metadata.name=device-plugin-config")``. ``trim`` returns the value to
+    ``collection`` is what to list and watch, with its fixed query, e.g.
+    ``Collection(api, "/api/v1/namespaces/gpu-operator/configmaps",
+    (("fieldSelector", "metadata.name=device-plugin-config"),))``. ``trim`` returns the value to
     keep for an object, or None to not keep it (a pod without GPU requests). ``optional``:
     the API server may not serve the kind (a CRD that is not installed); see the module
     docstring.
     """
 
     name: str
-    call: Callable[..., Any]
+    collection: Collection
     key: Callable[[dict[str, Any]], str]
     trim: Callable[[dict[str, Any]], Any]
     optional: bool = False

@@ -1,9 +1,9 @@
 """List-then-watch one kind of object, keep a trimmed copy, survive API trouble.
 
-One :class:`ResourceWatcher` runs one daemon thread. It calls the generated client's list
-function (``CoreV1Api.list_node`` and friends) with ``_preload_content=False`` and parses the
-JSON itself: the client's model objects cost several times more CPU for 5,000 nodes and are
-thrown away by the trimming anyway (see ``bench/kube_inventory.py``).
+One :class:`ResourceWatcher` runs one daemon thread. It GETs its collection
+(``webhook.kube.raw``) and parses the JSON itself: the client's model objects cost several
+times more CPU for 5,000 nodes and are thrown away by the trimming anyway (see
+``bench/kube_inventory.py``).
 
 The protocol is the one client-go's reflector follows:
 
@@ -271,15 +271,8 @@ class ResourceWatcher:
         rv = ""
         spec = self.spec
         while True:
-            kwargs: dict[str, Any] = {
-                "_preload_content": False,
-                "_request_timeout": self._request_timeout(t.list_read_timeout),
-            }
-            if t.page_size:
-                kwargs["limit"] = t.page_size
-            if token:
-                kwargs["_continue"] = token
-            resp = spec.call(**kwargs)
+            query = {"limit": t.page_size or None, "continue": token or None}
+            resp = spec.collection.get(query, timeout=self._request_timeout(t.list_read_timeout))
             try:
                 body = resp.data
             finally:
@@ -332,13 +325,14 @@ class ResourceWatcher:
         t = self.timings
         timeout = int(t.watch_timeout * (1.0 + random.random())) or 1  # noqa: S311 - spread, not secrets
         try:
-            resp = self.spec.call(
-                watch=True,
-                resource_version=self.resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout,
-                _preload_content=False,
-                _request_timeout=self._request_timeout(timeout + t.watch_read_margin),
+            resp = self.spec.collection.get(
+                {
+                    "allowWatchBookmarks": True,
+                    "resourceVersion": self.resource_version,
+                    "timeoutSeconds": timeout,
+                    "watch": True,
+                },
+                timeout=self._request_timeout(timeout + t.watch_read_margin),
             )
         except ApiException as exc:
             # Usually 410 arrives as an ERROR event in a 200 stream, but a server may also

@@ -44,8 +44,8 @@ logger = logging.getLogger(__name__)
 
 #: The modules a worker watching the cluster imports after it is forked: ``kubernetes`` and the
 #: parts of ``webhook.kube`` the feed below uses (listing and watching, the live view, the
-#: quota resource and budgets); the API classes the watch calls come with
-#: ``webhook.kube.source.import_watch_apis``.
+#: quota resource and budgets). None of them looks up a generated API class of the client
+#: (``webhook.kube.raw``), so no model class is imported, here or in a worker.
 WATCH_MODULES = (
     "webhook.kube",
     "webhook.kube.snapshot",
@@ -60,16 +60,13 @@ def import_watch_modules() -> None:
     """Import :data:`WATCH_MODULES` now: in gunicorn's master, before it forks the workers.
 
     A worker is a fork of the master, so what the master imported costs a worker nothing.
-    Imported in each worker, these cost it about 0.5 s of CPU before it could list the cluster
+    Imported in each worker, these cost it about 0.3 s of CPU before it could list the cluster
     (docs/server.md, "Starting a worker"), again for every worker gunicorn restarts. Importing
     them makes no thread, socket or client (the feed makes those in the worker, after the
     fork), so the master holds nothing a fork would copy half used.
     """
     for name in WATCH_MODULES:
         importlib.import_module(name)
-    from webhook.kube.source import import_watch_apis
-
-    import_watch_apis()
 
 
 class ClusterError(ValueError):
