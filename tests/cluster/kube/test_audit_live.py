@@ -121,6 +121,48 @@ def test_the_configmap_ref_is_read_from_the_cluster(cluster: LiveCluster, tmp_pa
     assert json.loads(offline.stdout)["findings"] == json.loads(done.stdout)["findings"]
 
 
+def test_reading_the_cluster_imports_no_generated_api_class(
+    cluster: LiveCluster, tmp_path: Path
+) -> None:
+    # Each generated API class of the client brings a model class per object it names: looked
+    # up, the ones these commands would call cost about 1.2 s of CPU per command
+    # (docs/server.md, "Starting a worker"). The audit lists every kind, DRA and NodePools
+    # included, and reads the ConfigMap; inventory watches (webhook.kube.source).
+    load(cluster)
+    cluster.add(configmap())
+    kubeconfig = str(cluster.write_kubeconfig(tmp_path))
+    commands = {
+        "audit": ["audit", "--kubeconfig", kubeconfig, "--now", NOW, "-o", "json"],
+        "inventory": ["inventory", "--kubeconfig", kubeconfig, "-o", "json"],
+    }
+    commands["audit"] += ["--policy", str(ref_policy(tmp_path))]
+    for name, argv in commands.items():
+        code = (
+            "import sys\n"
+            "from webhook.cli.main import main\n"
+            f"status = main({argv!r})\n"
+            "generated = sorted(m for m in sys.modules if m.startswith("
+            "('kubernetes.client.api.', 'kubernetes.client.models.')))\n"
+            "print(status, generated, file=sys.stderr)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=240,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        # The command read the cluster (the ConfigMap makes the trainer fail the audit;
+        # inventory counts the nodes' GPUs) and imported none of them.
+        assert done.stderr.splitlines()[-1] == f"{1 if name == 'audit' else 0} []", done.stderr
+        if name == "audit":
+            assert trainer_result(done.stdout) == "fail"
+        else:
+            assert json.loads(done.stdout)["total_slots"] > 0
+
+
 def test_no_configmap_in_the_cluster_is_a_warning(cluster: LiveCluster, tmp_path: Path) -> None:
     load(cluster)
     done = live(cluster, tmp_path)
