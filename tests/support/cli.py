@@ -31,3 +31,25 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def modules_loaded(*args: str, cwd: Path = ROOT) -> tuple[int, list[str], str]:
+    """Run ``gpu-policy ARGS`` in a fresh interpreter: its exit status, the modules it loaded
+    (sorted), its stdout. What a command imports is what each run of it pays for."""
+    code = (
+        "import sys\n"
+        "from webhook.cli.main import main\n"
+        f"status = main({list(args)!r})\n"
+        "print(status, ' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    status, _, names = done.stderr.splitlines()[-1].partition(" ")
+    return int(status), names.split(), done.stdout

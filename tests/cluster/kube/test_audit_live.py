@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
 
-from tests.support.cli import run_cli
+from tests.support.cli import modules_loaded, run_cli
 from tests.support.cluster import LiveCluster
 from tests.support.controlplane import ControlPlane
 from tests.support.paths import REPO
@@ -25,6 +25,8 @@ from webhook.kube.lister import AUDIT_KINDS, ClusterError, connect_audit, read_f
 from webhook.kube.reports import apply_reports
 
 ROOT = REPO
+#: The generated API classes of the client and their model classes.
+GENERATED = ("kubernetes.client.api.", "kubernetes.client.models.")
 AFTER = ROOT / "examples" / "clusters" / "seed003-l20-t4"
 OBJECTS = ROOT / "examples" / "audit" / "seed003-after" / "objects.yaml"
 NOW = "2025-07-14T09:00:00Z"
@@ -131,36 +133,33 @@ def test_reading_the_cluster_imports_no_generated_api_class(
     load(cluster)
     cluster.add(configmap())
     kubeconfig = str(cluster.write_kubeconfig(tmp_path))
+    policy = str(ref_policy(tmp_path))
     commands = {
-        "audit": ["audit", "--kubeconfig", kubeconfig, "--now", NOW, "-o", "json"],
+        "audit": [
+            "audit",
+            "--kubeconfig",
+            kubeconfig,
+            "--policy",
+            policy,
+            "--now",
+            NOW,
+            "-o",
+            "json",
+        ],
         "inventory": ["inventory", "--kubeconfig", kubeconfig, "-o", "json"],
     }
-    commands["audit"] += ["--policy", str(ref_policy(tmp_path))]
     for name, argv in commands.items():
-        code = (
-            "import sys\n"
-            "from webhook.cli.main import main\n"
-            f"status = main({argv!r})\n"
-            "generated = sorted(m for m in sys.modules if m.startswith("
-            "('kubernetes.client.api.', 'kubernetes.client.models.')))\n"
-            "print(status, generated, file=sys.stderr)\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=240,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
+        status, modules, stdout = modules_loaded(*argv)
+        generated = [m for m in modules if m.startswith(GENERATED)]
         # The command read the cluster (the ConfigMap makes the trainer fail the audit;
         # inventory counts the nodes' GPUs) and imported none of them.
-        assert done.stderr.splitlines()[-1] == f"{1 if name == 'audit' else 0} []", done.stderr
+        assert generated == [], name
         if name == "audit":
-            assert trainer_result(done.stdout) == "fail"
+            assert status == 1
+            assert trainer_result(stdout) == "fail"
         else:
-            assert json.loads(done.stdout)["total_slots"] > 0
+            assert status == 0
+            assert json.loads(stdout)["total_slots"] > 0
 
 
 def test_no_configmap_in_the_cluster_is_a_warning(cluster: LiveCluster, tmp_path: Path) -> None:
