@@ -439,9 +439,9 @@ class LiveCluster:
 
 @contextlib.contextmanager
 def running_cluster(plane: ControlPlane) -> Iterator[LiveCluster]:
-    """A LiveCluster on ``plane`` behind a fresh fault proxy, controllers stopped; what was
+    """A LiveCluster on ``plane`` behind a fresh fault proxy, controllers paused; what was
     made meanwhile is deleted at the end (see the ``live_cluster`` fixture)."""
-    plane.stop_controllers()
+    plane.pause_controllers()
     host, port = plane.url.removeprefix("https://").rsplit(":", 1)
     with FaultProxy((host, int(port)), plane.admin_ssl_context()) as proxy:
         cluster = LiveCluster(plane, proxy)
@@ -456,9 +456,10 @@ def running_cluster(plane: ControlPlane) -> Iterator[LiveCluster]:
 def live_cluster(control_plane: ControlPlane) -> Iterator[LiveCluster]:
     """The real API server behind a fresh fault proxy; what the test made is deleted after.
 
-    The controller-manager and the scheduler are stopped meanwhile: what the test puts in
-    stays as it put it (no ReplicaSet adds pods, no garbage collector removes them, no pod
-    is bound but by the test), which is what a test of a reader (watch, list, audit) needs.
+    The controller-manager and the scheduler are paused meanwhile
+    (:meth:`ControlPlane.pause_controllers`): what the test puts in stays as it put it (no
+    ReplicaSet adds pods, no garbage collector removes them, no pod is bound but by the test),
+    which is what a test of a reader (watch, list, audit) needs.
     """
     with running_cluster(control_plane) as cluster:
         yield cluster
