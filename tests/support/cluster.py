@@ -440,7 +440,13 @@ class LiveCluster:
 @contextlib.contextmanager
 def running_cluster(plane: ControlPlane) -> Iterator[LiveCluster]:
     """A LiveCluster on ``plane`` behind a fresh fault proxy, controllers paused; what was
-    made meanwhile is deleted at the end (see the ``live_cluster`` fixture)."""
+    made meanwhile is deleted at the end (see the ``live_cluster`` fixture).
+
+    A namespace an earlier test deleted is emptied by the namespace controller: it is let
+    finish first, or the namespace and what it held (a ResourceClaimTemplate the audit would
+    count) would stay, terminating, while the controllers are paused."""
+    if plane.controllers_running:
+        wait_until(lambda: not _terminating_namespaces(plane), poll=0.2)
     plane.pause_controllers()
     host, port = plane.url.removeprefix("https://").rsplit(":", 1)
     with FaultProxy((host, int(port)), plane.admin_ssl_context()) as proxy:
@@ -450,6 +456,16 @@ def running_cluster(plane: ControlPlane) -> Iterator[LiveCluster]:
         finally:
             proxy.come_back()
             cluster.cleanup()
+
+
+def _terminating_namespaces(plane: ControlPlane) -> list[str]:
+    """The namespaces being deleted now (phase ``Terminating``)."""
+    namespaces = plane.dynamic.resources.get(api_version="v1", kind="Namespace")
+    return [
+        item.metadata.name
+        for item in namespaces.get().items
+        if item.status and item.status.phase == "Terminating"
+    ]
 
 
 @pytest.fixture
