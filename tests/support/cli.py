@@ -13,10 +13,11 @@ What the call sets up, and why each is needed for a second call to see what a fr
 sees:
 
 - ``sys.argv``, ``sys.stdin`` (the text given, else empty, as /dev/null) and ``sys.stdout`` /
-  ``sys.stderr``: text buffers that are not terminals (``--colour auto`` paints nothing, as on
-  a pipe), with newlines translated as ``subprocess``'s text mode does. They take what the
-  calling thread and the threads it starts write; a thread that was running before the call
-  (a test's fault proxy, a server's log follower) still writes where it did.
+  ``sys.stderr`` (and ``sys.__stdout__`` and the like, which argparse asks for the terminal's
+  width): text buffers that are not terminals (``--colour auto`` paints nothing, help is 80
+  columns wide, as on a pipe), newlines translated as ``subprocess``'s text mode does. They
+  take what the calling thread and the threads it starts write; a thread that was running
+  before the call (a test's fault proxy, a server's log follower) still writes where it did.
 - ``os.environ``: ``env`` (else a copy of this process's environment) replaces the mapping for
   the call, so what the command reads or sets stays in the call. The C-level environment is
   not touched (no ``setenv`` under threads that may read it), so a process the command started
@@ -49,10 +50,11 @@ tests that keep a process are those where the process is what they prove:
   ``gpu-policy`` and ``kubectl-gpu_policy`` scripts reading ``$KUBECONFIG`` or a pod's
   environment (test_lister.py, test_audit_live.py);
 - ``serve``, which replaces its process with gunicorn and runs until stopped
-  (``tests/support/gunicorn.py``, ``dra_demo.py``, ``tests/system/certs``): a process of its
-  own, stopped by a signal, its exit code read from the process;
-- the installed chart and the end-to-end run (``tests/system/chart``, ``tests/system/e2e``),
-  which run the command as an operator would, beside kubectl and helm;
+  (``tests/system/server/test_gunicorn.py``, ``tests/system/certs``, ``dra_demo.py``): a
+  process of its own, stopped by a signal, its exit code read from the process;
+- the chart's plain-manifest path and the end-to-end run (``tests/system/chart``,
+  ``tests/system/e2e``), which run the installed command as an operator does, beside kubectl
+  and helm;
 - one smoke test per command family with ``process=True``: review (stdin from a pipe),
   inventory, audit, plan, migrate plan and test, so each still runs once as
   ``python -m webhook.cli`` from start to exit status.
@@ -71,7 +73,7 @@ import traceback
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Literal, TextIO
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,13 +82,16 @@ COMMAND = (sys.executable, "-m", "webhook.cli")
 
 # Python's own warning filters when started with no -W and no -X dev (the Python docs,
 # "Default Warning Filter"), in the order ``warnings.filters`` lists them.
-_DEFAULT_FILTERS: tuple[tuple[str, type[Warning], str], ...] = (
+_DEFAULT_FILTERS: tuple[tuple[Literal["default", "ignore"], type[Warning], str], ...] = (
     ("default", DeprecationWarning, "__main__"),
     ("ignore", DeprecationWarning, ""),
     ("ignore", PendingDeprecationWarning, ""),
     ("ignore", ImportWarning, ""),
     ("ignore", ResourceWarning, ""),
 )
+
+# The streams a process starts with, under the names of sys that keep them.
+_ORIGINAL_STREAMS = ("__stdin__", "__stdout__", "__stderr__")
 
 # One call at a time: the redirections are the process's.
 _ONE_CALL = threading.Lock()
@@ -189,22 +194,28 @@ def _as_a_fresh_process(
 ) -> Iterator[None]:
     """The process-wide state a fresh ``python -m webhook.cli`` starts with, for the call."""
     saved_streams = sys.argv, sys.stdin, sys.stdout, sys.stderr
+    saved_originals = {name: getattr(sys, name) for name in _ORIGINAL_STREAMS}
     saved_environ, saved_cwd = os.environ, os.getcwd()
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     sys.argv = [str(ROOT / "webhook" / "cli" / "__main__.py"), *args]
     sys.stdin = io.StringIO(stdin or "", newline=None)
     sys.stdout, sys.stderr = stdout, stderr
+    # The process's own streams too: argparse sizes its help by sys.__stdout__'s terminal,
+    # which for a process with a pipe (and for pytest's captured one) is none: 80 columns.
+    for name, stream in zip(_ORIGINAL_STREAMS, (sys.stdin, stdout, stderr), strict=True):
+        setattr(sys, name, stream)
     # A plain dict, and the C environment left alone on purpose (ruff's B003): what the command
     # reads and sets stays in the call, and no setenv runs beside other threads.
-    os.environ = dict(os.environ if env is None else env)  # type: ignore[assignment]  # noqa: B003
+    call_environ: Any = dict(os.environ if env is None else env)
+    os.environ = call_environ  # noqa: B003
     root.handlers, root.level = [], logging.WARNING
     try:
         os.chdir(cwd)
         with warnings.catch_warnings():
             warnings.resetwarnings()
             for action, category, module in reversed(_DEFAULT_FILTERS):
-                warnings.filterwarnings(action, category=category, module=module)  # type: ignore[arg-type]
+                warnings.filterwarnings(action, category=category, module=module)
             warnings.showwarning = _show_on_stderr
             yield
     finally:
@@ -212,5 +223,7 @@ def _as_a_fresh_process(
             handler.close()
         root.handlers, root.level = saved_handlers, saved_level
         os.chdir(saved_cwd)
-        os.environ = saved_environ  # type: ignore[assignment]  # noqa: B003
+        os.environ = saved_environ  # noqa: B003
         sys.argv, sys.stdin, sys.stdout, sys.stderr = saved_streams
+        for name, stream in saved_originals.items():
+            setattr(sys, name, stream)
