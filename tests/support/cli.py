@@ -39,7 +39,10 @@ State the CLI keeps between calls is the import of its modules and of what they 
 use (flask, kubernetes, cel), caches of pure functions in ``webhook.policy``, and the
 ``kubernetes`` package's temporary files of certificate data from a kubeconfig (kept by
 content; pytest's own clients share them, so they stay until the process exits). None changes
-what a command prints or returns. No command installs a signal handler.
+what a command prints or returns. No command installs a signal handler. Of the environment
+read at import, only ``kubernetes.config``'s default ``$KUBECONFIG`` is on a command's path,
+and it goes unused: the commands always name the file (``default_kubeconfig`` in
+``webhook/cli/common.py`` reads the variable when the command runs).
 
 ``run_cli(ARGS, process=True)`` starts a real process: ``python -m webhook.cli ARGS``. The
 tests that keep a process are those where the process is what they prove:
