@@ -353,16 +353,8 @@ def start_stack(
 ) -> Server:
     """Start one server answering with ``variant`` and wait until it answers ``/healthz``."""
     from bench.http_load import start_server
-    from bench.latency import APPS, GUNICORN, start_go
-    from tests.support.gunicorn import (
-        ServerDidNotStart,
-        client_context,
-        free_port,
-        launch,
-        server_env,
-        stop,
-        wait_until_serving,
-    )
+    from bench.latency import APPS, GUNICORN, launched, start_go
+    from tests.support.gunicorn import free_port, server_env
 
     if stack == "go":
         assert go_binary is not None
@@ -395,13 +387,7 @@ def start_stack(
         ]
     else:
         command = [sys.executable, "-m", "bench.stacks", "serve", stack, str(port)]
-    server = launch(command, tmp, env, client_context(certs.ca_cert), port)
-    try:
-        wait_until_serving(server, workers=None)
-    except ServerDidNotStart as exc:
-        stop(server)
-        raise SystemExit(f"{stack} did not start: {exc}") from None
-    return server
+    return launched(command, tmp, env, certs, port, stack)
 
 
 def _pkcs8_key(certs: CertPaths, tmp: Path) -> Path:
