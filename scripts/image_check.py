@@ -26,9 +26,10 @@ Usage::
 
     sudo .venv/bin/python scripts/image_check.py [--report bench/results/image.txt] [--keep]
 
-It prints the image size and the time each phase took (also written to the report file),
-one line per check, and exits 0 when every check passed, 1 when one failed, 2 when the check
-could not run (tools missing and not installable) and 3 when a step failed (build, start).
+It prints the image size, the time and CPU each phase took and the load average (also
+written to the report file), one line per check, and exits 0 when every check passed, 1 when
+one failed, 2 when the check could not run (tools missing and not installable) and 3 when a
+step failed (build, start).
 To look at the image afterwards, export the two variables it prints and use podman.
 """
 
@@ -226,27 +227,43 @@ def install_tools(missing: Sequence[str]) -> None:
         raise StepFailed(f"apt-get installed {' '.join(missing)}, yet {', '.join(still)} missing")
 
 
+def cpu_seconds() -> float:
+    """CPU used so far by this process and by the children it has waited for (user + system).
+
+    A child's CPU counts once it has been waited for, with that of every process it waited
+    for in turn: buildah's RUN steps, mmdebstrap's dpkg. The container's processes do not
+    count (conmon runs them, not this process).
+    """
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 @dataclass
 class Timings:
-    """How long each phase took, in order, with a note (cached, installed, ...)."""
+    """How long each phase took and the CPU it used, in order, with a note (cached, ...)."""
 
-    phases: list[tuple[str, float, str]] = field(default_factory=list)
+    phases: list[tuple[str, float, float, str]] = field(default_factory=list)
 
     @contextlib.contextmanager
     def phase(self, name: str, note: str = "") -> Iterator[list[str]]:
         """Time the block; it may append a note to the list it is given."""
         notes = [note] if note else []
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         try:
             yield notes
         finally:
-            self.phases.append((name, time.perf_counter() - start, ", ".join(notes)))
+            took = time.perf_counter() - start
+            self.phases.append((name, took, cpu_seconds() - cpu, ", ".join(notes)))
 
     def line(self) -> str:
-        """One line: each phase with its seconds and note, then the total."""
-        parts = [f"{n} {s:.1f} s" + (f" ({note})" if note else "") for n, s, note in self.phases]
-        total = sum(s for _, s, _ in self.phases)
-        return f"phases: {', '.join(parts)}; total {total:.1f} s"
+        """One line: each phase with its seconds, CPU seconds and note, then the totals."""
+        parts = [
+            f"{name} {took:.1f} s (cpu {cpu:.1f} s" + (f", {note})" if note else ")")
+            for name, took, cpu, note in self.phases
+        ]
+        took = sum(phase[1] for phase in self.phases)
+        cpu = sum(phase[2] for phase in self.phases)
+        return f"phases: {', '.join(parts)}; total {took:.1f} s, cpu {cpu:.1f} s"
 
 
 class Engine:
@@ -713,6 +730,9 @@ class Session:
             f"{self.base_bytes / mb:.1f} MB; the project and its dependencies add "
             f"{(self.image_bytes - self.base_bytes) / mb:.1f} MB)",
             self.timings.line(),
+            # The machine may be shared: the times mean little without the load beside them.
+            "load average at the end (1, 5, 15 min): "
+            + " ".join(f"{load:.2f}" for load in os.getloadavg()),
         ]
 
     def close(self, keep: bool = False) -> None:
