@@ -85,9 +85,10 @@ READY_TIMEOUT = 90.0
 #   the official image has them (docker-library/python, 3.11/slim-bookworm/Dockerfile: pip
 #   from CPython's ensurepip, setuptools==79.0.1, wheel<0.46, --no-compile), not Debian's
 #   python3-pip. Debian's pip 23.0.1 took twice the CPU of pip 26.3 to resolve the build
-#   stage's dependencies (11.4 s against 5.8 s; a profile put 40% of it in matching each
-#   file of each index page against the supported wheel tags; pip 24.0 took 10 s), and it
-#   pulls in five more packages to unpack and byte-compile. The Dockerfile names no pip.
+#   stage's dependencies (11.4 s of user CPU against 5.8 s; a profile put 40% of it in
+#   matching each file of each index page against the supported wheel tags; pip 24.0 took
+#   10 s), and it pulls in five more packages to unpack and byte-compile. The Dockerfile
+#   names no pip version (docs/chart.md, "What the check costs").
 # - EXTERNALLY-MANAGED removed: Debian's Python refuses pip installs into the system Python
 #   (PEP 668); the official image's Python is not the distribution's, so pip installs there.
 # - no Recommends, no manual pages, documentation or translations, and merged /usr without
