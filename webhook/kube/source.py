@@ -54,6 +54,22 @@ DRA_KINDS = {
 }
 
 
+#: The API classes of ``kubernetes.client`` a ClusterSource calls (with discovery's, for DRA).
+WATCH_APIS = ("CoreV1Api", "CustomObjectsApi", "ApisApi", "ResourceV1Api")
+
+
+def import_watch_apis() -> None:
+    """Import the API classes a watch calls, and the model classes each of them names.
+
+    ``import kubernetes`` does not: kubernetes 37 imports an API's module, and with it a
+    pydantic model class for every object that API takes or returns (about 300 modules for
+    these four), the first time ``client.<Name>Api`` is looked up. gunicorn's master calls this
+    before it forks the workers (``webhook.server.cluster.import_watch_modules``).
+    """
+    for name in WATCH_APIS:
+        getattr(client, name)
+
+
 class ClusterSource:
     """Watches Nodes, GPU Pods and the device-plugin ConfigMap; publishes ClusterStates.
 

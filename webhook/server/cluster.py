@@ -15,11 +15,13 @@ unreachable and reports how old its data is: a webhook that turns itself unready
 API server blinks would take admission down with it (failurePolicy: Fail), and the device
 plugin's configuration rarely changes in the meantime.
 
-``kubernetes`` is imported only when a cluster is watched.
+``kubernetes`` is imported only when a cluster is watched, and then by gunicorn's master
+before it forks the workers (:func:`import_watch_modules`).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -39,6 +41,35 @@ if TYPE_CHECKING:
     from webhook.kube.snapshot import LiveView
 
 logger = logging.getLogger(__name__)
+
+#: The modules a worker watching the cluster imports after it is forked: ``kubernetes`` and the
+#: parts of ``webhook.kube`` the feed below uses (listing and watching, the live view, the
+#: quota resource and budgets); the API classes the watch calls come with
+#: ``webhook.kube.source.import_watch_apis``.
+WATCH_MODULES = (
+    "webhook.kube",
+    "webhook.kube.snapshot",
+    "webhook.kube.lister",
+    "webhook.kube.quotas",
+    "webhook.kube.advertise",
+    "webhook.policy.quota.nodes",
+)
+
+
+def import_watch_modules() -> None:
+    """Import :data:`WATCH_MODULES` now: in gunicorn's master, before it forks the workers.
+
+    A worker is a fork of the master, so what the master imported costs a worker nothing.
+    Imported in each worker, these cost it about 0.5 s of CPU before it could list the cluster
+    (docs/server.md, "Starting a worker"), again for every worker gunicorn restarts. Importing
+    them makes no thread, socket or client (the feed makes those in the worker, after the
+    fork), so the master holds nothing a fork would copy half used.
+    """
+    for name in WATCH_MODULES:
+        importlib.import_module(name)
+    from webhook.kube.source import import_watch_apis
+
+    import_watch_apis()
 
 
 class ClusterError(ValueError):

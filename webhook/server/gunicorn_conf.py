@@ -39,6 +39,11 @@ after ``-c`` override them. What matters and why:
   there); the reloading above serves what it writes.
 * **Metrics of this server only.** Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes a
   directory of its own and removes it at exit: two servers on one host never share one.
+* **A worker imports nothing.** The master imports what the workers use before it forks them
+  (the worker class imports the app; ``on_starting`` the cluster watch when there is one), so
+  a worker, and every worker gunicorn restarts, starts on loaded modules. The app itself is
+  still built in each worker (no ``preload_app``): the policy, the cluster watch and their
+  threads are per worker (docs/server.md, "Starting a worker").
 * **A bad policy edit never stops the server.** The master keeps the texts of the policy
   files (the policy, every file it names, the node dump) as they were when they last loaded
   (``webhook.server.state.LastGoodFiles``, followed from a thread that survives any error); a
@@ -181,8 +186,10 @@ _stop_following = threading.Event()
 
 
 def on_starting(server: Any) -> None:
-    """Master, before binding: certificates (made first when self-managed), stale metrics."""
+    """Master, before binding: certificates (made first when self-managed), stale metrics,
+    and the modules the workers will import (:func:`import_for_workers`)."""
     global _cert_manager, last_good_files  # noqa: PLW0603 - one of each per master
+    import_for_workers()
     last_good_files = LastGoodFiles(settings, report=server.log.error, note=server.log.info)
     if cert_settings is not None:
         from webhook.server.selfmanaged import start_in_master
@@ -210,6 +217,23 @@ def on_starting(server: Any) -> None:
     for path in metrics_dir.iterdir():
         if _PROMETHEUS_FILE.match(path.name) and path.is_file():
             path.unlink(missing_ok=True)
+
+
+def import_for_workers() -> None:
+    """Import in the master, once, what every worker would otherwise import after its fork.
+
+    gunicorn forks the workers from the master, so a module the master imported costs a
+    worker nothing: it starts sooner, and so does every worker gunicorn restarts. The app
+    itself is already here (the worker class imports it), and loading the policy for
+    ``LastGoodFiles`` imports the schema check; what remains is watching the cluster. Only
+    modules are imported, before any thread of the master starts: the app is still built
+    in each worker (no ``preload_app``), which keeps the policy, the cluster watch and their
+    threads per worker (``webhook.server.wsgi``).
+    """
+    from webhook.server import cluster  # webhook.server.wsgi imports it in any case
+
+    if settings.watches_cluster:
+        cluster.import_watch_modules()
 
 
 def when_ready(server: Any) -> None:

@@ -6,10 +6,10 @@ made by ``webhook.certs.issue``, configured only through the environment variabl
 docs/contracts.md. Clients verify the server against the CA and reuse their connection, as the
 API server does.
 
-The second half tests what the gunicorn config does with TLS (protocols and ciphers, rotation
-under load, broken files, mutual TLS, SIGTERM with requests in flight, a bad certificate at
-start) with the config serving ``tests.support.gunicorn.stand_in``, an app that answers with its
-worker's pid.
+The second half tests what the gunicorn config does with TLS: protocols and ciphers on the
+module's server, and rotation under load, broken files, mutual TLS, SIGTERM with requests in
+flight, a bad certificate at start with the config serving ``tests.support.gunicorn.stand_in``,
+an app that answers with its worker's pid.
 """
 
 from __future__ import annotations
@@ -78,9 +78,14 @@ pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp("gunicorn")
-    with running(tmp, issue.write_certs(tmp / "tls")) as srv:
+def server_certs(tmp_path_factory: pytest.TempPathFactory) -> issue.CertPaths:
+    """The certificates of the module's server (``server``)."""
+    return issue.write_certs(tmp_path_factory.mktemp("gunicorn") / "tls")
+
+
+@pytest.fixture(scope="module")
+def server(server_certs: issue.CertPaths) -> Iterator[Server]:
+    with running(server_certs.directory.parent, server_certs) as srv:
         yield srv
 
 
@@ -391,6 +396,10 @@ def test_bad_policy_stops_the_server_with_one_line(tmp_path: Path) -> None:
     assert "/webhook/" not in "".join(line for line in log.splitlines() if 'File "' in line)
 
 
+# A line of ``python -X importtime`` for a module of the Kubernetes client or of webhook.kube.
+KUBE_IMPORT = re.compile(r"^import time: .*\| +((?:kubernetes|webhook\.kube)\b\S*)", re.MULTILINE)
+
+
 def test_workers_watch_the_cluster(live_cluster: LiveCluster, tmp_path: Path) -> None:
     tls_paths = issue.write_certs(tmp_path / "tls")
     policy = tmp_path / "policy.yaml"
@@ -401,6 +410,8 @@ def test_workers_watch_the_cluster(live_cluster: LiveCluster, tmp_path: Path) ->
         tls_paths,
         GPU_POLICY_FILE=str(policy),
         GPU_POLICY_KUBE=str(live_cluster.write_kubeconfig(tmp_path)),
+        # Each process writes a line for each module it imports.
+        PYTHONPROFILEIMPORTTIME="1",
     ) as srv:
         conn = srv.connect()
         try:
@@ -418,6 +429,12 @@ def test_workers_watch_the_cluster(live_cluster: LiveCluster, tmp_path: Path) ->
             assert "NVIDIA-L20-SHARED (8 slots)" in response["status"]["message"]
         finally:
             conn.close()
+        assert wait_until(lambda: srv.cluster_ready(2), START_TIMEOUT, 0.1), srv.log()[-3000:]
+        # The master imported what watching uses before it forked the workers: a worker
+        # imports none of it (each would pay about a second of CPU for it, and again after
+        # every restart; docs/server.md, "Starting a worker").
+        after_fork = srv.log().split("Booting worker", 1)[1]
+        assert not KUBE_IMPORT.findall(after_fork), KUBE_IMPORT.findall(after_fork)[:10]
     # Each worker watches on its own: two lists of nodes at least.
     assert live_cluster.count("nodes", "list") >= 2, srv.log()
 
@@ -519,58 +536,65 @@ def reissue(paths: issue.CertPaths) -> tuple[bytes, bytes]:
 # --------------------------------------------------------------------------------------------
 
 
+def healthy(conn: http.client.HTTPSConnection) -> None:
+    """GET /healthz on ``conn``: answered 200."""
+    assert send(conn, "/healthz", method="GET", headers={})[0] == 200
+
+
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
 def test_tls12_and_tls13_served_old_protocols_and_ciphers_refused(
-    tmp_path: Path, certs: issue.CertPaths
+    server: Server, server_certs: issue.CertPaths
 ) -> None:
-    with running(tmp_path, certs, app=STAND_IN) as server:
-        conn = server.connect()
-        get(conn)
-        assert isinstance(conn.sock, ssl.SSLSocket)
-        assert conn.sock.version() == "TLSv1.3"
-        conn.close()
+    # The module's server: what is refused is the config's doing, whatever the app, and
+    # refused handshakes leave nothing behind for the other tests.
+    certs = server_certs
+    conn = server.connect()
+    healthy(conn)
+    assert isinstance(conn.sock, ssl.SSLSocket)
+    assert conn.sock.version() == "TLSv1.3"
+    conn.close()
 
-        conn = server.connect(
-            context=client_context(certs.ca_cert, max_version=ssl.TLSVersion.TLSv1_2)
-        )
-        get(conn)
-        assert isinstance(conn.sock, ssl.SSLSocket)
-        assert conn.sock.version() == "TLSv1.2"
-        cipher = conn.sock.cipher()
-        assert cipher is not None and cipher[0].startswith("ECDHE-ECDSA-")
-        assert "GCM" in cipher[0] or "CHACHA20" in cipher[0]
-        conn.close()
+    conn = server.connect(context=client_context(certs.ca_cert, max_version=ssl.TLSVersion.TLSv1_2))
+    healthy(conn)
+    assert isinstance(conn.sock, ssl.SSLSocket)
+    assert conn.sock.version() == "TLSv1.2"
+    cipher = conn.sock.cipher()
+    assert cipher is not None and cipher[0].startswith("ECDHE-ECDSA-")
+    assert "GCM" in cipher[0] or "CHACHA20" in cipher[0]
+    conn.close()
 
-        # The hostname the API server uses is in the certificate too.
-        ctx = client_context(certs.ca_cert)
-        conn = http.client.HTTPSConnection(
-            "gpu-policy-webhook.gpu-policy.svc", server.port, context=ctx, timeout=10
-        )
-        conn.sock = ctx.wrap_socket(
-            socket.create_connection(("127.0.0.1", server.port), timeout=10),
-            server_hostname="gpu-policy-webhook.gpu-policy.svc",
-        )
-        get(conn)
-        conn.close()
+    # The hostname the API server uses is in the certificate too.
+    ctx = client_context(certs.ca_cert)
+    conn = http.client.HTTPSConnection(
+        "gpu-policy-webhook.gpu-policy.svc", server.port, context=ctx, timeout=10
+    )
+    conn.sock = ctx.wrap_socket(
+        socket.create_connection(("127.0.0.1", server.port), timeout=10),
+        server_hostname="gpu-policy-webhook.gpu-policy.svc",
+    )
+    healthy(conn)
+    conn.close()
 
-        # A TLS 1.1 client. SECLEVEL=0 lets our OpenSSL offer it at all; the refusal
-        # ("alert protocol version") comes from the server.
-        old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        old.load_verify_locations(str(certs.ca_cert))
-        old.set_ciphers("DEFAULT:@SECLEVEL=0")
-        old.minimum_version = ssl.TLSVersion.TLSv1
-        old.maximum_version = ssl.TLSVersion.TLSv1_1
-        with pytest.raises(ssl.SSLError, match="alert protocol version"):
-            get(server.connect(context=old))
+    # A TLS 1.1 client. SECLEVEL=0 lets our OpenSSL offer it at all; the refusal
+    # ("alert protocol version") comes from the server.
+    old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    old.load_verify_locations(str(certs.ca_cert))
+    old.set_ciphers("DEFAULT:@SECLEVEL=0")
+    old.minimum_version = ssl.TLSVersion.TLSv1
+    old.maximum_version = ssl.TLSVersion.TLSv1_1
+    with pytest.raises(ssl.SSLError, match="alert protocol version"):
+        healthy(server.connect(context=old))
 
-        # TLS 1.2 with CBC-only suites (no AEAD): the server has no cipher in common.
-        cbc = client_context(certs.ca_cert, max_version=ssl.TLSVersion.TLSv1_2)
-        cbc.set_ciphers("ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384:AES128-SHA")
-        with pytest.raises(ssl.SSLError, match="alert handshake failure"):
-            get(server.connect(context=cbc))
+    # TLS 1.2 with CBC-only suites (no AEAD): the server has no cipher in common.
+    cbc = client_context(certs.ca_cert, max_version=ssl.TLSVersion.TLSv1_2)
+    cbc.set_ciphers("ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384:AES128-SHA")
+    with pytest.raises(ssl.SSLError, match="alert handshake failure"):
+        healthy(server.connect(context=cbc))
 
-        # The server is still fine after refusing them.
-        served_serial(server)
+    # The server is still fine after refusing them.
+    conn = server.connect()
+    healthy(conn)
+    conn.close()
 
 
 # --------------------------------------------------------------------------------------------
