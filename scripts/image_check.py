@@ -322,7 +322,7 @@ def overlay_mounts(directory: Path) -> bool:
             return False
         if mounted.returncode != 0:
             return False
-        subprocess.run(["umount", str(merged)], capture_output=True, timeout=30, check=True)
+        run(["umount", str(merged)], what="unmounting the overlay probe", timeout=30)
         return True
 
 
@@ -645,6 +645,9 @@ def remove_leftovers(engine: Engine) -> None:
     for name in out.split():
         if name.startswith(CONTAINER_PREFIX):
             engine.podman("rm", "--force", "--time", "0", name, what=f"removing {name}")
+    # An interrupted build leaves buildah's working containers, mounted with overlay. The
+    # storage is this check's alone (and locked), so all of them go.
+    engine.buildah("rm", "--all", what="removing the build's leftover containers", timeout=120)
 
 
 def start(engine: Engine, ca: Path, tls: Path) -> Container:
