@@ -42,6 +42,11 @@ patch, a larger pod to validate and store), and ``ours/Go+patch`` compares the s
     git archive OLD webhook | tar -x -C /tmp/before   # another version of the server ...
     .venv/bin/python -m bench.apiserver --before /tmp/before   # ... as a fourth setup
     .venv/bin/python -m bench.apiserver --service --before . --before-shape 1x8   # shapes
+    .venv/bin/python -m bench.apiserver --service --go-patch --stacks threads,uvloop
+
+``--stacks`` adds a setup per prototype serving stack of bench/stacks.py (named after it),
+answering the same reviews with none of this server's guards (docs/performance.md, "Sixth
+round").
 
 How the webhooks are registered changes what the API server does (kube-apiserver v1.36.2,
 ``k8s.io/apiserver/pkg/util/webhook/client.go``, ``ClientManager.hookClientConfig``, and
@@ -522,12 +527,18 @@ def shape(text: str) -> argparse.Namespace:
 
 
 def start_webhooks(
-    plane: ControlPlane, args: argparse.Namespace, binary: Path, tmp: Path, certs: CertPaths
-) -> list[Server]:
-    """The webhook servers of ``SETUPS[1:]``, in that order, started."""
+    plane: ControlPlane,
+    args: argparse.Namespace,
+    binary: Path,
+    tmp: Path,
+    certs: CertPaths,
+    servers: list[Server],
+) -> None:
+    """Start the webhook servers of ``SETUPS[1:]`` into ``servers``, in that order (each as
+    soon as it runs, so that the caller stops those started when a later one fails)."""
     from tests.support.gunicorn import start
 
-    servers = [start_go(binary, tmp, certs)]
+    servers.append(start_go(binary, tmp, certs))
     servers.append(
         start(
             tmp,
@@ -539,12 +550,15 @@ def start_webhooks(
     )
     if args.before is not None:
         servers.append(start_other(args.before, tmp, certs, args.before_shape))
+    for stack in args.stacks:
+        from bench.stacks import start_stack
+
+        servers.append(start_stack(stack, tmp, certs, None))
     if args.go_patch:
         answer = our_mutate_answer(plane)
         ops = json.loads(base64.b64decode(answer["patch"]))
         print("go+patch answers /mutate with:", ", ".join(f"{o['op']} {o['path']}" for o in ops))
         servers.append(start_go(binary, tmp, certs, "-mutate-answer", json.dumps(answer)))
-    return servers
 
 
 def main() -> None:
@@ -573,10 +587,17 @@ def main() -> None:
         action="store_true",
         help="register the webhooks through Services, as the chart does, not by URL",
     )
+    p.add_argument(
+        "--stacks",
+        type=lambda text: [s for s in text.split(",") if s],
+        default=[],
+        help="a setup per prototype serving stack of bench/stacks.py, e.g. threads,uvloop",
+    )
     args = p.parse_args()
     global SETUPS, CONNECTIONS  # noqa: PLW0603 - the client processes are forked after this
     if args.before is not None:
         SETUPS = (*SETUPS, "before")
+    SETUPS = (*SETUPS, *args.stacks)
     if args.go_patch:
         SETUPS = (*SETUPS, GO_PATCH)
     CONNECTIONS = tuple(int(c) for c in args.clients.split(","))
@@ -599,14 +620,14 @@ def main() -> None:
         tmp = Path(d)
         plane = ControlPlane(assets=assets, workdir=tmp / "controlplane")
         certs = write_certs(tmp / "tls", days=1, extra_sans=map(service_name, SETUPS[1:]))
-        servers = []
+        servers: list[Server] = []
         try:
             plane.start()
             from kubernetes import client
 
             version = client.VersionApi(plane.client).get_code().git_version
             make_namespaces(plane)
-            servers.extend(start_webhooks(plane, args, binary, tmp, certs))
+            start_webhooks(plane, args, binary, tmp, certs, servers)
             ca_pem = certs.ca_cert.read_bytes()
             for setup, server in zip(SETUPS[1:], servers, strict=True):
                 register(plane, setup, server.port, ca_pem, service=args.service)

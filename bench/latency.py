@@ -195,13 +195,7 @@ def start_go(binary: Path, tmp: Path, certs: CertPaths, *options: str) -> Server
     It is no gunicorn, but it is a process on a free port answering /healthz over TLS: the
     tests' launcher starts it, with the serving pair as arguments and no worker to wait for.
     """
-    from tests.support.gunicorn import (
-        ServerDidNotStart,
-        client_context,
-        free_port,
-        launch,
-        wait_until_serving,
-    )
+    from tests.support.gunicorn import free_port
 
     port = free_port()
     command = [
@@ -214,13 +208,7 @@ def start_go(binary: Path, tmp: Path, certs: CertPaths, *options: str) -> Server
         str(certs.key),
         *options,
     ]
-    server = launch(command, tmp, dict(os.environ), client_context(certs.ca_cert), port)
-    try:
-        wait_until_serving(server, workers=None)
-    except ServerDidNotStart as exc:
-        stop_server(server)
-        raise SystemExit(f"the Go webhook did not start: {exc}") from None
-    return server
+    return launched(command, tmp, dict(os.environ), certs, port, "the Go webhook")
 
 
 # `python -c` would put its working directory (this checkout) first on the import path (-P keeps
@@ -244,14 +232,7 @@ def start_other(
     server, with this environment's libraries), configured as :func:`start_server` does
     (``shape``: other workers and threads than ``GUNICORN``'s)."""
     shape = shape or GUNICORN
-    from tests.support.gunicorn import (
-        ServerDidNotStart,
-        client_context,
-        free_port,
-        launch,
-        server_env,
-        wait_until_serving,
-    )
+    from tests.support.gunicorn import free_port, server_env
 
     port = free_port()
     env = server_env(
@@ -268,12 +249,37 @@ def start_other(
         *(sys.executable, "-P", "-c", _OTHER_TREE),
         *("-c", GUNICORN_CONFIG, WSGI_APP),
     ]
+    return launched(
+        command, tmp, env, certs, port, f"the server of {directory}", workers=shape.workers
+    )
+
+
+def launched(
+    command: list[str],
+    tmp: Path,
+    env: dict[str, str],
+    certs: CertPaths,
+    port: int,
+    what: str,
+    *,
+    workers: int | None = None,
+) -> Server:
+    """Start ``command`` (a server on ``port`` with ``certs``) and wait until it answers
+    ``/healthz`` (and ``workers`` workers run, when given); stop the benchmark, naming
+    ``what``, when it does not."""
+    from tests.support.gunicorn import (
+        ServerDidNotStart,
+        client_context,
+        launch,
+        wait_until_serving,
+    )
+
     server = launch(command, tmp, env, client_context(certs.ca_cert), port)
     try:
-        wait_until_serving(server, workers=shape.workers)
+        wait_until_serving(server, workers=workers)
     except ServerDidNotStart as exc:
         stop_server(server)
-        raise SystemExit(f"the server of {directory} did not start: {exc}") from None
+        raise SystemExit(f"{what} did not start: {exc}") from None
     return server
 
 

@@ -1,0 +1,166 @@
+"""Where a review's time goes when it comes after a pause, in process, stage by stage.
+
+Through a cluster's API server every call comes after a pause, and a review then costs the
+server four to five times what it costs back to back (docs/performance.md, "Sixth round"). This
+times the stages of the worker's direct path, one review at a time, in three settings:
+
+* ``back to back``: the next review at once;
+* ``pause``: ``--pause`` ms of sleep before each review (other processes on the machine run
+  meanwhile, as they do between an API server's calls);
+* ``pause + evict``: the same, then ``--evict`` MiB of memory written before the review, so that
+  the review finds none of its data in the CPU's caches whatever else runs;
+* ``busy pause``: ``--pause`` ms spent in a loop of this thread instead of asleep: the thread
+  never sleeps (no idle state of the core), though on a loaded machine other processes still
+  take the core from it now and then.
+
+The stages, as ``_ReviewEndpoint.answer`` (``webhook.server.app``) runs them: ``head``
+(``read_review_head`` on the request's bytes), ``reload check`` (``PolicyState.maybe_reload``),
+``decode`` (``parse_review``: orjson and the AdmissionRequest), ``engine`` (``respond``: the
+policy, the patch or verdict, the answer encoded), ``metrics`` (``metrics.record_review``),
+``log line`` (``ReviewLog.write``, through the server's own handler into /dev/null), ``answer``
+(``answer_bytes``). Printed: the median microseconds of each stage over ``--calls`` reviews
+(``/mutate`` and ``/validate`` in turns), and the whole; by the wall clock, or with ``--clock
+cpu`` by this thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``), which leaves out the time the
+thread waited for a core.
+
+    .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64]
+
+In process there is no socket, TLS or thread hand-off: this is the review's own share of a call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.http_load import review_body
+from webhook.admission import parse_review, respond
+from webhook.server import Settings, create_app, metrics
+from webhook.server.app import direct_reviews
+from webhook.server.direct import read_review_head
+from webhook.server.logs import LineBufferedHandler, configure_logging
+from webhook.server.response import answer_bytes
+
+STAGES = ("head", "reload check", "decode", "engine", "metrics", "log line", "answer")
+
+
+def request_bytes(path: str, body: bytes) -> bytes:
+    """The request as kube-apiserver sends it (the head of bench/wsgi_call.py)."""
+    return (
+        f"POST {path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n"
+        "User-Agent: kube-apiserver-admission\r\nAccept: application/json, */*\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Accept-Encoding: gzip\r\n\r\n"
+    ).encode() + body
+
+
+def review_once(reviews: Any, request: bytes, clock: Callable[[], int]) -> list[int]:
+    """One review through the direct path's stages; nanoseconds of each by ``clock``."""
+    t0 = clock()
+    head = read_review_head(request, reviews.paths, 7 << 20)
+    assert head is not None
+    t1 = clock()
+    endpoint = reviews.reviews[head.path]
+    state = endpoint.state
+    state.maybe_reload()
+    t2 = clock()
+    parsed = parse_review(head.body, max_bytes=endpoint.max_bytes)
+    t3 = clock()
+    snapshot = state.snapshot
+    outcome = respond(
+        endpoint.endpoint, parsed, policy=snapshot.policy, inventory=snapshot.inventory
+    )
+    t4 = clock()
+    seconds = (t4 - t0) / 1e9
+    metrics.record_review(outcome, seconds)
+    t5 = clock()
+    endpoint.review_log.write(outcome, seconds)
+    t6 = clock()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(outcome.body)))]
+    answer_bytes("200 OK", head.must_close, headers, outcome.body)
+    t7 = clock()
+    return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6]
+
+
+def run(
+    reviews: Any,
+    requests: list[bytes],
+    calls: int,
+    before: Callable[[], None],
+    clock: Callable[[], int],
+) -> list[float]:
+    """Median microseconds per stage, then of the whole, over ``calls`` reviews."""
+    samples: list[list[int]] = []
+    for i in range(calls):
+        before()
+        samples.append(review_once(reviews, requests[i % len(requests)], clock))
+    columns = [*zip(*samples, strict=True), [sum(s) for s in samples]]
+    return [statistics.median(c) / 1000 for c in columns]
+
+
+def main() -> None:
+    """Measure the three settings, interleaved in rounds, and print the table."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--calls", type=int, default=400, help="reviews per setting and round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--pause", type=float, default=40.0, help="ms before each review")
+    p.add_argument("--evict", type=int, default=64, help="MiB written after the pause")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    args = p.parse_args()
+    clock = time.perf_counter_ns if args.clock == "wall" else time.thread_time_ns
+    configure_logging("info")
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, LineBufferedHandler):
+            handler.fd = os.open(os.devnull, os.O_WRONLY)
+    reviews = direct_reviews(create_app(Settings.from_env()))
+    assert reviews is not None
+    body = review_body()
+    requests = [request_bytes("/mutate", body), request_bytes("/validate", body)]
+    sweep = bytearray(args.evict << 20)
+    pause = args.pause / 1000
+
+    def evict() -> None:
+        time.sleep(pause)
+        # one write per 64-byte cache line, through the whole buffer
+        sweep[::64] = bytes(len(sweep[::64]))
+
+    def spin() -> None:
+        end = time.perf_counter() + pause
+        while time.perf_counter() < end:
+            pass
+
+    settings: dict[str, Callable[[], None]] = {
+        "back to back": lambda: None,
+        "pause": lambda: time.sleep(pause),
+        "pause + evict": evict,
+        "busy pause": spin,
+    }
+    for _ in range(100):  # warm-up: imports, caches of the engine
+        review_once(reviews, requests[0], clock)
+    load = os.getloadavg()[0]
+    results: dict[str, list[list[float]]] = {name: [] for name in settings}
+    for r in range(args.rounds):
+        names = list(settings)
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            results[name].append(run(reviews, requests, args.calls, settings[name], clock))
+    print(
+        f"{args.calls} reviews (/mutate and /validate in turns) per setting and round,"
+        f" {args.rounds} rounds; pause {args.pause:g} ms, evict {args.evict} MiB;"
+        f" {args.clock} clock; medians in us"
+        f" (the median of the rounds' medians); load average {load:.2f} at the start,"
+        f" {os.getloadavg()[0]:.2f} at the end"
+    )
+    print("| setting | " + " | ".join(STAGES) + " | whole |")
+    print("| --- |" + " ---: |" * (len(STAGES) + 1))
+    for name, rounds in results.items():
+        cells = [statistics.median(col) for col in zip(*rounds, strict=True)]
+        print(f"| {name} | " + " | ".join(f"{c:,.1f}" for c in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
