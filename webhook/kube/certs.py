@@ -28,7 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.failures import status_message
-from webhook.kube.raw import JSON_PATCH, SECRET, SECRETS, call_json
+from webhook.kube.raw import JSON_PATCH, SECRET, SECRETS, call_json, group_path
 
 __all__ = ["ApiRefused", "KubeCertStore", "SecretObject", "WebhookBundles"]
 
@@ -83,10 +83,6 @@ def _bundle(hook: Mapping[str, Any]) -> bytes:
         return b""
 
 
-#: Where the webhook configurations are served.
-_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/"
-
-
 @dataclass(frozen=True)
 class _Configuration:
     kind: str
@@ -99,7 +95,7 @@ class _Configuration:
     @property
     def path(self) -> str:
         """The configuration's path (``{name}`` to fill)."""
-        return _CONFIGURATIONS + self.kind.lower() + "s/{name}"
+        return group_path("admissionregistration.k8s.io/v1", self.kind.lower() + "s/{name}")
 
 
 class KubeCertStore:

@@ -3,8 +3,9 @@
 The generated API classes of the ``kubernetes`` client (``client.CoreV1Api`` and the others)
 are not used. kubernetes 37 imports one of them, and with it a pydantic model class for every
 object it names, the first time it is looked up: about 1.2 s of CPU per process for the few
-endpoints this package calls (docs/server.md, "Starting a worker"), and every call then checks
-its arguments through pydantic. This package reads and writes plain dicts anyway.
+endpoints this package calls (docs/server.md, "The Kubernetes client's API classes"), and
+every call then checks its arguments through pydantic. This package reads and writes plain
+dicts anyway.
 
 A request goes through the ``ApiClient`` those classes use, the same two steps their methods
 take (``param_serialize``, then ``call_api``): its configuration (kubeconfig or in-cluster, TLS,

@@ -127,8 +127,8 @@ def test_reading_the_cluster_imports_no_generated_api_class(
     cluster: LiveCluster, tmp_path: Path
 ) -> None:
     # Each generated API class of the client brings a model class per object it names: looked
-    # up, the ones these commands would call cost about 1.2 s of CPU per command
-    # (docs/server.md, "Starting a worker"). The audit lists every kind, DRA and NodePools
+    # up, the ones these commands would call cost about 1.2 s of CPU per command (docs/server.md,
+    # "The Kubernetes client's API classes"). The audit lists every kind, DRA and NodePools
     # included, and reads the ConfigMap; inventory watches (webhook.kube.source).
     load(cluster)
     cluster.add(configmap())
