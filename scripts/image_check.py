@@ -11,10 +11,12 @@ writable places (the chart's emptyDirs), no capabilities, the serving certificat
 ``/etc/gpu-policy/tls`` with the Secret volume's mode (0440, group 65532). The checks then
 talk TLS to it, verified against the CA ``gpu-policy certs`` made (see ``CHECKS``).
 
-Everything lives under ``.cache/image/`` (git-ignored): the container storage (vfs driver,
-so no overlay mounts are needed), the generated ``containers.conf`` and ``storage.conf``, and
-the stand-in base image, tagged with a hash of its recipe so that later runs reuse it. The
-build and run need root (rootful buildah and podman, chroot isolation, the runc runtime).
+Everything lives under ``.cache/image/`` (git-ignored): the container storage (the overlay
+driver where this host can mount overlays, else vfs, which needs no mounts but copies every
+layer; ``GPU_POLICY_IMAGE_STORAGE`` picks one), the generated ``containers.conf`` and
+``storage.conf``, and the stand-in base image, tagged with a hash of its recipe so that later
+runs reuse it. The build and run need root (rootful buildah and podman, chroot isolation, the
+runc runtime).
 
 Tools: ``buildah``, ``podman``, ``runc``, ``mmdebstrap``. When some are missing, this script
 installs them with apt-get only if it runs as root and ``CI`` is true or
@@ -26,9 +28,10 @@ Usage::
 
     sudo .venv/bin/python scripts/image_check.py [--report bench/results/image.txt] [--keep]
 
-It prints the image size and the time each phase took (also written to the report file),
-one line per check, and exits 0 when every check passed, 1 when one failed, 2 when the check
-could not run (tools missing and not installable) and 3 when a step failed (build, start).
+It prints the image size, the time and CPU each phase took and the load average (also
+written to the report file), one line per check, and exits 0 when every check passed, 1 when
+one failed, 2 when the check could not run (tools missing and not installable) and 3 when a
+step failed (build, start).
 To look at the image afterwards, export the two variables it prints and use podman.
 """
 
@@ -78,21 +81,46 @@ READY_TIMEOUT = 90.0
 # The stand-in for python:3.11-slim-bookworm. What makes it behave like the official image:
 # - python-is-python3: the Dockerfile runs `python -m pip`; Debian names the interpreter
 #   python3 only, the official image has both names.
-# - EXTERNALLY-MANAGED removed: Debian's pip refuses to install into the system Python
+# - pip, setuptools and wheel from PyPI in /usr/local, installed without byte-compiling, as
+#   the official image has them (docker-library/python, 3.11/slim-bookworm/Dockerfile: pip
+#   from CPython's ensurepip, setuptools==79.0.1, wheel<0.46, --no-compile), not Debian's
+#   python3-pip. Debian's pip 23.0.1 took twice the CPU of pip 26.3 to resolve the build
+#   stage's dependencies (11.4 s of user CPU against 5.8 s; a profile put 40% of it in
+#   matching each file of each index page against the supported wheel tags; pip 24.0 took
+#   10 s), and it pulls in five more packages to unpack and byte-compile. The Dockerfile
+#   names no pip version (docs/chart.md, "What the check costs").
+# - EXTERNALLY-MANAGED removed: Debian's Python refuses pip installs into the system Python
 #   (PEP 668); the official image's Python is not the distribution's, so pip installs there.
 # - no Recommends, no manual pages, documentation or translations, and merged /usr without
 #   the usrmerge package (which pulls in perl): about what debian:bookworm-slim keeps.
 # - PATH and LANG set and CMD python3, as in the official image's configuration.
-BASE_PACKAGES = ("python3", "python3-pip", "python-is-python3", "ca-certificates")
+BASE_PACKAGES = ("python3", "python-is-python3", "ca-certificates")
+BASE_PYTHON_PACKAGES = ("pip==26.3", "setuptools==79.0.1", "wheel==0.45.1")
+# What dpkg leaves out (dpkg.cfg.d, as debian:bookworm-slim has it). They are written after
+# mmdebstrap extracts the essential packages, not given as --dpkgopt: with --dpkgopt it
+# filters that extraction through mmtarfilter, a Python process per package, which took a
+# quarter of mmdebstrap's time. What the extraction brings of these paths is removed at the
+# end (BASE_STRIP).
+BASE_DPKG_EXCLUDES = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/locale/*",
+    "path-exclude=/usr/share/info/*",
+)
+BASE_STRIP = (
+    'rm -rf "$1"/usr/share/man/* "$1"/usr/share/info/* "$1"/usr/share/locale/*'
+    ' && find "$1"/usr/share/doc -mindepth 1 -not -type d -not -name copyright -delete'
+    ' && find "$1"/usr/share/doc -mindepth 1 -type d -empty -delete'
+)
 BASE_MMDEBSTRAP_OPTIONS = (
     "--variant=minbase",
     "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
     '--aptopt=Apt::Install-Recommends "false"',
-    "--dpkgopt=path-exclude=/usr/share/man/*",
-    "--dpkgopt=path-exclude=/usr/share/doc/*",
-    "--dpkgopt=path-include=/usr/share/doc/*/copyright",
-    "--dpkgopt=path-exclude=/usr/share/locale/*",
-    "--dpkgopt=path-exclude=/usr/share/info/*",
+    "--extract-hook=printf '%s\\n' "
+    + " ".join(f"'{line}'" for line in BASE_DPKG_EXCLUDES)
+    + ' > "$1"/etc/dpkg/dpkg.cfg.d/slim',
+    f"--customize-hook={BASE_STRIP}",
     '--customize-hook=rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
 )
 BASE_SUITE = "bookworm"
@@ -117,10 +145,16 @@ cgroup_manager = "cgroupfs"
 """
 STORAGE_CONF = """\
 [storage]
-driver = "vfs"
+driver = "{driver}"
 graphroot = "{graphroot}"
 runroot = "{runroot}"
 """
+# overlay when this kernel and filesystem allow it: a container or a layer is then a mount on
+# the layers below it. vfs works everywhere but copies every layer in full, for each build
+# step's container, each commit and the running container: with a 150 MB base and a 220 MB
+# layer on it that was about a third of the build's CPU. GPU_POLICY_IMAGE_STORAGE picks one.
+STORAGE_ENV = "GPU_POLICY_IMAGE_STORAGE"
+STORAGE_DRIVERS = ("overlay", "vfs")
 
 
 class Unavailable(Exception):
@@ -226,40 +260,99 @@ def install_tools(missing: Sequence[str]) -> None:
         raise StepFailed(f"apt-get installed {' '.join(missing)}, yet {', '.join(still)} missing")
 
 
+def cpu_seconds() -> float:
+    """CPU used so far by this process and by the children it has waited for (user + system).
+
+    A child's CPU counts once it has been waited for, with that of every process it waited
+    for in turn: buildah's RUN steps, mmdebstrap's dpkg. The container's processes do not
+    count (conmon runs them, not this process).
+    """
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 @dataclass
 class Timings:
-    """How long each phase took, in order, with a note (cached, installed, ...)."""
+    """How long each phase took and the CPU it used, in order, with a note (cached, ...)."""
 
-    phases: list[tuple[str, float, str]] = field(default_factory=list)
+    phases: list[tuple[str, float, float, str]] = field(default_factory=list)
 
     @contextlib.contextmanager
     def phase(self, name: str, note: str = "") -> Iterator[list[str]]:
         """Time the block; it may append a note to the list it is given."""
         notes = [note] if note else []
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         try:
             yield notes
         finally:
-            self.phases.append((name, time.perf_counter() - start, ", ".join(notes)))
+            took = time.perf_counter() - start
+            self.phases.append((name, took, cpu_seconds() - cpu, ", ".join(notes)))
 
     def line(self) -> str:
-        """One line: each phase with its seconds and note, then the total."""
-        parts = [f"{n} {s:.1f} s" + (f" ({note})" if note else "") for n, s, note in self.phases]
-        total = sum(s for _, s, _ in self.phases)
-        return f"phases: {', '.join(parts)}; total {total:.1f} s"
+        """One line: each phase with its seconds, CPU seconds and note, then the totals."""
+        parts = [
+            f"{name} {took:.1f} s (cpu {cpu:.1f} s" + (f", {note})" if note else ")")
+            for name, took, cpu, note in self.phases
+        ]
+        took = sum(phase[1] for phase in self.phases)
+        cpu = sum(phase[2] for phase in self.phases)
+        return f"phases: {', '.join(parts)}; total {took:.1f} s, cpu {cpu:.1f} s"
+
+
+def overlay_mounts(directory: Path) -> bool:
+    """Whether an overlay filesystem can be mounted on ``directory``'s filesystem here.
+
+    Some hosts refuse it (a container without the privilege, a filesystem overlay cannot
+    use as its upper layer); the mount is tried and undone at once.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory, prefix="overlay-probe-") as tmp:
+        lower, upper, work, merged = (Path(tmp, name) for name in ("l", "u", "w", "m"))
+        for path in (lower, upper, work, merged):
+            path.mkdir()
+        options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+        try:
+            mounted = subprocess.run(
+                ["mount", "-t", "overlay", "overlay", "-o", options, str(merged)],
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+        except OSError:
+            return False
+        if mounted.returncode != 0:
+            return False
+        run(["umount", str(merged)], what="unmounting the overlay probe", timeout=30)
+        return True
+
+
+def storage_driver(env: Mapping[str, str], cache: Path) -> str:
+    """The storage driver: ``GPU_POLICY_IMAGE_STORAGE`` if set, else overlay where it works."""
+    chosen = env.get(STORAGE_ENV, "").strip()
+    if chosen:
+        if chosen not in STORAGE_DRIVERS:
+            raise StepFailed(f"{STORAGE_ENV}={chosen}: use one of {', '.join(STORAGE_DRIVERS)}")
+        return chosen
+    return "overlay" if overlay_mounts(cache) else "vfs"
 
 
 class Engine:
     """buildah and podman on this check's own storage (under ``cache``), rootful."""
 
-    def __init__(self, cache: Path) -> None:
+    def __init__(self, cache: Path, driver: str = "vfs") -> None:
         self.cache = cache
+        self.driver = driver
         cache.mkdir(parents=True, exist_ok=True)
         self.containers_conf = cache / "containers.conf"
         self.storage_conf = cache / "storage.conf"
         self.containers_conf.write_text(CONTAINERS_CONF)
+        # One storage per driver: a storage made by one driver cannot be opened by the other.
         self.storage_conf.write_text(
-            STORAGE_CONF.format(graphroot=cache / "storage", runroot=cache / "run")
+            STORAGE_CONF.format(
+                driver=driver,
+                graphroot=cache / f"storage-{driver}",
+                runroot=cache / f"run-{driver}",
+            )
         )
         self.env = {
             **os.environ,
@@ -311,6 +404,7 @@ def base_recipe() -> dict[str, Any]:
     return {
         "suite": BASE_SUITE,
         "packages": list(BASE_PACKAGES),
+        "python_packages": list(BASE_PYTHON_PACKAGES),
         "options": list(BASE_MMDEBSTRAP_OPTIONS),
         "changes": list(BASE_CHANGES),
     }
@@ -325,17 +419,39 @@ def base_ref() -> str:
 def ensure_base(engine: Engine, mirror: str, notes: list[str]) -> str:
     """Make the stand-in base image unless this storage has it already; return its name.
 
-    Base images of older recipes are removed (each takes about 150 MB with vfs).
+    Base images of older recipes are removed (each takes about 140 MB).
     """
     ref = base_ref()
     if engine.has_image(ref):
         notes.append("cached")
         return ref
+    wheels = engine.cache / "base-wheels"
+    shutil.rmtree(wheels, ignore_errors=True)
+    # This environment's pip fetches them (its index, its CA bundle): the stand-in's Python
+    # gets pip from a wheel of pip itself, with no network inside the root filesystem.
+    run(
+        [
+            *(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"),
+            *("--only-binary=:all:", "--dest", str(wheels), *BASE_PYTHON_PACKAGES),
+        ],
+        what="pip download of the base's pip, setuptools and wheel",
+        timeout=300,
+    )
+    (pip_wheel,) = wheels.glob("pip-*.whl")
+    inside = "/tmp/base-wheels"  # noqa: S108 - a path inside the root filesystem being made
+    install = (
+        f'chroot "$1" python3 {inside}/{pip_wheel.name}/pip install --quiet --no-index'
+        f" --no-compile --no-cache-dir --disable-pip-version-check --root-user-action=ignore"
+        f" --find-links {inside} {' '.join(BASE_PYTHON_PACKAGES)}"
+    )
     tarball = engine.cache / "base.tar"
     run(
         [
             "mmdebstrap",
             *BASE_MMDEBSTRAP_OPTIONS,
+            f"--customize-hook=copy-in {wheels} /tmp",
+            f"--customize-hook={install}",
+            f'--customize-hook=rm -rf "$1"{inside}',
             f"--include={','.join(BASE_PACKAGES)}",
             "--format=tar",
             BASE_SUITE,
@@ -351,6 +467,7 @@ def ensure_base(engine: Engine, mirror: str, notes: list[str]) -> str:
         engine.podman("import", *changes, str(tarball), ref, what="podman import of the base")
     finally:
         tarball.unlink(missing_ok=True)
+        shutil.rmtree(wheels, ignore_errors=True)
     for old in engine.image_refs(BASE_REPOSITORY):
         if old != ref:
             engine.podman("rmi", old, what=f"removing the old base {old}")
@@ -383,7 +500,7 @@ def build(engine: Engine, base: str, context: Path) -> None:
         args += ["--volume", f"{bundle}:/etc/ssl/certs/ca-certificates.crt:ro"]
     args += ["--tag", IMAGE, "--file", str(context / "Dockerfile"), str(context)]
     engine.buildah(*args, what="buildah bud of the Dockerfile", log=engine.cache / "build.log")
-    # The previous build's image lost its tag: drop it, vfs keeps full copies of every layer.
+    # The previous build's image lost its tag: drop it (with vfs, a full copy of every layer).
     engine.podman("image", "prune", "--force", what="podman image prune")
 
 
@@ -528,6 +645,9 @@ def remove_leftovers(engine: Engine) -> None:
     for name in out.split():
         if name.startswith(CONTAINER_PREFIX):
             engine.podman("rm", "--force", "--time", "0", name, what=f"removing {name}")
+    # An interrupted build leaves buildah's working containers, mounted with overlay. The
+    # storage is this check's alone (and locked), so all of them go.
+    engine.buildah("rm", "--all", what="removing the build's leftover containers", timeout=120)
 
 
 def start(engine: Engine, ca: Path, tls: Path) -> Container:
@@ -711,8 +831,12 @@ class Session:
         return [
             f"image {IMAGE}: {self.image_bytes / mb:.1f} MB (base {self.base}: "
             f"{self.base_bytes / mb:.1f} MB; the project and its dependencies add "
-            f"{(self.image_bytes - self.base_bytes) / mb:.1f} MB)",
+            f"{(self.image_bytes - self.base_bytes) / mb:.1f} MB; storage driver "
+            f"{self.engine.driver})",
             self.timings.line(),
+            # The machine may be shared: the times mean little without the load beside them.
+            "load average at the end (1, 5, 15 min): "
+            + " ".join(f"{load:.2f}" for load in os.getloadavg()),
         ]
 
     def close(self, keep: bool = False) -> None:
@@ -743,7 +867,7 @@ def prepare(timings: Timings, env: Mapping[str, str] | None = None) -> Session:
             notes.append(f"installed {' '.join(missing)}")
         else:
             notes.append("present")
-    engine = Engine(CACHE)
+    engine = Engine(CACHE, storage_driver(env, CACHE))
     # One check at a time per checkout: they share the storage and the image's name.
     lock = (CACHE / "lock").open("w")
     fcntl.flock(lock, fcntl.LOCK_EX)

@@ -439,9 +439,15 @@ class LiveCluster:
 
 @contextlib.contextmanager
 def running_cluster(plane: ControlPlane) -> Iterator[LiveCluster]:
-    """A LiveCluster on ``plane`` behind a fresh fault proxy, controllers stopped; what was
-    made meanwhile is deleted at the end (see the ``live_cluster`` fixture)."""
-    plane.stop_controllers()
+    """A LiveCluster on ``plane`` behind a fresh fault proxy, controllers paused; what was
+    made meanwhile is deleted at the end (see the ``live_cluster`` fixture).
+
+    A namespace an earlier test deleted is emptied by the namespace controller: it is let
+    finish first, or the namespace and what it held (a ResourceClaimTemplate the audit would
+    count) would stay, terminating, while the controllers are paused."""
+    if plane.controllers_running:
+        wait_until(lambda: not _terminating_namespaces(plane), poll=0.2)
+    plane.pause_controllers()
     host, port = plane.url.removeprefix("https://").rsplit(":", 1)
     with FaultProxy((host, int(port)), plane.admin_ssl_context()) as proxy:
         cluster = LiveCluster(plane, proxy)
@@ -452,13 +458,24 @@ def running_cluster(plane: ControlPlane) -> Iterator[LiveCluster]:
             cluster.cleanup()
 
 
+def _terminating_namespaces(plane: ControlPlane) -> list[str]:
+    """The namespaces being deleted now (phase ``Terminating``)."""
+    namespaces = plane.dynamic.resources.get(api_version="v1", kind="Namespace")
+    return [
+        item.metadata.name
+        for item in namespaces.get().items
+        if item.status and item.status.phase == "Terminating"
+    ]
+
+
 @pytest.fixture
 def live_cluster(control_plane: ControlPlane) -> Iterator[LiveCluster]:
     """The real API server behind a fresh fault proxy; what the test made is deleted after.
 
-    The controller-manager and the scheduler are stopped meanwhile: what the test puts in
-    stays as it put it (no ReplicaSet adds pods, no garbage collector removes them, no pod
-    is bound but by the test), which is what a test of a reader (watch, list, audit) needs.
+    The controller-manager and the scheduler are paused meanwhile
+    (:meth:`ControlPlane.pause_controllers`): what the test puts in stays as it put it (no
+    ReplicaSet adds pods, no garbage collector removes them, no pod is bound but by the test),
+    which is what a test of a reader (watch, list, audit) needs.
     """
     with running_cluster(control_plane) as cluster:
         yield cluster

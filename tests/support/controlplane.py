@@ -201,11 +201,20 @@ class _Component:
             return ""
         return "\n".join(text[-lines:])
 
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the component's process group (nothing once it has exited)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signum)
+
     def stop(self, timeout: float = 20) -> None:
         """SIGTERM the process group, wait, SIGKILL it if it hangs."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
+                # A paused component (ControlPlane.pause_controllers) acts on SIGTERM once
+                # it runs again.
+                os.killpg(self.proc.pid, signal.SIGCONT)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -243,6 +252,7 @@ class ControlPlane:
     _client: Any = None
     _dynamic: Any = None
     _args: dict[str, list[str]] = field(default_factory=dict)
+    _paused: bool = False
 
     # --- start ---------------------------------------------------------------------------
 
@@ -388,7 +398,9 @@ class ControlPlane:
     @property
     def controllers_running(self) -> bool:
         """Whether kube-controller-manager and kube-scheduler run (they do after start)."""
-        return any(c.name in CONTROLLERS and c.alive() for c in self.components)
+        return not self._paused and any(
+            c.name in CONTROLLERS and c.alive() for c in self.components
+        )
 
     def stop_controllers(self) -> None:
         """Stop kube-controller-manager and kube-scheduler: the API server alone, where nothing
@@ -397,9 +409,30 @@ class ControlPlane:
         for comp in [c for c in self.components if c.name in CONTROLLERS]:
             comp.stop()
             self.components.remove(comp)
+        self._paused = False
+
+    def pause_controllers(self) -> None:
+        """Freeze kube-controller-manager and kube-scheduler (SIGSTOP): to the API server they
+        are clients that send nothing, so nothing reconciles what a test puts there, as with
+        :meth:`stop_controllers`; :meth:`start_controllers` lets them go on (SIGCONT) where a
+        restart would list everything again and take a second or two to act.
+
+        Their watches stay open but unread: the API server ends one whose buffer fills
+        (``cacheWatcher.add`` in ``staging/src/k8s.io/apiserver/pkg/storage/cacher/
+        cache_watcher.go``) and the component lists again when it runs."""
+        for comp in self.components:
+            if comp.name in CONTROLLERS:
+                comp.signal(signal.SIGSTOP)
+        self._paused = True
 
     def start_controllers(self) -> None:
-        """Start kube-controller-manager and kube-scheduler again (no-op when they run)."""
+        """Start kube-controller-manager and kube-scheduler again, or let them go on after
+        :meth:`pause_controllers` (no-op when they run)."""
+        if self._paused:
+            for comp in self.components:
+                if comp.name in CONTROLLERS:
+                    comp.signal(signal.SIGCONT)
+            self._paused = False
         for name in CONTROLLERS:
             if not any(c.name == name for c in self.components):
                 self._spawn(name, self._args[name])

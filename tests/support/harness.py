@@ -1,4 +1,4 @@
-"""Helpers for the harness tests: the real CLI as a subprocess, and suites written to tmp."""
+"""Helpers for the harness tests: the real CLI (tests/support/cli.py), and suites written to tmp."""
 
 from __future__ import annotations
 
@@ -37,11 +37,14 @@ LATER_CASE = f"""\
 """
 
 
-def cli(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """``gpu-policy ARGS`` as a user runs it (no colour unless asked)."""
+def cli(
+    *args: str, cwd: Path = REPO, process: bool = False, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``gpu-policy ARGS`` as a user runs it (no colour unless asked), with none of the server's
+    ``GPU_POLICY_*`` variables; ``process``: as ``python -m webhook.cli``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POLICY_")}
     env["PYTHONPATH"] = str(REPO)
-    return run_cli(*args, cwd=cwd, env=env, timeout=timeout)
+    return run_cli(*args, cwd=cwd, env=env, process=process, timeout=timeout)
 
 
 def suite_text(cluster: str, cases: str, *, name: str = "demo", extra: str = "") -> str:

@@ -124,6 +124,9 @@ def webhook(
         GPU_POLICY_FILE=str(policy_dir / "policy.yaml"),
         GPU_POLICY_KUBE=str(control_plane.kubeconfig),
     ) as server:
+        # Before its first listing the worker judges on the policy's declared pools alone (a
+        # NodePool's pod is refused): wait for the cluster, not only for an answer.
+        assert wait_until(lambda: server.cluster_ready(1), 60, 0.2), server.log()
         register_webhooks(
             f"https://127.0.0.1:{server.port}",
             certs.ca_cert.read_bytes(),

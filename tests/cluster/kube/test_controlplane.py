@@ -16,9 +16,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.objects import configmap_ref_policy, ctr, example_cluster, pod
+from tests.objects import configmap_ref_policy, ctr, example_cluster, pod, workload
 from tests.support import gunicorn
 from tests.support.cli import run_cli
+from tests.support.cluster import running_cluster
 from tests.support.controlplane import ControlPlane
 from tests.support.waiting import wait_until
 from webhook.certs.issue import write_certs
@@ -89,6 +90,28 @@ def test_scheduler_places_gpu_pods_by_the_nodes_allocatable(
     assert wait_until(lambda: bool(refused()), 120, 0.2)
     assert "1 Insufficient nvidia.com/gpu" in refused()[0]
     assert core.read_namespaced_pod("second", kube_namespace).spec.node_name is None
+
+
+def test_controllers_paused_for_a_live_cluster_act_on_what_came_meanwhile(
+    control_plane: ControlPlane, kube_namespace: str, make_gpu_node: MakeNode
+) -> None:
+    """``live_cluster`` pauses the controller-manager and the scheduler; the next test that
+    needs them lets them go on (``start_controllers``), and they act on what was made while
+    they were paused: a ReplicaSet gets its pod, and the scheduler binds it."""
+    node = make_gpu_node(gpus=1)["metadata"]["name"]
+    replicas = workload("ReplicaSet", "held", kube_namespace, gpu={"nvidia.com/gpu": "1"})
+    replicas["metadata"] = {"name": "held", "namespace": kube_namespace}
+    core = client.CoreV1Api(control_plane.client)
+    with running_cluster(control_plane):
+        assert not control_plane.controllers_running
+        control_plane.create(replicas)
+    control_plane.start_controllers()
+
+    def bound() -> bool:
+        pods = core.list_namespaced_pod(kube_namespace, label_selector="app=held").items
+        return len(pods) == 1 and pods[0].spec.node_name == node
+
+    assert wait_until(bound, 120, 0.2)
 
 
 @pytest.mark.slow

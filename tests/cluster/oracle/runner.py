@@ -296,7 +296,8 @@ class Runner:
         return found
 
     def _resolve(self, batch: list[Scenario], namespaces: dict[str, str]) -> dict[str, Truth]:
-        """Wait until the scheduler decided every pod (or the timeout), then settle."""
+        """Wait until the scheduler decided every pod (or the timeout), then settle unless
+        every pod is bound (a binding is final; a verdict of "unschedulable" may not be)."""
         deadline = time.monotonic() + RESOLVE_TIMEOUT
         while True:
             found = self._read(namespaces)
@@ -304,6 +305,8 @@ class Runner:
             if len(decided) == len(batch) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
+        if len(batch) == len(found) and all(t.bound for t in found.values()):
+            return {s.world_id: found[s.world_id] for s in batch}
         time.sleep(SETTLE)
         found = self._read(namespaces)
         return {s.world_id: found.get(s.world_id, Truth(None)) for s in batch}

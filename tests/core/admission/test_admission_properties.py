@@ -15,11 +15,12 @@ import json
 from typing import Any
 
 import jsonpatch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.objects import fixture_ids, load, with_gpu
 from tests.support.json_paths import paths, put
+from tests.support.properties import examples
 from webhook.admission import Outcome, RequestError, handle
 from webhook.files import load_policy
 from webhook.policy import inventory_from_policy
@@ -67,8 +68,23 @@ def test_any_bytes(endpoint: str, body: bytes) -> None:
     answer_or_request_error(endpoint, body)
 
 
+# What a handler must tell apart: not an object, an object without a request, a request that
+# is no object, one without an object or uid, a review of the right kind with nothing in it,
+# integers past int64, a float for an int.
+@example(endpoint="mutate", value=None)
+@example(endpoint="validate", value=[])
+@example(endpoint="mutate", value="")
+@example(endpoint="validate", value=2**63)
+@example(endpoint="mutate", value={})
+@example(endpoint="validate", value={"request": None})
+@example(endpoint="mutate", value={"request": []})
+@example(endpoint="validate", value={"request": {"uid": 1.5, "object": None}})
+@example(
+    endpoint="mutate",
+    value={"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}},
+)
 @given(endpoint=endpoints, value=json_values)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300, ci=100), deadline=None)
 def test_any_json(endpoint: str, value: Any) -> None:
     answer_or_request_error(endpoint, json.dumps(value).encode())
 
@@ -83,8 +99,41 @@ def mangled_reviews(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
+def mangled(doc: dict[str, Any], path: tuple[Any, ...], value: Any, delete: bool = False) -> Any:
+    """A copy of ``doc`` with ``path`` set to ``value`` (or removed): an explicit example."""
+    out = copy.deepcopy(doc)
+    put(out, path, value, delete=delete)
+    return out
+
+
+OBJECT = ("request", "object")
+CONTAINER = (*OBJECT, "spec", "containers", 0)
+
+
+# A review whose request, object, uid, operation, containers or GPU quantities are missing,
+# null, of the wrong type or out of range: each must be answered, or refused as a bad request.
+@example(endpoint="mutate", doc=mangled(GPU_DOCS[0], ("request",), None, delete=True))
+@example(endpoint="validate", doc=mangled(GPU_DOCS[0], OBJECT, None))
+@example(endpoint="mutate", doc=mangled(GPU_DOCS[0], ("request", "uid"), None))
+@example(endpoint="validate", doc=mangled(GPU_DOCS[0], ("request", "operation"), 1))
+@example(endpoint="mutate", doc=mangled(GPU_DOCS[0], (*OBJECT, "spec", "containers"), {}))
+@example(endpoint="validate", doc=mangled(GPU_DOCS[0], (*OBJECT, "spec"), None, delete=True))
+@example(endpoint="mutate", doc=mangled(GPU_DOCS[0], (*CONTAINER, "resources"), []))
+@example(
+    endpoint="mutate",
+    doc=mangled(GPU_DOCS[0], (*CONTAINER, "resources", "limits"), {"nvidia.com/gpu": "x"}),
+)
+@example(
+    endpoint="validate",
+    doc=mangled(GPU_DOCS[0], (*CONTAINER, "resources", "requests", "nvidia.com/gpu"), 2**63),
+)
+@example(endpoint="mutate", doc=mangled(GPU_DOCS[0], (*OBJECT, "metadata", "annotations"), []))
 @given(endpoint=endpoints, doc=mangled_reviews())
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(500, ci=150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 def test_mangled_reviews(endpoint: str, doc: dict[str, Any]) -> None:
     answer_or_request_error(endpoint, json.dumps(doc).encode())
 
@@ -104,8 +153,42 @@ names = st.sampled_from(
 sections = st.dictionaries(names, quantities, max_size=3)
 
 
+CREATES = [d for d in DOCS if d["request"]["operation"] == "CREATE"]
+
+
+# Quantities the API server would refuse or that a rule reads apart (a fraction, a negative,
+# not a number, a bool, limits below requests), a MIG profile the annotation contradicts,
+# shared GPUs asked to be exclusive, GPUs in two containers, a pod with no GPU.
+@example(base=CREATES[0], resources=[{"limits": {"nvidia.com/gpu": "500m"}}], annotations={})
+@example(base=CREATES[0], resources=[{"limits": {"nvidia.com/gpu": -1}}], annotations={})
+@example(
+    base=CREATES[0],
+    resources=[{"limits": {"nvidia.com/gpu": "x"}, "requests": {"nvidia.com/gpu": True}}],
+    annotations={},
+)
+@example(
+    base=CREATES[0],
+    resources=[{"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 2}}],
+    annotations={},
+)
+@example(
+    base=CREATES[0],
+    resources=[{"limits": {"nvidia.com/mig-1g.5gb": "1"}}],
+    annotations={"gpu-policy.io/mig-profile": "x"},
+)
+@example(
+    base=CREATES[0],
+    resources=[{"limits": {"nvidia.com/gpu.shared": 1}}],
+    annotations={"gpu-policy.io/sharing": "exclusive"},
+)
+@example(
+    base=CREATES[-1],
+    resources=[{"limits": {"nvidia.com/gpu": 2}}, {"requests": {"nvidia.com/gpu": "1"}}],
+    annotations={"gpu-policy.io/product": "NVIDIA-L20"},
+)
+@example(base=CREATES[-1], resources=[{"requests": {"cpu": "1"}}], annotations={})
 @given(
-    base=st.sampled_from([d for d in DOCS if d["request"]["operation"] == "CREATE"]),
+    base=st.sampled_from(CREATES),
     resources=st.lists(
         st.fixed_dictionaries({}, optional={"limits": sections, "requests": sections}),
         min_size=1,
@@ -119,7 +202,11 @@ sections = st.dictionaries(names, quantities, max_size=3)
         max_size=2,
     ),
 )
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(300, ci=100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 def test_mutate_then_validate(
     base: dict[str, Any], resources: list[dict[str, Any]], annotations: dict[str, str]
 ) -> None:

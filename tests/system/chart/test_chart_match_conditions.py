@@ -15,7 +15,14 @@ import pytest
 
 from tests.support.chart_helpers import webhooks
 
-cel = pytest.importorskip("cel", reason="the common-expression-language package is not installed")
+
+def cel() -> Any:
+    """The ``cel`` module, imported when a test first evaluates: importing it loads its REPL's
+    libraries, a quarter second each pytest worker would pay when it collects this file."""
+    return pytest.importorskip(
+        "cel", reason="the common-expression-language package is not installed"
+    )
+
 
 pytestmark = pytest.mark.slow
 
@@ -215,7 +222,7 @@ def _conditions_for(
 def _matches(expressions: list[str], obj: dict[str, Any]) -> bool:
     # All matchConditions must hold; the API server passes object, oldObject, request.
     context = {"object": copy.deepcopy(obj), "oldObject": None, "request": {"operation": "CREATE"}}
-    return all(cel.evaluate(e, context) is True for e in expressions)
+    return all(cel().evaluate(e, context) is True for e in expressions)
 
 
 @pytest.mark.parametrize(
@@ -261,13 +268,13 @@ def test_every_expression_compiles(default_render) -> None:
     # pods and three template entries in each configuration, and the three DRA entries
     assert len(expressions) == 11
     for expression in expressions:
-        cel.compile(expression)
+        cel().compile(expression)
 
 
 def test_guards_are_needed(default_render) -> None:
     """Without has(), a missing field is an error, not false: the guards matter."""
     with pytest.raises(Exception):  # noqa: B017 - the library raises KeyError or its own error
-        cel.evaluate("object.spec.template.spec.containers.size() > 0", {"object": {"spec": {}}})
+        cel().evaluate("object.spec.template.spec.containers.size() > 0", {"object": {"spec": {}}})
     deployment = _conditions_for(default_render, "deployments", mutating=False)
     assert _matches(deployment, {"spec": {"template": {}}}) is False
 
@@ -454,7 +461,7 @@ def test_isolation_sends_exactly_the_pods_that_reach_a_gpu_node(
         "oldObject": None,
         "request": {"operation": "CREATE", "namespace": namespace},
     }
-    assert all(cel.evaluate(e, context) is True for e in expressions) is expected
+    assert all(cel().evaluate(e, context) is True for e in expressions) is expected
 
 
 def test_isolation_sends_no_pod_update_that_asks_for_no_gpu(isolation_render) -> None:  # type: ignore[no-untyped-def]
@@ -466,7 +473,7 @@ def test_isolation_sends_no_pod_update_that_asks_for_no_gpu(isolation_render) ->
             "oldObject": None,
             "request": {"operation": operation, "namespace": "monitoring"},
         }
-        assert all(cel.evaluate(e, context) is True for e in expressions) is sent
+        assert all(cel().evaluate(e, context) is True for e in expressions) is sent
 
 
 def test_isolation_covers_pod_templates(isolation_render) -> None:  # type: ignore[no-untyped-def]
@@ -479,10 +486,10 @@ def test_isolation_covers_pod_templates(isolation_render) -> None:  # type: igno
         "request": {"operation": "CREATE", "namespace": "monitoring"},
     }
     expressions = _conditions_for(isolation_render, "daemonsets", mutating=False)
-    assert all(cel.evaluate(e, context) is True for e in expressions)
+    assert all(cel().evaluate(e, context) is True for e in expressions)
     plain = workload("Deployment", "apps/v1", pod_spec(CPU))
     context["object"] = plain
-    assert not all(cel.evaluate(e, context) is True for e in expressions)
+    assert not all(cel().evaluate(e, context) is True for e in expressions)
 
 
 def test_untainted_gpu_nodes_send_every_pod(renderer) -> None:  # type: ignore[no-untyped-def]
@@ -498,6 +505,6 @@ def test_untainted_gpu_nodes_send_every_pod(renderer) -> None:  # type: ignore[n
         "oldObject": None,
         "request": {"operation": "CREATE", "namespace": "web"},
     }
-    assert all(cel.evaluate(e, context) is True for e in expressions)
+    assert all(cel().evaluate(e, context) is True for e in expressions)
     context["request"]["namespace"] = "gpu-operator"
-    assert not all(cel.evaluate(e, context) is True for e in expressions)
+    assert not all(cel().evaluate(e, context) is True for e in expressions)

@@ -1,4 +1,5 @@
-"""The real command as a user runs it: a process, real files, exit codes and output."""
+"""The real command as a user runs it: real files, exit codes and output (in process unless
+``process``: tests/support/cli.py says which stay a process)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ ROOT = REPO
 CLUSTERS = ROOT / "examples" / "clusters"
 
 
-def gpu_policy(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``gpu-policy ARGS`` (as ``python -m webhook.cli``) from the repository's root."""
-    return run_cli(*args, stdin=stdin)
+def gpu_policy(
+    *args: str, stdin: str | None = None, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``gpu-policy ARGS`` from the repository's root; ``process``: as ``python -m webhook.cli``."""
+    return run_cli(*args, stdin=stdin, process=process)

@@ -31,7 +31,7 @@ def dump_args(dump: str, cluster: str, now: str) -> list[str]:
 
 
 def test_before_names_the_holders_the_slots_the_wait_and_plan() -> None:
-    done = gpu_policy(*dump_args(*BEFORE), "--colour", "never")
+    done = gpu_policy(*dump_args(*BEFORE), "--colour", "never", process=True)
     assert done.returncode == 1, done.stderr
     out = done.stdout
     assert out.splitlines()[1].split()[:4] == [

@@ -9,7 +9,7 @@ from pathlib import Path
 from .conftest import CLUSTERS, ROOT, gpu_policy
 
 
-def inventory(cluster: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def inventory(cluster: str, *extra: str, process: bool = False) -> subprocess.CompletedProcess[str]:
     return gpu_policy(
         "inventory",
         "--policy",
@@ -17,11 +17,12 @@ def inventory(cluster: str, *extra: str) -> subprocess.CompletedProcess[str]:
         "--nodes",
         str(CLUSTERS / cluster / "nodes.yaml"),
         *extra,
+        process=process,
     )
 
 
 def test_seed_003_before_and_after() -> None:
-    before = inventory("seed003-before")
+    before = inventory("seed003-before", process=True)
     after = inventory("seed003-l20-t4")
     assert before.returncode == after.returncode == 0
     assert "GPU slots: 2 (NVIDIA-L20 x 1 + Tesla-T4 x 1)" in before.stdout

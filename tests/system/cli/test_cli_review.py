@@ -1,4 +1,4 @@
-"""``gpu-policy review`` as a user runs it: a real process, real files, exit codes and output."""
+"""``gpu-policy review`` as a user runs it: real files, stdin, exit codes and output."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {}\n"
 
 
 def test_allowed_pod_exits_0_and_shows_the_diff() -> None:
-    result = gpu_policy("review", "-", stdin=POD)
+    result = gpu_policy("review", "-", stdin=POD, process=True)  # a pipe into a process
     assert result.returncode == 0, result.stderr
     assert "ALLOWED Pod/infer -n ml" in result.stdout
     assert "+    nvidia.com/gpu.product: NVIDIA-L20-SHARED" in result.stdout

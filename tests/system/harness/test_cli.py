@@ -1,4 +1,4 @@
-"""``gpu-policy test`` as a user runs it: a subprocess, its table, its exit code, its files."""
+"""``gpu-policy test`` as a user runs it: its table, its exit code, its files."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def rows(stdout: str) -> dict[str, list[str]]:
 
 def test_a_passing_suite(write_suite: Callable[..., Path]) -> None:
     suite = write_suite(CASES)
-    result = cli("test", str(suite))
+    result = cli("test", str(suite), process=True)
     assert result.returncode == 0, result.stdout + result.stderr
     table = rows(result.stdout)
     assert table["one-shared-gpu"][-1] == "PASS"

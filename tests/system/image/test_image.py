@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -140,3 +141,14 @@ def test_refusal_names_what_is_missing_and_the_fix(
 def test_no_apt_get_to_install_with() -> None:
     reason = image_check.refusal({"CI": "true"}, 0, ["buildah"], None)
     assert reason == "missing buildah, and no apt-get to install them"
+
+
+@pytest.mark.parametrize("driver", ["overlay", "vfs"])
+def test_storage_driver_chosen_by_the_variable(driver: str, tmp_path: Path) -> None:
+    """GPU_POLICY_IMAGE_STORAGE wins over the probe (vfs where overlay mounts misbehave)."""
+    assert image_check.storage_driver({"GPU_POLICY_IMAGE_STORAGE": driver}, tmp_path) == driver
+
+
+def test_unknown_storage_driver_names_the_choices(tmp_path: Path) -> None:
+    with pytest.raises(image_check.StepFailed, match="GPU_POLICY_IMAGE_STORAGE=zfs: use one of"):
+        image_check.storage_driver({"GPU_POLICY_IMAGE_STORAGE": "zfs"}, tmp_path)

@@ -19,7 +19,7 @@ def test_plan_command_writes_objects_and_the_same_json(tmp_path: Path) -> None:
     out = tmp_path / "plan"
     done = run_cli(
         "migrate", "plan", "--policy", str(THREE / "policy.yaml"), "--nodes", str(THREE / "nodes.yaml"),
-        "--objects", str(THREE / "workloads.yaml"), "--write-dir", str(out), "-o", "json",
+        "--objects", str(THREE / "workloads.yaml"), "--write-dir", str(out), "-o", "json", process=True,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr  # pods no longer fit: a person must look
     assert json.loads(done.stdout) == json.loads((out / "plan.json").read_text())

@@ -26,21 +26,8 @@ MEASURE = ("--measure", "NVIDIA-L20=4621Mi", "--measure", "Tesla-T4=4401Mi")
 FILES = ("device-plugin-config.yaml", "label-nodes.sh", "policy.yaml")
 
 
-def plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("plan", *args)
-
-
-def run_in_process(*args: str) -> tuple[int, str]:
-    """The same command without a subprocess (fast), output captured."""
-    import contextlib
-    import io
-
-    from webhook.cli.main import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["plan", *args])
-    return code, out.getvalue()
+def plan(*args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    return run_cli("plan", *args, process=process)
 
 
 def rolled_out(nodes: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
@@ -85,7 +72,7 @@ def seed003_nodes() -> list[dict[str, Any]]:
 def test_cli_seed_003_table_and_files(tmp_path: Path) -> None:
     result = plan(
         "--nodes", str(BEFORE / "nodes.yaml"), "--policy", str(BEFORE / "policy.yaml"),
-        *MEASURE, "--write-dir", str(tmp_path),
+        *MEASURE, "--write-dir", str(tmp_path), process=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -163,18 +150,18 @@ def test_cli_errors_exit_2() -> None:
     result = plan("--nodes", str(BEFORE / "nodes.yaml"), "--policy", str(BEFORE / "policy.yaml"))
     assert result.returncode == 2
     assert "--measure" in result.stdout + result.stderr
-    code, _ = run_in_process(
+    done = plan(
         "--nodes", str(BEFORE / "nodes.yaml"), "--measure", "NVIDIA-L20=lots",
     )  # fmt: skip
-    assert code == 2
+    assert done.returncode == 2
 
 
 def test_round_trip_review_on_the_planned_layout(tmp_path: Path) -> None:
-    code, _ = run_in_process(
+    done = plan(
         "--nodes", str(BEFORE / "nodes.yaml"), "--policy", str(BEFORE / "policy.yaml"),
         *MEASURE, "--write-dir", str(tmp_path),
     )  # fmt: skip
-    assert code == 0
+    assert done.returncode == 0
     policy = load_policy(tmp_path / "policy.yaml")
     assert set(policy.configs) == {"any", "nvidia-l20", "tesla-t4"}
     inventory = inventory_from_nodes(rolled_out(seed003_nodes(), tmp_path), policy, source="t")
@@ -209,21 +196,22 @@ def test_round_trip_review_on_the_planned_layout(tmp_path: Path) -> None:
 
 def test_plan_on_its_own_output_changes_nothing(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
-    code, _ = run_in_process(
+    done = plan(
         "--nodes", str(BEFORE / "nodes.yaml"), "--policy", str(BEFORE / "policy.yaml"),
         *MEASURE, "--write-dir", str(first),
     )  # fmt: skip
-    assert code == 0
+    assert done.returncode == 0
     nodes_after = tmp_path / "nodes-after.yaml"
     nodes_after.write_text(
         yaml.safe_dump(
             {"apiVersion": "v1", "kind": "List", "items": rolled_out(seed003_nodes(), first)}
         )
     )
-    code, out2 = run_in_process(
+    done = plan(
         "--nodes", str(nodes_after), "--policy", str(first / "policy.yaml"),
         *MEASURE, "--write-dir", str(second),
     )  # fmt: skip
+    code, out2 = done.returncode, done.stdout
     assert code == 0
     assert "8 -> 8" in out2 and "3 -> 3" in out2 and "GPU slots: 11 -> 11" in out2
     for name in FILES:
@@ -234,10 +222,11 @@ def test_mixed_mig_round_trip_is_stable(tmp_path: Path) -> None:
     seed001 = CLUSTERS / "seed001-a100-t4"
     measure = ("--measure", "NVIDIA-A100-SXM4-40GB=4000Mi", "--measure", "Tesla-T4=4401Mi")
     first, second = tmp_path / "first", tmp_path / "second"
-    code, out = run_in_process(
+    done = plan(
         "--nodes", str(seed001 / "nodes.yaml"), "--policy", str(seed001 / "policy.yaml"),
         *measure, "--write-dir", str(first),
     )  # fmt: skip
+    code, out = done.returncode, done.stdout
     assert code == 0
     assert "[mig-profile-fits]" in out and "MIG profile 1g.5gb" in out
     nodes = nodes_from_text((seed001 / "nodes.yaml").read_text(), source="seed001")
@@ -247,10 +236,10 @@ def test_mixed_mig_round_trip_is_stable(tmp_path: Path) -> None:
     assert a100["status"]["allocatable"]["nvidia.com/mig-1g.5gb"] == "2"  # unshared now
     nodes_after = tmp_path / "nodes-after.yaml"
     nodes_after.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": after}))
-    code, _ = run_in_process(
+    done = plan(
         "--nodes", str(nodes_after), "--policy", str(first / "policy.yaml"),
         *measure, "--write-dir", str(second),
     )  # fmt: skip
-    assert code == 0
+    assert done.returncode == 0
     for name in FILES:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
