@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.policy.quantity import QuantityError, parse_gpu_quantity
+from webhook.policy.records import MAPPING
 from webhook.policy.workloads import dig
 
 __all__ = [
@@ -109,7 +110,7 @@ def node_views(
         taints = tuple(
             Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t["effect"]))
             for t in spec.get("taints") or ()
-            if isinstance(t, Mapping) and t.get("effect") in ("NoSchedule", "NoExecute")
+            if isinstance(t, MAPPING) and t.get("effect") in ("NoSchedule", "NoExecute")
         )
         out.append(
             NodeView(
@@ -146,20 +147,20 @@ def expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
 
 def term_matches(term: Any, name: str, labels: Mapping[str, str]) -> bool:
     """True when the node ``name`` with ``labels`` passes every requirement of ``term``."""
-    if not isinstance(term, Mapping):
+    if not isinstance(term, MAPPING):
         return False
     expressions = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not expressions and not fields:
         return False  # an empty term matches no node (core/v1 NodeSelectorTerm)
     for expr in expressions:
-        if not isinstance(expr, Mapping):
+        if not isinstance(expr, MAPPING):
             return False
         if not expression_matches(expr, labels.get(str(expr.get("key")))):
             return False
     for expr in fields:
         # metadata.name is the only field a node selector term may name.
-        if not isinstance(expr, Mapping) or expr.get("key") != "metadata.name":
+        if not isinstance(expr, MAPPING) or expr.get("key") != "metadata.name":
             return False
         if not expression_matches(expr, name):
             return False
@@ -186,7 +187,7 @@ def required_terms(affinity: Any) -> list[Any] | None:
     the scheduler), not None as ``webhook.policy.engine.intent.required_terms`` does.
     """
     required = dig(affinity, _REQUIRED)
-    if not isinstance(required, Mapping):
+    if required is None or not isinstance(required, MAPPING):
         return None
     terms = required.get("nodeSelectorTerms")
     return terms if isinstance(terms, list) else []
@@ -217,7 +218,7 @@ def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
 
 def untolerated(node: NodeView, tolerations: Iterable[Any]) -> tuple[Taint, ...]:
     """The node's NoSchedule / NoExecute taints (and its cordon) that no toleration covers."""
-    tols = [t for t in tolerations if isinstance(t, Mapping)]
+    tols = [t for t in tolerations if isinstance(t, MAPPING)]
     taints = node.taints
     if node.unschedulable:
         taints = (*taints, Taint(*UNSCHEDULABLE_TAINT))
@@ -225,7 +226,7 @@ def untolerated(node: NodeView, tolerations: Iterable[Any]) -> tuple[Taint, ...]
 
 
 def _blocking(node: NodeView, tolerations: Iterable[Any], effects: Iterable[str]) -> bool:
-    tols = [t for t in tolerations if isinstance(t, Mapping)]
+    tols = [t for t in tolerations if isinstance(t, MAPPING)]
     wanted = set(effects)
     return any(
         t.effect in wanted and not any(_tolerates(tol, t) for tol in tols) for t in node.taints
@@ -292,7 +293,7 @@ class GpuNodes:
         narrowed = bool(selector) or required_terms(affinity) is not None
         for node in self.nodes if narrowed else self._classes:
             if narrowed and not (
-                selector_matches(selector if isinstance(selector, Mapping) else None, node.labels)
+                selector_matches(selector if isinstance(selector, MAPPING) else None, node.labels)
                 and affinity_matches(affinity, node)
             ):
                 continue

@@ -1,11 +1,19 @@
-"""The dataclass of the records built on every review: slotted, and not frozen."""
+"""What the records built on every review share: their dataclass (slotted, not frozen), and
+the check that a value read from a review is an object."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar, dataclass_transform
+from typing import Final, TypeVar, dataclass_transform
 
 _T = TypeVar("_T")
+
+#: ``isinstance(x, MAPPING)`` answers as ``isinstance(x, Mapping)``, but a dict (what every
+#: decoded review holds) is told by the type alone, without the ABC's ``__instancecheck__``
+#: (Python code, and its cache of classes, touched anew by each review after a pause:
+#: docs/performance.md, "Seventh round").
+MAPPING: Final = (dict, Mapping)
 
 
 @dataclass_transform()

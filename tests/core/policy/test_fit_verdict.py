@@ -187,6 +187,34 @@ def test_reviews_on_one_snapshot_do_not_leak_into_each_other() -> None:
     assert review(three, policy=policy, inventory=inventory).allowed
 
 
+def test_pods_judged_one_after_another_get_each_its_own_verdict() -> None:
+    """The verdict on a pod spec is kept per snapshot (the pods of one workload are judged
+    once): pods that differ only in what the scheduler reads of them still get their own
+    verdicts, in either order, and a refusal names the pod it is about."""
+    policy = load_policy(CLUSTERS / "seed003-before" / "policy.yaml")
+    inventory = load_inventory(policy, CLUSTERS / "seed003-before" / "nodes.yaml")
+    one = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}), o.ctr("b"), name="one")
+    two = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}), o.ctr("b", limits={"nvidia.com/gpu": 1}))
+    # A sidecar (an init container that keeps running) holds its GPU beside the containers'.
+    sidecar = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}))
+    sidecar["spec"]["initContainers"] = [
+        o.ctr("s", limits={"nvidia.com/gpu": 1}, restartPolicy="Always")
+    ]
+    init = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}))
+    init["spec"]["initContainers"] = [o.ctr("s", limits={"nvidia.com/gpu": 1})]
+    pinned = o.pod(o.ctr("a", limits={"nvidia.com/gpu": 1}), nodeSelector={"no-such": "label"})
+    for _ in range(2):
+        assert review(one, policy=policy, inventory=inventory).allowed
+        assert review(init, policy=policy, inventory=inventory).allowed
+        for refused in (two, sidecar, pinned):
+            assert not review(refused, policy=policy, inventory=inventory).allowed
+    named = review(
+        o.pod(*two["spec"]["containers"], name="other"), policy=policy, inventory=inventory
+    )
+    assert "Pod other fits no node" in named.denial
+    assert "Pod p " not in named.denial
+
+
 def test_a_lone_claim_is_not_refused_for_taints_its_pods_may_tolerate(dra_policy: Policy) -> None:
     """The node of the only GPUs is tainted: the claim fits, its pod must tolerate the taint
     (found by the differential test: the scheduler binds such a pod with the toleration)."""

@@ -25,6 +25,7 @@ from webhook.policy.demand.model import (
 )
 from webhook.policy.demand.requests import container_requests, pod_requests, resource_list
 from webhook.policy.nodes import required_terms
+from webhook.policy.records import MAPPING
 
 ClaimSpecs = Mapping[tuple[str, str, str], Mapping[str, Any]]
 
@@ -46,7 +47,7 @@ def _tolerations(raw: object) -> tuple[DeviceToleration, ...]:
             _str(t.get("effect")),
         )
         for t in _list(raw)
-        if isinstance(t, Mapping)
+        if isinstance(t, MAPPING)
     )
 
 
@@ -56,7 +57,7 @@ def _request(name: str, raw: Mapping[str, Any]) -> Request:
     count = raw.get("count")
     admin = raw.get("adminAccess")
     capacity = raw.get("capacity")
-    requests = capacity.get("requests") if isinstance(capacity, Mapping) else None
+    requests = capacity.get("requests") if isinstance(capacity, MAPPING) else None
     return Request(
         name=name,
         device_class=_str(raw.get("deviceClassName")),
@@ -66,30 +67,30 @@ def _request(name: str, raw: Mapping[str, Any]) -> Request:
         selectors=tuple(
             _str((s.get("cel") or {}).get("expression"))
             for s in _list(raw.get("selectors"))
-            if isinstance(s, Mapping)
+            if isinstance(s, MAPPING)
         ),
         tolerations=_tolerations(raw.get("tolerations")),
-        capacity=resource_list(requests) if isinstance(requests, Mapping) else None,
+        capacity=resource_list(requests) if isinstance(requests, MAPPING) else None,
     )
 
 
 def read_claim_spec(spec: Mapping[str, Any], label: str) -> Claim:
     """A ResourceClaimSpec (``spec`` of a claim, ``spec.spec`` of a template) as a Claim."""
     devices = spec.get("devices")
-    devices = devices if isinstance(devices, Mapping) else {}
+    devices = devices if isinstance(devices, MAPPING) else {}
     requests = []
     problems = []
     for raw in _list(devices.get("requests")):
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, MAPPING):
             continue
         name = _str(raw.get("name"))
         exactly = raw.get("exactly")
         subs = tuple(
             _request(_str(s.get("name")), s)
             for s in _list(raw.get("firstAvailable"))
-            if isinstance(s, Mapping)
+            if isinstance(s, MAPPING)
         )
-        if isinstance(exactly, Mapping):
+        if isinstance(exactly, MAPPING):
             requests.append(DeviceRequest(name, exactly=_request(name, exactly)))
         elif subs:
             requests.append(DeviceRequest(name, first_available=subs))
@@ -102,7 +103,7 @@ def read_claim_spec(spec: Mapping[str, Any], label: str) -> Claim:
             _str(c.get("distinctAttribute")) or None,
         )
         for c in _list(devices.get("constraints"))
-        if isinstance(c, Mapping)
+        if isinstance(c, MAPPING)
     )
     return Claim(label, tuple(requests), constraints, tuple(problems))
 
@@ -111,7 +112,7 @@ def _containers(spec: Mapping[str, Any]) -> tuple[tuple[str, bool, str | None, A
     out = []
     for key, is_init in (("initContainers", True), ("containers", False)):
         for container in _list(spec.get(key)):
-            if isinstance(container, Mapping):
+            if isinstance(container, MAPPING):
                 policy = container.get("restartPolicy")
                 out.append(
                     (
@@ -133,7 +134,7 @@ def pod_demand(
     missing: list[str] = []
     seen: set[tuple[str, str]] = set()
     for entry in _list(spec.get("resourceClaims")):
-        if not isinstance(entry, Mapping):
+        if not isinstance(entry, MAPPING):
             continue
         claim_name = _str(entry.get("resourceClaimName"))
         template = _str(entry.get("resourceClaimTemplateName"))
@@ -154,7 +155,7 @@ def pod_demand(
         label = f'claim "{_str(entry.get("name"))}" ({kind} {name})'
         claims.append(read_claim_spec(found, label))
     selector = spec.get("nodeSelector")
-    tolerations = tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, Mapping))
+    tolerations = tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, MAPPING))
     terms = required_terms(spec.get("affinity"))
     return Demand(
         label=label,
@@ -163,7 +164,9 @@ def pod_demand(
         claims=tuple(claims),
         node_name=_str(spec.get("nodeName")) or None,
         node_selector=(
-            {str(k): str(v) for k, v in selector.items()} if isinstance(selector, Mapping) else {}
+            {str(k): str(v) for k, v in selector.items()}
+            if selector is not None and isinstance(selector, MAPPING)
+            else {}
         ),
         required_terms=None if terms is None else tuple(terms),
         tolerations=tolerations,

@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from webhook.policy.quantity import QuantityError, quantity_value
+from webhook.policy.records import MAPPING
 
 ResourceList = dict[str, Fraction]
 
@@ -30,7 +31,7 @@ def resource_list(raw: Any) -> ResourceList:
     """A ResourceList mapping as exact values; entries that are no quantity are left out
     (the API server refuses them, so the scheduler never meets them)."""
     out: ResourceList = {}
-    if not isinstance(raw, Mapping):
+    if raw is None or not isinstance(raw, MAPPING):  # None first: most lists are absent
         return out
     for name, value in raw.items():
         try:
@@ -45,7 +46,7 @@ def container_requests(container: Mapping[str, Any]) -> ResourceList:
     resource with a limit and no request requests its limit (``SetDefaults_Pod``,
     pkg/apis/core/v1/defaults.go), so manifests read before admission add up the same."""
     resources = container.get("resources")
-    resources = resources if isinstance(resources, Mapping) else {}
+    resources = resources if isinstance(resources, MAPPING) else {}
     requests = resource_list(resources.get("requests"))
     for name, value in resource_list(resources.get("limits")).items():
         requests.setdefault(name, value)
@@ -71,7 +72,7 @@ def _is_restartable(container: Mapping[str, Any]) -> bool:
 
 def _containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     raw = spec.get(key)
-    return [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
+    return [c for c in raw if isinstance(c, MAPPING)] if isinstance(raw, list) else []
 
 
 def aggregate_container_requests(spec: Mapping[str, Any]) -> ResourceList:
@@ -107,7 +108,9 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     scheduler adds them up (``nvidia.com/gpu`` of two containers asking 1 each is 2)."""
     reqs = aggregate_container_requests(spec)
     pod_level = spec.get("resources")
-    level = resource_list(pod_level.get("requests")) if isinstance(pod_level, Mapping) else {}
+    level: ResourceList = {}
+    if pod_level is not None and isinstance(pod_level, MAPPING):
+        level = resource_list(pod_level.get("requests"))
     if any(_is_pod_level(name) for name in level):  # IsPodLevelRequestsSet
         for name, value in level.items():
             if _is_pod_level(name):
