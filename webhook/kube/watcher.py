@@ -201,6 +201,7 @@ class ResourceWatcher:
 
     def _not_served(self, exc: ApiException) -> None:
         """An optional kind the API server does not serve: no objects, synced, reachable."""
+        self._set_reachable(True)  # before synced, as in _list
         with self._lock:
             changed = bool(self._items)
             self._items = {}
@@ -219,7 +220,6 @@ class ResourceWatcher:
             )
         self.absent = True
         self.last_ok = time.monotonic()
-        self._set_reachable(True)
         if changed or first:
             self._on_change()
         self._on_status()
@@ -291,6 +291,9 @@ class ResourceWatcher:
                 break
         self.lists += 1
         self.absent = False
+        # Reachable before synced: a snapshot that another watcher publishes in between must
+        # not show this kind synced while the API server is still marked unreachable.
+        self._set_reachable(True)
         with self._lock:
             old = self._items
             # Keep the old dict object for unchanged entries: snapshots share them, and an
@@ -311,7 +314,6 @@ class ResourceWatcher:
             self.synced = True
         self.last_ok = time.monotonic()
         log.info("%s: listed %d objects at resourceVersion %s", spec.name, len(items), rv)
-        self._set_reachable(True)
         if changed or first:
             self._on_change()
         self._on_status()
