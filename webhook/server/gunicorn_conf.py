@@ -186,10 +186,15 @@ _stop_following = threading.Event()
 
 
 def on_starting(server: Any) -> None:
-    """Master, before binding: certificates (made first when self-managed), stale metrics,
-    and the modules the workers will import (:func:`import_for_workers`)."""
+    """Master, before binding: the modules the workers will import, certificates (made first
+    when self-managed), stale metrics."""
     global _cert_manager, last_good_files  # noqa: PLW0603 - one of each per master
-    import_for_workers()
+    # Before any thread of the master starts. The app is already imported (the worker class
+    # imports it); what is left for a worker is watching the cluster.
+    if settings.watches_cluster:
+        from webhook.server.cluster import import_watch_modules
+
+        import_watch_modules()
     last_good_files = LastGoodFiles(settings, report=server.log.error, note=server.log.info)
     if cert_settings is not None:
         from webhook.server.selfmanaged import start_in_master
@@ -217,23 +222,6 @@ def on_starting(server: Any) -> None:
     for path in metrics_dir.iterdir():
         if _PROMETHEUS_FILE.match(path.name) and path.is_file():
             path.unlink(missing_ok=True)
-
-
-def import_for_workers() -> None:
-    """Import in the master, once, what every worker would otherwise import after its fork.
-
-    gunicorn forks the workers from the master, so a module the master imported costs a
-    worker nothing: it starts sooner, and so does every worker gunicorn restarts. The app
-    itself is already here (the worker class imports it), and loading the policy for
-    ``LastGoodFiles`` imports the schema check; what remains is watching the cluster. Only
-    modules are imported, before any thread of the master starts: the app is still built
-    in each worker (no ``preload_app``), which keeps the policy, the cluster watch and their
-    threads per worker (``webhook.server.wsgi``).
-    """
-    from webhook.server import cluster  # webhook.server.wsgi imports it in any case
-
-    if settings.watches_cluster:
-        cluster.import_watch_modules()
 
 
 def when_ready(server: Any) -> None:

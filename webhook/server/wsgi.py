@@ -5,11 +5,11 @@
 Each gunicorn worker imports this module (the app is not preloaded in the master), so every
 worker loads the policy itself, reloads it and watches the cluster on its own (threads do not
 survive a fork); the modules for that the master imported before the fork
-(``gunicorn_conf.import_for_workers``). A policy that cannot be loaded, or a cluster
-configuration that cannot be used, stops the worker with one log line naming the file, the
-field and the reason; gunicorn then stops ("Worker failed to boot") instead of serving
-without a policy. That holds at the server's start only: a worker started later serves the
-last good files the master kept (``webhook.server.state.LastGoodFiles``).
+(``gunicorn_conf.on_starting``). A policy that cannot be loaded, or a cluster configuration
+that cannot be used, stops the worker with one log line naming the file, the field and the
+reason; gunicorn then stops ("Worker failed to boot") instead of serving without a policy.
+That holds at the server's start only: a worker started later serves the last good files the
+master kept (``webhook.server.state.LastGoodFiles``).
 
 ``/readyz`` reports the certificate of ``webhook.server.gunicorn_conf``'s serving context:
 gunicorn imported that config in the master before forking this worker, so the import below
