@@ -30,6 +30,10 @@ mutation changed (``mutations``); the API server stores them as ``<webhook name>
 A dry run (``kubectl --dry-run=server``, server-side apply dry runs) gets exactly the answer
 the real request would get: the webhook has no side effects (``sideEffects: None``).
 
+A pod whose spec repeats (the replicas of one workload) gets the answer kept for the pods of
+its spec on the same snapshot and policy, with its own uid (``memo.py``): the same bytes and
+outcome as a fresh answer, without the engine's walk.
+
 An exception inside the engine is a bug, not a verdict on the object. The answer is still a
 well-formed AdmissionReview (the request's uid, ``allowed: false``, ``status.code`` 500 and a
 short message), sent with HTTP status 500: the API server treats a non-2xx answer as a failed
@@ -47,6 +51,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from webhook.admission import response
+from webhook.admission.memo import answer_key, answer_to_keep, kept_answers
 from webhook.admission.request import (
     MAX_BODY_BYTES,
     AdmissionRequest,
@@ -54,6 +59,7 @@ from webhook.admission.request import (
 )
 from webhook.policy import Decision, Inventory, Policy, review
 from webhook.policy.engine.scope import POD, mutate_skip, validate_skip
+from webhook.policy.inventory import keep
 from webhook.policy.records import per_review_record
 from webhook.policy.rules import API_SERVER_VALIDATED_RULES
 
@@ -70,6 +76,9 @@ class Outcome:
     ``body`` is the serialized AdmissionReview to send with ``http_status``; ``response`` is
     the same document as a dict. ``skipped`` says why the engine was not asked (not a pod, a
     pod UPDATE, ...). ``error`` is the engine's exception when ``verdict`` is ``"error"``.
+    ``decision`` is the engine's Decision on this object; None when the engine was not asked:
+    a skipped request, or a pod answered from the answers kept for its spec (``memo``), whose
+    every other field is what a fresh answer would carry. The web layer does not read it.
     """
 
     endpoint: Endpoint
@@ -98,20 +107,63 @@ def handle(
     policy: Policy,
     inventory: Inventory,
     max_bytes: int = MAX_BODY_BYTES,
+    memo: bool = True,
 ) -> Outcome:
     """Parse an AdmissionReview request and answer it for ``endpoint``.
 
     Raises :class:`~webhook.admission.request.RequestError` when the request is malformed;
-    never raises for anything the engine does (see :func:`respond`).
+    never raises for anything the engine does (see :func:`respond`). ``memo``: as
+    :func:`respond`'s, for a body of JSON text (a decoded Mapping is never memoized: it may
+    hold tuples or other types that JSON text cannot, and the key is the object's JSON).
     """
     request = parse_review(body, max_bytes=max_bytes)
-    return respond(endpoint, request, policy=policy, inventory=inventory)
+    memo = memo and not isinstance(body, Mapping)
+    return respond(endpoint, request, policy=policy, inventory=inventory, memo=memo)
 
 
 def respond(
-    endpoint: Endpoint, request: AdmissionRequest, *, policy: Policy, inventory: Inventory
+    endpoint: Endpoint,
+    request: AdmissionRequest,
+    *,
+    policy: Policy,
+    inventory: Inventory,
+    memo: bool = False,
 ) -> Outcome:
-    """Answer a parsed request for ``endpoint`` (``"mutate"`` or ``"validate"``)."""
+    """Answer a parsed request for ``endpoint`` (``"mutate"`` or ``"validate"``).
+
+    With ``memo``, a pod CREATE is answered from the answers kept on ``inventory`` for the
+    pods of its spec when there is one (``webhook/admission/memo.py``), and its answer is kept
+    when it may be: the same bytes and outcome but for ``decision``, without the engine. Only
+    for a request decoded from JSON text (``parse_review`` of bytes or str), whose object holds
+    dicts, lists and scalars alone: :func:`handle` sets it so.
+    """
+    key = answer_key(endpoint, request) if memo else None
+    if key is None:
+        return _fresh(endpoint, request, policy, inventory)
+    answers = kept_answers(policy, inventory)
+    kept = answers.get(key)
+    if kept is not None:
+        uid = request.uid
+        return Outcome(
+            endpoint,
+            request,
+            kept.verdict,
+            kept.response_for(uid),
+            kept.body(uid),
+            kept.http_status,
+            kept.failed,
+            kept.warned,
+            kept.patched,
+        )
+    outcome = _fresh(endpoint, request, policy, inventory)
+    if (answer := answer_to_keep(request, outcome)) is not None:
+        keep(answers, key, answer)
+    return outcome
+
+
+def _fresh(
+    endpoint: Endpoint, request: AdmissionRequest, policy: Policy, inventory: Inventory
+) -> Outcome:
     if endpoint == "mutate":
         return mutate(request, policy=policy, inventory=inventory)
     if endpoint == "validate":

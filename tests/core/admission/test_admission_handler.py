@@ -50,6 +50,13 @@ def engine(example_policy: Policy, example_inventory: Inventory) -> dict[str, An
     return {"policy": example_policy, "inventory": example_inventory}
 
 
+def unseen(engine: dict[str, Any]) -> dict[str, Any]:
+    """``engine`` on a copy of its snapshot that has answered nothing yet: a pod answered in
+    an earlier test would otherwise get its kept answer (webhook/admission/memo.py), and a
+    broken engine would not be reached."""
+    return {**engine, "inventory": dataclasses.replace(engine["inventory"], fit_groups={})}
+
+
 def answer(endpoint: str, doc: dict[str, Any], engine: dict[str, Any]) -> Outcome:
     """Answer ``doc`` from its bytes, as the web layer does, and check the envelope."""
     body = json.dumps(doc).encode()
@@ -418,7 +425,7 @@ def test_engine_bug_gets_a_well_formed_answer_with_http_500(
 
     monkeypatch.setattr(handler_module, "review", broken)
     doc = with_gpu(load("v1.36.2", endpoint, "pod-create"), 1)
-    outcome = answer(endpoint, doc, engine)
+    outcome = answer(endpoint, doc, unseen(engine))
     assert outcome.verdict == "error" and outcome.http_status == 500
     assert isinstance(outcome.error, KeyError)
     assert outcome.error.__traceback__ is not None
@@ -442,7 +449,7 @@ def test_unserializable_engine_output_is_an_engine_error(
 
     monkeypatch.setattr(handler_module, "review", odd_patch)
     doc = with_gpu(load("v1.36.2", "mutate", "pod-create"), 1)
-    outcome = answer("mutate", doc, engine)
+    outcome = answer("mutate", doc, unseen(engine))
     assert outcome.verdict == "error" and isinstance(outcome.error, TypeError)
 
 

@@ -30,7 +30,7 @@ from webhook.policy.demand import Demand, claim_demand, pod_demand
 from webhook.policy.demand.extended import EXTENDED_CLAIM
 from webhook.policy.engine.claims import gpu_requests
 from webhook.policy.engine.refusal import EXTENDED_WORDS, claims_refusal
-from webhook.policy.inventory import Inventory
+from webhook.policy.inventory import Inventory, keep
 from webhook.policy.model import Policy
 from webhook.policy.records import MAPPING
 from webhook.policy.supply import NodeGroup, Supply, group_name
@@ -73,18 +73,14 @@ def pod_fit(
     claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
     verdict = _judged(pod_demand(spec, what, claim_specs, namespace or ""), inventory)
     if key is not None and verdict.outcome != UNKNOWN:  # a search cut short is tried again
-        if len(verdicts) >= _MAX_VERDICTS:
-            verdicts.clear()
-        verdicts[key] = verdict
+        keep(verdicts, key, verdict)
     return verdict
 
 
 # The fit_groups entry that holds the verdicts on pod specs, by _verdict_key: the pods of one
 # workload are judged once per snapshot (each review after a pause walked the allocator anew,
-# ~0.2 ms of a cold review: docs/performance.md, "Seventh round"). At most _MAX_VERDICTS of
-# them, so that what clients send cannot grow it without bound.
+# ~0.2 ms of a cold review: docs/performance.md, "Seventh round"). Bounded by keep().
 _VERDICTS = "verdicts on pod specs"
-_MAX_VERDICTS = 512
 # What pod_demand reads of a pod spec besides its containers (and resourceClaims, below).
 _DEMAND_FIELDS = ("resources", "overhead", "nodeName", "nodeSelector", "affinity", "tolerations")
 _CONTAINER_LISTS = ("initContainers", "containers")
@@ -271,6 +267,12 @@ def _judged(demand: Demand, inventory: Inventory) -> Verdict:
 #: The words of the warning on an object allowed because the device search ran out of time
 #: (the differential test tells such an allowance from a wrong answer by them).
 UNPROVEN = "could not be proven in the time allowed"
+
+
+def unproven(results: Iterable[RuleResult]) -> bool:
+    """Whether ``results`` hold the warning of a search cut short: a review whose answer
+    depends on how fast the machine was, not only on the object, policy and snapshot."""
+    return any(r.status == "warn" and UNPROVEN in r.message for r in results)
 
 
 def verdict_findings(

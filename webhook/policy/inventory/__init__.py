@@ -24,15 +24,18 @@ package itself. DRA devices are no pools: what DeviceClasses serve is read from 
 from webhook.policy.inventory.declared import assumed_taints, declared_pool, inventory_from_policy
 from webhook.policy.inventory.from_nodes import inventory_from_nodes
 from webhook.policy.inventory.model import (
+    MAX_KEPT,
     Inventory,
     Offer,
     Pool,
     PoolOrigin,
     Scaling,
     describe_pair,
+    keep,
 )
 
 __all__ = [
+    "MAX_KEPT",
     "Inventory",
     "Offer",
     "Pool",
@@ -43,4 +46,5 @@ __all__ = [
     "describe_pair",
     "inventory_from_nodes",
     "inventory_from_policy",
+    "keep",
 ]

@@ -181,6 +181,20 @@ def describe_pair(pool: Pool, offer: Offer) -> str:
 # Nothing known of the GPU nodes and no taint assumed: every pod can reach one.
 _UNKNOWN_GPU_NODES = GpuNodes(None)
 
+# At most this many entries in one table kept with a snapshot (keep()), so that what clients
+# send cannot grow it without bound. A full table is dropped whole: no bookkeeping on a hit,
+# and a snapshot lasts only until the cluster changes.
+MAX_KEPT = 512
+
+
+def keep(table: dict[Any, Any], key: Any, value: Any) -> None:
+    """Put ``value`` under ``key`` in ``table``, a table kept with a snapshot (in
+    ``Inventory.fit_groups``: the allocator's verdicts, the answers to pod reviews), emptied
+    first when it holds :data:`MAX_KEPT` entries."""
+    if len(table) >= MAX_KEPT and key not in table:
+        table.clear()
+    table[key] = value
+
 
 @dataclass(frozen=True)
 class Inventory:
@@ -205,7 +219,9 @@ class Inventory:
     # cut short allows with a warning.
     fit_budget_s: float = field(default=0.05, compare=False)
     # The supply's node groups merged for the node label keys a demand reads (engine/fit.py),
-    # by those keys: derived from this snapshot once, as the DRA side's memo is.
+    # by those keys: derived from this snapshot once, as the DRA side's memo is. Also the
+    # tables kept with the snapshot (keep()): the allocator's verdicts on pod specs and the
+    # answers to repeated pod reviews (webhook/admission/memo.py).
     fit_groups: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     pairs: tuple[tuple[Pool, Offer], ...] = field(init=False, repr=False, compare=False)
     _by_name: Mapping[str, tuple[tuple[Pool, Offer], ...]] = field(

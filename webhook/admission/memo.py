@@ -1,0 +1,145 @@
+"""The answers to repeated pod reviews, kept per snapshot: a repeated pod costs its decoding, a
+key and the answer's bytes, not the engine.
+
+The API server sends the pods of one workload (a ReplicaSet's, a Job's replicas) one after
+another, and they differ only in what names them. Their answer does not: ``review()`` reads
+the object, the policy, the snapshot (the inventory), the operation and the namespace, and the
+handler reads besides only the request's kind, sub-resource and uid. So an answer to a pod
+CREATE is kept under :func:`answer_key` (the endpoint, the operation, the namespace and the
+object without the fields that only name it) and given again, with the new request's uid, to
+the next pod under the same key, on the same snapshot and the same Policy object
+(docs/performance.md, "Eighth round").
+
+Left out of the key (:data:`IDENTITY`): ``metadata.name``, ``metadata.uid``,
+``metadata.creationTimestamp`` and ``metadata.managedFields``. The API server gives every pod
+its own uid and creation time before the validating webhooks are called, and its managed
+fields (with a time) before the mutating ones (docs/performance.md, "Eighth round", cites the
+code). The engine reads the name only to word its messages (``Subject.what``): an answer whose
+text holds the pod's name or uid (a denial message that names it) is not kept. Nothing in
+``webhook/policy`` or here reads the other two. ``generateName`` stays in the key (messages
+name a pod by it when it has no name yet, as at the mutating webhook), as do the labels, the
+annotations, ``ownerReferences`` and the whole spec.
+
+Not kept either: a pod that names resource claims (its review reads the namespace's claims,
+as the allocator's kept verdicts leave them out: ``webhook/policy/engine/fit.py``), an answer
+with the warning of a device search cut short (it depends on the machine's speed), an error,
+a request the endpoint skips (cheap anyway), and any request but a pod CREATE. The quota
+charge (``webhook/policy/quota/charge.py``) and the dual-publish guard
+(``webhook/policy/engine/dual.py``) read only the object, the policy and the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from webhook.admission.request import AdmissionRequest
+from webhook.policy import Inventory, Policy
+from webhook.policy.engine.fit import unproven
+from webhook.policy.engine.scope import mutate_skip
+from webhook.policy.records import per_review_record
+
+if TYPE_CHECKING:  # the handler builds its Outcomes from this module's records
+    from webhook.admission.handler import Outcome, Verdict
+
+#: The metadata fields left out of the key: they name the pod (see the module's docstring).
+IDENTITY: Final = frozenset({"name", "uid", "creationTimestamp", "managedFields"})
+
+# The fit_groups entry that holds (the Policy object, its answers by key): a reload gives a
+# new Policy object, and the answers kept for the old one are dropped with it.
+_ANSWERS: Final = "answers to pod reviews"
+# What every answer starts with up to its uid's value: response.py builds the document as
+# apiVersion, kind, response, and the response with its uid first.
+_UID_AT: Final = b'"response":{"uid":'
+
+
+@per_review_record
+class KeptAnswer:
+    """An answer kept for the pods of one key: the document and its bytes around the uid, and
+    what the server logs and counts about it (``Outcome``'s fields of the same names)."""
+
+    verdict: Verdict
+    response: Mapping[str, Any]
+    head: bytes
+    tail: bytes
+    http_status: int
+    failed: tuple[str, ...]
+    warned: tuple[str, ...]
+    patched: bool
+
+    def body(self, uid: str) -> bytes:
+        """The answer's bytes for the request ``uid``: the uid spliced in, nothing re-encoded."""
+        return self.head + orjson.dumps(uid) + self.tail
+
+    def response_for(self, uid: str) -> dict[str, Any]:
+        """The answer's document for the request ``uid`` (shallow copies: read-only)."""
+        return {**self.response, "response": {**self.response["response"], "uid": uid}}
+
+
+def answer_key(endpoint: str, request: AdmissionRequest) -> bytes | None:
+    """The key of the answer to ``request`` at ``endpoint``: everything the answer is read
+    from but the policy and the snapshot, as JSON; None when the answer is not to be kept
+    (not a pod CREATE, a pod that names resource claims). ``request`` is decoded from JSON
+    text, its object dicts, lists and scalars alone."""
+    why = mutate_skip(request.group, request.kind, request.sub_resource, request.operation)
+    if why is not None:  # not a pod CREATE: skipped by /mutate, by /validate but for CREATE
+        return None
+    obj = request.object
+    metadata = obj.get("metadata") if obj is not None else None
+    spec = obj.get("spec") if obj is not None else None
+    if obj is None or not isinstance(metadata, dict) or not isinstance(spec, dict):
+        return None
+    if spec.get("resourceClaims"):
+        return None
+    kept = {k: v for k, v in metadata.items() if k not in IDENTITY}
+    # The object is decoded JSON text, whose JSON is its content: two objects that differ in
+    # anything but IDENTITY never share a key (equal content in another order only costs a
+    # review). orjson, not repr as the allocator's verdict key: ~2 us for a 4 KB pod, not ~20.
+    return orjson.dumps((endpoint, request.operation, request.namespace, {**obj, "metadata": kept}))
+
+
+def kept_answers(policy: Policy, inventory: Inventory) -> dict[bytes, KeptAnswer]:
+    """The answers kept for ``policy`` on the snapshot ``inventory``, by :func:`answer_key`
+    (bounded by ``webhook.policy.inventory.keep``)."""
+    held = inventory.fit_groups.get(_ANSWERS)
+    if held is None or held[0] is not policy:
+        held = inventory.fit_groups[_ANSWERS] = (policy, {})
+    table: dict[bytes, KeptAnswer] = held[1]
+    return table
+
+
+def answer_to_keep(request: AdmissionRequest, outcome: Outcome) -> KeptAnswer | None:
+    """``outcome``, a fresh answer to ``request``, as an answer for the other pods of its key;
+    None when it must not be kept: an error, a skip, a search cut short, an answer whose text
+    names the pod (its name or uid) or holds the request's uid anywhere but in its place."""
+    decision = outcome.decision
+    if outcome.verdict == "error" or outcome.skipped is not None or decision is None:
+        return None
+    if unproven(decision.results):
+        return None
+    body = outcome.body
+    uid = orjson.dumps(request.uid)
+    at = body.find(_UID_AT + uid)
+    if not request.uid or at < 0 or body.count(uid[1:-1]) != 1:
+        return None
+    # The patch is sent in base64: its JSON is read for the names.
+    text = body + orjson.dumps(decision.patch) if outcome.patched else body
+    assert request.object is not None  # answer_key gave a key: a pod CREATE has its object
+    metadata = request.object.get("metadata")
+    for field in ("name", "uid"):
+        value = metadata.get(field) if isinstance(metadata, Mapping) else None
+        if isinstance(value, str) and value and orjson.dumps(value)[1:-1] in text:
+            return None
+    start = at + len(_UID_AT)
+    return KeptAnswer(
+        outcome.verdict,
+        outcome.response,
+        body[:start],
+        body[start + len(uid) :],
+        outcome.http_status,
+        outcome.failed,
+        outcome.warned,
+        outcome.patched,
+    )
