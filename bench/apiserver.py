@@ -44,6 +44,12 @@ patch, a larger pod to validate and store), and ``ours/Go+patch`` compares the s
     .venv/bin/python -m bench.apiserver --service --before . --before-shape 1x8   # shapes
     .venv/bin/python -m bench.apiserver --service --go-patch --stacks threads,uvloop
 
+``--distinct`` gives every pod created a spec of its own (a label and a toleration with a
+counter): the webhook then keeps nothing from one pod for the next, neither the answer to a
+repeated pod (webhook/admission/memo.py) nor the allocator's verdict on its spec, as for the
+first pod of each workload; without it every pod has the same spec, as the replicas of one
+workload have (docs/performance.md, "Eighth round").
+
 ``--stacks`` adds a setup per prototype serving stack of bench/stacks.py (named after it),
 answering the same reviews with none of this server's guards (docs/performance.md, "Sixth
 round").
@@ -111,6 +117,7 @@ if TYPE_CHECKING:
 SETUPS: tuple[str, ...] = ("none", "go", "ours")  # + "before" with --before
 GO_PATCH = "go+patch"  # with --go-patch: Go answering /mutate with our patch
 CONNECTIONS: tuple[int, ...] = (1, 8)  # --clients
+DISTINCT = False  # --distinct: every pod created a spec of its own (pod_body)
 HELM = _REPO / ".cache" / "tools" / "helm"
 CHART = _REPO / "charts" / "gpu-policy-webhook"
 # A scheduler that does not run: the default scheduler leaves these pods alone.
@@ -125,9 +132,13 @@ def namespace(setup: str) -> str:
     return "bench-" + setup.replace("+", "-")
 
 
-def pod_body(setup: str) -> bytes:
-    """A pod asking for one GPU, named by the API server (generateName)."""
-    pod = {
+def pod_body(setup: str, distinct: str | None = None) -> bytes:
+    """A pod asking for one GPU, named by the API server (generateName). With ``distinct``, a
+    spec of its own (``--distinct``): a label and a toleration that name it, so that the
+    webhook keeps nothing from one pod for the next (neither the answer, whose key holds the
+    labels, nor the allocator's verdict, whose key holds the tolerations: webhook/admission/
+    memo.py, webhook/policy/engine/fit.py). The toleration is of a taint no node has."""
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"generateName": "bench-", "namespace": namespace(setup)},
@@ -142,6 +153,11 @@ def pod_body(setup: str) -> bytes:
             ],
         },
     }
+    if distinct is not None:
+        pod["metadata"]["labels"] = {"bench.gpu-policy.io/pod": distinct}
+        pod["spec"]["tolerations"] = [
+            {"key": f"bench.gpu-policy.io/pod-{distinct}", "operator": "Exists"}
+        ]
     return json.dumps(pod).encode()
 
 
@@ -212,12 +228,14 @@ def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) ->
     conn = api.connect()
     latencies: dict[str, list[float]] = {s: [] for s in SETUPS}
     errors: dict[str, int] = {}
-    for i in setup_order(idx):
+    for n, i in enumerate(setup_order(idx)):
+        # --distinct: every pod a spec of its own, built before the clock starts
+        body = pod_body(SETUPS[i], f"{idx}-{n}-{time.time_ns()}") if DISTINCT else bodies[i]
         start = time.monotonic()
         if start >= stop_at:
             break
         try:
-            conn.request("POST", paths[i], body=bodies[i], headers=headers)
+            conn.request("POST", paths[i], body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
             error = "" if resp.status == 201 else f"HTTP {resp.status}: {_cause(data)}"
@@ -334,7 +352,7 @@ def wait_until_called(plane: ControlPlane, setup: str, timeout: float = 30) -> N
     from kubernetes import client
 
     core = client.CoreV1Api(plane.client)
-    pod = json.loads(pod_body(setup))
+    pod = json.loads(pod_body(setup, "0" if DISTINCT else None))  # go+patch's patch fits it
     deadline = time.monotonic() + timeout
     while True:
         made = core.create_namespaced_pod(namespace(setup), pod, dry_run="All")
@@ -365,7 +383,10 @@ def our_mutate_answer(plane: ControlPlane) -> dict[str, Any]:
     from webhook.server.state import PolicyState
 
     made = client.CoreV1Api(plane.client).create_namespaced_pod(
-        namespace("none"), json.loads(pod_body("none")), dry_run="All", _preload_content=False
+        namespace("none"),
+        json.loads(pod_body("none", "0" if DISTINCT else None)),
+        dry_run="All",
+        _preload_content=False,
     )
     pod = json.loads(made.data)
     pod["metadata"]["namespace"] = namespace(GO_PATCH)
@@ -593,8 +614,14 @@ def main() -> None:
         default=[],
         help="a setup per prototype serving stack of bench/stacks.py, e.g. threads,uvloop",
     )
+    p.add_argument(
+        "--distinct",
+        action="store_true",
+        help="every pod created a spec of its own: nothing kept by the webhook between pods",
+    )
     args = p.parse_args()
-    global SETUPS, CONNECTIONS  # noqa: PLW0603 - the client processes are forked after this
+    global SETUPS, CONNECTIONS, DISTINCT  # noqa: PLW0603 - the client processes are forked after this
+    DISTINCT = args.distinct
     if args.before is not None:
         SETUPS = (*SETUPS, "before")
     SETUPS = (*SETUPS, *args.stacks)
@@ -646,7 +673,13 @@ def main() -> None:
         f"run), POST of a pod asking for nvidia.com/gpu: 1 over a kept-alive TLS connection per "
         f"client process, the next when the answer is in, the setups in turn. {args.rounds} "
         f"rounds of {args.seconds:g} s per client count (after {args.warmup:g} s of warm-up); "
-        f"percentiles of all rounds pooled. go: {go_version}; ours: gunicorn, "
+        f"percentiles of all rounds pooled. "
+        + (
+            "Every pod a spec of its own (a label and a toleration with a counter). "
+            if DISTINCT
+            else "Every pod the same spec. "
+        )
+        + f"go: {go_version}; ours: gunicorn, "
         f"{args.shape.workers} gthread workers x {args.shape.threads} threads"
         + (
             f" (before: {args.before_shape.workers} x {args.before_shape.threads})"
@@ -679,6 +712,7 @@ def main() -> None:
                 "load_before": load_before,
                 "load_after": os.getloadavg()[0],
                 "registration": "service" if args.service else "url",
+                "distinct": DISTINCT,
                 "shape": vars(args.shape),
                 "rounds": args.rounds,
                 "seconds": args.seconds,

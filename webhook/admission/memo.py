@@ -10,15 +10,17 @@ object without the fields that only name it) and given again, with the new reque
 the next pod under the same key, on the same snapshot and the same Policy object
 (docs/performance.md, "Eighth round").
 
-Left out of the key (:data:`IDENTITY`): ``metadata.name``, ``metadata.uid``,
-``metadata.creationTimestamp`` and ``metadata.managedFields``. The API server gives every pod
-its own uid and creation time before the validating webhooks are called, and its managed
-fields (with a time) before the mutating ones (docs/performance.md, "Eighth round", cites the
-code). The engine reads the name only to word its messages (``Subject.what``): an answer whose
-text holds the pod's name or uid (a denial message that names it) is not kept. Nothing in
-``webhook/policy`` or here reads the other two. ``generateName`` stays in the key (messages
-name a pod by it when it has no name yet, as at the mutating webhook), as do the labels, the
-annotations, ``ownerReferences`` and the whole spec.
+Left out of the key: ``metadata.name``, ``metadata.uid``, ``metadata.creationTimestamp`` and
+``metadata.managedFields`` (:data:`IDENTITY`), and the names of the pod's volumes and volume
+mounts. The API server gives every pod its own uid, creation time and (for a generateName) name
+before the validating webhooks are called, its managed fields (with a time, to the second)
+before the mutating ones, and its ServiceAccount admission a token volume of a random name
+(docs/performance.md, "Eighth round", cites the code). The engine reads the name only to word
+its messages (``Subject.what``); nothing in ``webhook/policy`` or here reads the others, nor a
+volume. An answer whose text (its bytes, and its patch's JSON) holds one of the texts left out
+(a denial message that names the pod, say) is not kept. ``generateName`` stays in the key
+(messages name a pod by it when it has no name yet, as at the mutating webhook), as do the
+labels, the annotations, ``ownerReferences`` and the rest of the spec.
 
 Not kept either: a pod that names resource claims (its review reads the namespace's claims,
 as the allocator's kept verdicts leave them out: ``webhook/policy/engine/fit.py``), an answer
@@ -40,6 +42,7 @@ from webhook.policy import Inventory, Policy
 from webhook.policy.engine.fit import unproven
 from webhook.policy.engine.scope import mutate_skip
 from webhook.policy.records import per_review_record
+from webhook.policy.workloads import CONTAINER_LISTS
 
 if TYPE_CHECKING:  # the handler builds its Outcomes from this module's records
     from webhook.admission.handler import Outcome, Verdict
@@ -93,11 +96,48 @@ def answer_key(endpoint: str, request: AdmissionRequest) -> bytes | None:
         return None
     if spec.get("resourceClaims"):
         return None
-    kept = {k: v for k, v in metadata.items() if k not in IDENTITY}
     # The object is decoded JSON text, whose JSON is its content: two objects that differ in
-    # anything but IDENTITY never share a key (equal content in another order only costs a
-    # review). orjson, not repr as the allocator's verdict key: ~2 us for a 4 KB pod, not ~20.
-    return orjson.dumps((endpoint, request.operation, request.namespace, {**obj, "metadata": kept}))
+    # anything but what _unnamed leaves out never share a key (equal content in another order
+    # only costs a review). orjson, not repr as the allocator's verdict key: ~2 us for a 4 KB
+    # pod, not ~20.
+    unnamed, _ = _unnamed(obj, metadata, spec)
+    return orjson.dumps((endpoint, request.operation, request.namespace, unnamed))
+
+
+def _unnamed(
+    obj: Mapping[str, Any], metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[object]]:
+    """``obj`` without what only names the pod, and what was left out: its metadata but
+    :data:`IDENTITY`, and the names of its volumes and volume mounts (the API server's
+    ServiceAccount admission gives every pod a token volume of a random name,
+    ``kube-api-access-<5 characters>``; nothing in ``webhook/policy`` reads a volume)."""
+    left_out: list[object] = [metadata.get(k) for k in IDENTITY]
+    out = {**obj, "metadata": {k: v for k, v in metadata.items() if k not in IDENTITY}}
+    volumes = spec.get("volumes")
+    if not isinstance(volumes, list) or not volumes:
+        return out, left_out
+    bare = dict(spec)
+    bare["volumes"] = [_without_name(v, left_out) for v in volumes]
+    for name in CONTAINER_LISTS:
+        containers = spec.get(name)
+        if isinstance(containers, list):
+            bare[name] = [_unmounted(c, left_out) for c in containers]
+    out["spec"] = bare
+    return out, left_out
+
+
+def _without_name(item: object, left_out: list[object]) -> object:
+    if not isinstance(item, dict) or "name" not in item:
+        return item
+    left_out.append(item["name"])
+    return {**item, "name": None}
+
+
+def _unmounted(container: object, left_out: list[object]) -> object:
+    mounts = container.get("volumeMounts") if isinstance(container, dict) else None
+    if not isinstance(container, dict) or not isinstance(mounts, list):
+        return container
+    return {**container, "volumeMounts": [_without_name(m, left_out) for m in mounts]}
 
 
 def kept_answers(policy: Policy, inventory: Inventory) -> dict[bytes, KeptAnswer]:
@@ -113,7 +153,8 @@ def kept_answers(policy: Policy, inventory: Inventory) -> dict[bytes, KeptAnswer
 def answer_to_keep(request: AdmissionRequest, outcome: Outcome) -> KeptAnswer | None:
     """``outcome``, a fresh answer to ``request``, as an answer for the other pods of its key;
     None when it must not be kept: an error, a skip, a search cut short, an answer whose text
-    names the pod (its name or uid) or holds the request's uid anywhere but in its place."""
+    holds a text the key left out (the pod's name, uid, a volume's name) or the request's uid
+    anywhere but in its place."""
     decision = outcome.decision
     if outcome.verdict == "error" or outcome.skipped is not None or decision is None:
         return None
@@ -126,10 +167,10 @@ def answer_to_keep(request: AdmissionRequest, outcome: Outcome) -> KeptAnswer | 
         return None
     # The patch is sent in base64: its JSON is read for the names.
     text = body + orjson.dumps(decision.patch) if outcome.patched else body
-    assert request.object is not None  # answer_key gave a key: a pod CREATE has its object
-    metadata = request.object.get("metadata")
-    for field in ("name", "uid"):
-        value = metadata.get(field) if isinstance(metadata, Mapping) else None
+    obj = request.object
+    assert obj is not None  # answer_key gave a key: a pod CREATE has its object, dicts
+    _, left_out = _unnamed(obj, obj["metadata"], obj["spec"])
+    for value in left_out:  # the texts among them (managedFields, a list, is never read)
         if isinstance(value, str) and value and orjson.dumps(value)[1:-1] in text:
             return None
     start = at + len(_UID_AT)
