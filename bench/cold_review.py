@@ -26,11 +26,25 @@ thread waited for a core.
     .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64]
 
 In process there is no socket, TLS or thread hand-off: this is the review's own share of a call.
+
+``--pods`` says which pods are reviewed, each kind its own rows (docs/performance.md, "Eighth
+round"):
+
+* ``repeated``: the same pod every time, as the replicas of one workload come: after the first,
+  answered from the answer kept for its spec (webhook/admission/memo.py);
+* ``new label``: every pod a label value of its own: no kept answer, but the allocator's
+  verdict on its spec is kept (its key does not read labels);
+* ``new spec``: every pod a label and a toleration of its own: nothing kept, as the first pod
+  of each workload.
+
+    .venv/bin/python -m bench.cold_review --pods "repeated,new spec" --settings "back to back,pause"
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import logging
 import os
 import statistics
@@ -47,6 +61,8 @@ from webhook.server.logs import LineBufferedHandler, configure_logging
 from webhook.server.response import answer_bytes
 
 STAGES = ("head", "reload check", "decode", "engine", "metrics", "log line", "answer")
+SETTINGS = ("back to back", "pause", "pause + evict", "busy pause")
+POD_KINDS = ("repeated", "new label", "new spec")
 
 
 def request_bytes(path: str, body: bytes) -> bytes:
@@ -73,7 +89,11 @@ def review_once(reviews: Any, request: bytes, clock: Callable[[], int]) -> list[
     t3 = clock()
     snapshot = state.snapshot
     outcome = respond(
-        endpoint.endpoint, parsed, policy=snapshot.policy, inventory=snapshot.inventory
+        endpoint.endpoint,
+        parsed,
+        policy=snapshot.policy,
+        inventory=snapshot.inventory,
+        memo=True,  # as handle() answers a body of bytes
     )
     t4 = clock()
     seconds = (t4 - t0) / 1e9
@@ -87,31 +107,83 @@ def review_once(reviews: Any, request: bytes, clock: Callable[[], int]) -> list[
     return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6]
 
 
+# A counter for the pods of --pods "new label" and "new spec": never the same twice in a run.
+_SERIAL = itertools.count()
+
+
+def pod_requests(kind: str, calls: int) -> list[bytes]:
+    """``calls`` requests, ``/mutate`` and ``/validate`` in turns, of the pods of ``kind``
+    (``--pods``): the same pod, or each a label (and a toleration) of its own."""
+    doc = json.loads(review_body())
+    out = []
+    for i in range(calls):
+        path = ("/mutate", "/validate")[i % 2]
+        if kind == "repeated":
+            out.append(request_bytes(path, json.dumps(doc).encode()))
+            continue
+        n = next(_SERIAL)
+        pod = json.loads(json.dumps(doc))
+        meta = pod["request"]["object"]["metadata"]
+        meta["labels"] = {**(meta.get("labels") or {}), "bench.gpu-policy.io/pod": str(n)}
+        if kind == "new spec":  # the allocator's verdict key reads the tolerations
+            spec = pod["request"]["object"]["spec"]
+            toleration = {"key": f"bench.gpu-policy.io/pod-{n}", "operator": "Exists"}
+            spec["tolerations"] = [*(spec.get("tolerations") or []), toleration]
+        out.append(request_bytes(path, json.dumps(pod).encode()))
+    return out
+
+
 def run(
     reviews: Any,
-    requests: list[bytes],
+    pods: str,
     calls: int,
     before: Callable[[], None],
     clock: Callable[[], int],
 ) -> list[float]:
-    """Median microseconds per stage, then of the whole, over ``calls`` reviews."""
+    """Median microseconds per stage, then of the whole, over ``calls`` reviews of the pods of
+    ``pods`` (built before the first, so that building them is not measured)."""
+    requests = pod_requests(pods, calls)
     samples: list[list[int]] = []
     for i in range(calls):
         before()
-        samples.append(review_once(reviews, requests[i % len(requests)], clock))
+        samples.append(review_once(reviews, requests[i], clock))
     columns = [*zip(*samples, strict=True), [sum(s) for s in samples]]
     return [statistics.median(c) / 1000 for c in columns]
 
 
-def main() -> None:
-    """Measure the three settings, interleaved in rounds, and print the table."""
+def parse_args() -> argparse.Namespace:
+    """The command line, checked."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--calls", type=int, default=400, help="reviews per setting and round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pause", type=float, default=40.0, help="ms before each review")
     p.add_argument("--evict", type=int, default=64, help="MiB written after the pause")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    p.add_argument(
+        "--pods",
+        type=lambda text: [k for k in text.split(",") if k],
+        default=list(POD_KINDS),
+        help="which pods, comma-separated: " + ", ".join(POD_KINDS),
+    )
+    p.add_argument(
+        "--settings",
+        type=lambda text: [k for k in text.split(",") if k],
+        default=None,
+        help="which settings, comma-separated (default all): " + ", ".join(SETTINGS),
+    )
     args = p.parse_args()
+    for kind in args.pods:
+        if kind not in POD_KINDS:
+            p.error(f"--pods: {kind!r} is none of {', '.join(POD_KINDS)}")
+    for name in args.settings or ():
+        if name not in SETTINGS:
+            p.error(f"--settings: {name!r} is none of {', '.join(SETTINGS)}")
+    return args
+
+
+def main() -> None:
+    """Measure the three settings, interleaved in rounds, and print the table."""
+    args = parse_args()
     clock = time.perf_counter_ns if args.clock == "wall" else time.thread_time_ns
     configure_logging("info")
     for handler in logging.getLogger().handlers:
@@ -119,8 +191,6 @@ def main() -> None:
             handler.fd = os.open(os.devnull, os.O_WRONLY)
     reviews = direct_reviews(create_app(Settings.from_env()))
     assert reviews is not None
-    body = review_body()
-    requests = [request_bytes("/mutate", body), request_bytes("/validate", body)]
     sweep = bytearray(args.evict << 20)
     pause = args.pause / 1000
 
@@ -134,20 +204,26 @@ def main() -> None:
         while time.perf_counter() < end:
             pass
 
-    settings: dict[str, Callable[[], None]] = {
+    waits: dict[str, Callable[[], None]] = {
         "back to back": lambda: None,
         "pause": lambda: time.sleep(pause),
         "pause + evict": evict,
         "busy pause": spin,
     }
-    for _ in range(100):  # warm-up: imports, caches of the engine
-        review_once(reviews, requests[0], clock)
+    settings = {
+        (f"{name}, {kind}" if len(args.pods) > 1 else name): (kind, waits[name])
+        for name in args.settings or SETTINGS
+        for kind in args.pods
+    }
+    for request in pod_requests("new spec", 100):  # warm-up: imports, caches of the engine
+        review_once(reviews, request, clock)
     load = os.getloadavg()[0]
     results: dict[str, list[list[float]]] = {name: [] for name in settings}
     for r in range(args.rounds):
         names = list(settings)
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            results[name].append(run(reviews, requests, args.calls, settings[name], clock))
+            kind, wait = settings[name]
+            results[name].append(run(reviews, kind, args.calls, wait, clock))
     print(
         f"{args.calls} reviews (/mutate and /validate in turns) per setting and round,"
         f" {args.rounds} rounds; pause {args.pause:g} ms, evict {args.evict} MiB;"

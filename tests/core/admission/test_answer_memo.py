@@ -1,0 +1,357 @@
+"""The answers to repeated pods kept per snapshot (webhook/admission/memo.py).
+
+* For any sequence of pod reviews (pods differing in names, namespaces, labels, annotations,
+  containers, resources, node selection, tolerations, volumes, claims; both endpoints; CREATE
+  and UPDATE), answered once with the memo on one snapshot and once without it on a snapshot
+  that has answered nothing: the same bytes and the same outcome, field by field, for the server.
+* A repeated pod is answered without the engine, with its own uid; pods that differ in their
+  annotations or labels are each judged; a denial that names its pod is the pod's own.
+* A new snapshot, or a reloaded policy, gives fresh answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
+
+from tests.objects import ctr, gfd_node, gpu_node, new_uid, pod, review
+from tests.support.properties import examples
+from webhook.admission import Outcome, handle
+from webhook.admission import handler as handler_module
+from webhook.contract import (
+    ISOLATION_OPT_OUT_ANNOTATION,
+    MIG_ANNOTATION,
+    PRODUCT_ANNOTATION,
+    SHARING_ANNOTATION,
+)
+from webhook.files import load_policy
+from webhook.policy import Inventory, Policy
+from webhook.policy.supply.assemble import assemble
+
+POLICY = load_policy(None)
+NODES = [
+    gfd_node("l20-a", "l20", gpus=2, replicas=8),
+    gpu_node("a100-a", "a100-80", gpus=8, heavy=False),
+]
+# A search budget no machine runs out of: a search cut short is never kept, and would make the
+# two runs of the property differ by the machine's speed, not by the memo.
+SNAPSHOT = assemble(POLICY, nodes=NODES, source="test nodes", fit_budget_s=60.0)
+# The fields of an Outcome the server reads (metrics, the log line, the answer).
+SERVED = ("verdict", "failed", "warned", "patched", "skipped", "body", "http_status", "response")
+
+
+def fresh(inventory: Inventory = SNAPSHOT) -> Inventory:
+    """A snapshot object of the same content that has answered nothing yet."""
+    return dataclasses.replace(inventory, fit_groups={})
+
+
+def body_of(
+    obj: dict[str, Any], *, operation: str = "CREATE", namespace: str = "ml", uid: str = ""
+) -> bytes:
+    old = obj if operation == "UPDATE" else None
+    doc = review(obj, operation=operation, old=old, namespace=namespace, uid=uid or new_uid())
+    return json.dumps(doc).encode()
+
+
+def served(outcome: Outcome) -> dict[str, Any]:
+    return {field: getattr(outcome, field) for field in SERVED}
+
+
+def replica(name: str, *, token: str = "x7k2p", **fields: Any) -> dict[str, Any]:
+    """A pod of one workload as the API server hands it to the webhooks: its own name and
+    uid, and the ServiceAccount admission's token volume with a name of its own."""
+    obj = pod(
+        ctr("main", limits={"nvidia.com/gpu": 1}, volumeMounts=[_mount(token)]),
+        name=name,
+        namespace="ml",
+        volumes=[{"name": f"kube-api-access-{token}", "projected": {"sources": []}}],
+        **fields,
+    )
+    obj["metadata"]["uid"] = new_uid()
+    return obj
+
+
+def _mount(token: str) -> dict[str, Any]:
+    return {"name": f"kube-api-access-{token}", "mountPath": "/var/run/secrets/token"}
+
+
+@pytest.fixture
+def judged(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The names of the objects the engine judged, in order."""
+    seen: list[str] = []
+    real = handler_module.review
+
+    def counted(obj: Any, **kwargs: Any) -> Any:
+        seen.append(str((obj.get("metadata") or {}).get("name")))
+        return real(obj, **kwargs)
+
+    monkeypatch.setattr(handler_module, "review", counted)
+    yield seen
+
+
+# --------------------------------------------------------------------------------------------
+# The property
+# --------------------------------------------------------------------------------------------
+
+quantities = st.sampled_from([1, 2, 8, 9, "1", "500m", 0])
+containers = st.lists(
+    st.tuples(quantities, st.booleans(), st.booleans()), min_size=1, max_size=2
+).map(
+    lambda cs: [
+        ctr(
+            f"c{i}",
+            limits={"nvidia.com/gpu": q} if gpu else {"cpu": "1"},
+            **({"volumeMounts": [_mount("t")]} if mounted else {}),
+        )
+        for i, (q, gpu, mounted) in enumerate(cs)
+    ]
+)
+# One annotation a step, of those the engine reads and one it does not.
+ANNOTATIONS = [
+    (SHARING_ANNOTATION, "shared"),
+    (SHARING_ANNOTATION, "exclusive"),
+    (SHARING_ANNOTATION, "bogus"),
+    (PRODUCT_ANNOTATION, "NVIDIA-L20"),
+    (MIG_ANNOTATION, "1g.10gb"),
+    (ISOLATION_OPT_OUT_ANNOTATION, "disabled"),
+    ("note", "kept"),
+]
+node_selectors = st.sampled_from(
+    [
+        None,
+        {"nvidia.com/gpu.product": "NVIDIA-L20-SHARED"},
+        {"nvidia.com/gpu.product": "T4"},
+        {"disk": "ssd"},  # no node has it: "Pod <name> fits no node", a denial that names it
+    ]
+)
+tolerations = st.sampled_from(
+    [None, [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]]
+)
+
+
+@st.composite
+def pod_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """A pod without what each step draws of it: containers, resources, node selection,
+    tolerations, maybe claims."""
+    spec: dict[str, Any] = {}
+    if (selector := draw(node_selectors)) is not None:
+        spec["nodeSelector"] = selector
+    if (tolerated := draw(tolerations)) is not None:
+        spec["tolerations"] = tolerated
+    claims = ["gpu"] if draw(st.booleans()) and draw(st.booleans()) else ()
+    return pod(*draw(containers), name="", namespace=None, claims=claims, **spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One review of a sequence: which of the drawn pods, named how, where, at which endpoint
+    and for which operation. ``name`` "" is a pod with only a generateName; ``token`` names
+    its token volume (the API server's, a name of its own per pod)."""
+
+    index: int
+    name: str
+    token: str
+    namespace: str
+    annotations: dict[str, str]
+    labels: dict[str, str]
+    endpoint: str
+    operation: str
+
+    def pod(self, specs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The pod of this step."""
+        obj: dict[str, Any] = json.loads(json.dumps(specs[self.index % len(specs)]))
+        meta = obj["metadata"]
+        meta["namespace"] = self.namespace
+        if self.name:
+            meta["name"] = self.name
+            meta["uid"] = new_uid()
+        else:
+            meta.pop("name", None)
+            meta["generateName"] = "train-"
+        if self.annotations:
+            meta["annotations"] = self.annotations
+        if self.labels:
+            meta["labels"] = self.labels
+        mounted = [c for c in obj["spec"]["containers"] if c.get("volumeMounts")]
+        for c in mounted:
+            c["volumeMounts"] = [_mount(self.token)]
+        if mounted:
+            volume = {"name": f"kube-api-access-{self.token}", "projected": {"sources": []}}
+            obj["spec"]["volumes"] = [volume]
+        return obj
+
+
+# Drawn so that steps often repeat a pod (the same spec, namespace, endpoint and operation) or
+# change one thing of it: a pod answered from the memo, or one that must not be, is what the
+# property is about.
+steps = st.lists(
+    st.builds(
+        Step,
+        index=st.sampled_from([0, 0, 0, 1, 2]),
+        name=st.sampled_from(["train-0", "train-1", "c0", ""]),
+        token=st.sampled_from(["abcde", "c0", "fghij"]),
+        namespace=st.sampled_from(["ml", "ml", "ml", "team-b", "kube-system"]),
+        annotations=st.sampled_from([*[{}] * 6, *({k: v} for k, v in ANNOTATIONS)]),
+        labels=st.sampled_from([{}, {}, {}, {}, {"app": "a"}, {"app": "b"}]),
+        endpoint=st.sampled_from(["mutate", "validate"]),
+        operation=st.sampled_from(["CREATE", "CREATE", "CREATE", "UPDATE"]),
+    ),
+    min_size=2,
+    max_size=12,
+)
+
+
+# A repeated pod at each endpoint, and a denial that names its pod (no node has the label).
+@example(
+    specs=[replica("x")],
+    sequence=[
+        Step(0, name, token, "ml", {}, {}, endpoint, "CREATE")
+        for endpoint in ("mutate", "validate")
+        for name, token in (("train-0", "abcde"), ("train-1", "fghij"))
+    ],
+)
+@example(
+    specs=[replica("x", nodeSelector={"disk": "ssd"})],
+    sequence=[
+        Step(0, "train-0", "abcde", "ml", {}, {}, "validate", "CREATE"),
+        Step(0, "train-1", "fghij", "ml", {}, {}, "validate", "CREATE"),
+    ],
+)
+@given(specs=st.lists(pod_specs(), min_size=1, max_size=3), sequence=steps)
+@settings(
+    max_examples=examples(300, ci=50),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+def test_answers_with_the_memo_are_the_answers_without(
+    specs: list[dict[str, Any]], sequence: list[Step]
+) -> None:
+    kept = fresh()
+    for step in sequence:
+        body = body_of(step.pod(specs), operation=step.operation, namespace=step.namespace)
+        endpoint: Any = step.endpoint
+        with_memo = handle(endpoint, body, policy=POLICY, inventory=kept)
+        without = handle(endpoint, body, policy=POLICY, inventory=fresh(), memo=False)
+        assert served(with_memo) == served(without)
+        assert with_memo.request == without.request
+        hit = with_memo.decision is None and with_memo.skipped is None
+        event(f"{step.endpoint}: {'kept answer' if hit else 'fresh'}, {with_memo.verdict}")
+
+
+# --------------------------------------------------------------------------------------------
+# A repeated pod, and pods that differ where the key must see it
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ["mutate", "validate"])
+def test_a_repeated_pod_is_answered_without_the_engine_with_its_own_uid(
+    endpoint: str, judged: list[str]
+) -> None:
+    snapshot = fresh()
+    uids = [new_uid() for _ in range(3)]
+    replicas = [replica(f"train-{i}", token=f"tok{i}x") for i in range(3)]
+    outcomes = [
+        handle(endpoint, body_of(r, uid=u), policy=POLICY, inventory=snapshot)  # type: ignore[arg-type]
+        for r, u in zip(replicas, uids, strict=True)
+    ]
+    assert judged == ["train-0"]
+    assert [json.loads(o.body)["response"]["uid"] for o in outcomes] == uids
+    assert [o.response["response"]["uid"] for o in outcomes] == uids
+    assert all(o.verdict == "allowed" for o in outcomes)
+    assert len({o.body.replace(u.encode(), b"") for o, u in zip(outcomes, uids, strict=True)}) == 1
+    assert outcomes[0].decision is not None and outcomes[1].decision is None
+
+
+def _patch(outcome: Outcome) -> list[dict[str, Any]]:
+    return list(json.loads(base64.b64decode(outcome.response["response"]["patch"])))
+
+
+@pytest.mark.parametrize("first", ["annotated", "plain"])
+def test_pods_that_differ_only_in_annotations_get_each_their_own_answer(first: str) -> None:
+    snapshot = fresh()
+    pods = {
+        "annotated": replica("train-0", annotations={SHARING_ANNOTATION: "bogus"}),
+        "plain": replica("train-1"),
+    }
+    order = [first, *(k for k in pods if k != first)]
+    validated = {
+        k: handle("validate", body_of(pods[k]), policy=POLICY, inventory=snapshot) for k in order
+    }
+    assert validated["annotated"].verdict == "denied"
+    assert "gpu-intent" in validated["annotated"].failed
+    assert validated["plain"].verdict == "allowed"
+    # The mutating answers too: a pod with annotations gets the mutation's annotation added
+    # to them, one without gets the annotations added whole.
+    pods["annotated"]["metadata"]["annotations"] = {"note": "kept"}
+    mutated = {
+        k: handle("mutate", body_of(pods[k]), policy=POLICY, inventory=snapshot) for k in order
+    }
+    paths = {k: [op["path"] for op in _patch(o)] for k, o in mutated.items()}
+    assert "/metadata/annotations" in paths["plain"]
+    assert "/metadata/annotations" not in paths["annotated"]
+    assert any(p.startswith("/metadata/annotations/") for p in paths["annotated"])
+
+
+def test_pods_that_differ_only_in_labels_are_each_judged(judged: list[str]) -> None:
+    # No rule reads a pod's labels today, so their answers are alike; the key holds them all
+    # the same, so that a rule that reads them later cannot be handed another pod's answer.
+    snapshot = fresh()
+    for name, value in (("train-0", "a"), ("train-1", "b"), ("train-2", "a")):
+        obj = replica(name)
+        obj["metadata"]["labels"] = {"app": value}
+        handle("validate", body_of(obj), policy=POLICY, inventory=snapshot)
+    assert judged == ["train-0", "train-1"]
+
+
+def test_a_denial_that_names_its_pod_is_each_pods_own(judged: list[str]) -> None:
+    snapshot = fresh()
+    messages = []
+    for name in ("big-0", "big-1"):
+        # No node has the label: "[gpu-node-selection] Pod <name> fits no node, ..."
+        obj = replica(name, nodeSelector={"disk": "ssd"})
+        outcome = handle("validate", body_of(obj), policy=POLICY, inventory=snapshot)
+        assert outcome.verdict == "denied"
+        messages.append(outcome.response["response"]["status"]["message"])
+    assert "Pod big-0" in messages[0] and "Pod big-1" in messages[1]
+    assert judged == ["big-0", "big-1"]
+
+
+# --------------------------------------------------------------------------------------------
+# A new snapshot, a reloaded policy
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_new_snapshot_gives_fresh_answers() -> None:
+    with_t4 = assemble(
+        POLICY, nodes=[*NODES, gfd_node("t4-a", "t4")], source="with a T4", fit_budget_s=60.0
+    )
+    wants_t4 = {"nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}}
+    first = handle("validate", body_of(replica("a", **wants_t4)), policy=POLICY, inventory=with_t4)
+    later = fresh()  # the cluster's T4 node is gone
+    then = handle("validate", body_of(replica("b", **wants_t4)), policy=POLICY, inventory=later)
+    assert first.verdict == "allowed"
+    assert then.verdict == "denied"
+
+
+def _reloaded(policy: Policy, **changes: Any) -> Policy:
+    return dataclasses.replace(policy, **changes)
+
+
+def test_a_reloaded_policy_gives_fresh_answers() -> None:
+    snapshot = fresh()
+    refused = replica("train-0", annotations={SHARING_ANNOTATION: "bogus"})
+    before = handle("validate", body_of(refused), policy=POLICY, inventory=snapshot)
+    audit = _reloaded(POLICY, enforcement="audit")
+    after = handle("validate", body_of(refused), policy=audit, inventory=snapshot)
+    enforce = _reloaded(audit, enforcement="enforce")
+    back = handle("validate", body_of(refused), policy=enforce, inventory=snapshot)
+    assert before.verdict == "denied"
+    assert after.verdict == "allowed" and after.warned == ("gpu-intent",)
+    assert back.verdict == "denied"
