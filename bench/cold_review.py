@@ -38,6 +38,7 @@ round"):
   of each workload.
 
     .venv/bin/python -m bench.cold_review --pods "repeated,new spec" --settings "back to back,pause"
+    .venv/bin/python -m bench.cold_review --pods "new spec" --memo both   # what a miss costs
 """
 
 from __future__ import annotations
@@ -75,8 +76,11 @@ def request_bytes(path: str, body: bytes) -> bytes:
     ).encode() + body
 
 
-def review_once(reviews: Any, request: bytes, clock: Callable[[], int]) -> list[int]:
-    """One review through the direct path's stages; nanoseconds of each by ``clock``."""
+def review_once(
+    reviews: Any, request: bytes, clock: Callable[[], int], memo: bool = True
+) -> list[int]:
+    """One review through the direct path's stages; nanoseconds of each by ``clock``.
+    ``memo``: answer with the kept answers as the server does (``handle``), or without."""
     t0 = clock()
     head = read_review_head(request, reviews.paths, 7 << 20)
     assert head is not None
@@ -93,7 +97,7 @@ def review_once(reviews: Any, request: bytes, clock: Callable[[], int]) -> list[
         parsed,
         policy=snapshot.policy,
         inventory=snapshot.inventory,
-        memo=True,  # as handle() answers a body of bytes
+        memo=memo,  # True: as handle() answers a body of bytes
     )
     t4 = clock()
     seconds = (t4 - t0) / 1e9
@@ -139,6 +143,7 @@ def run(
     calls: int,
     before: Callable[[], None],
     clock: Callable[[], int],
+    memo: bool = True,
 ) -> list[float]:
     """Median microseconds per stage, then of the whole, over ``calls`` reviews of the pods of
     ``pods`` (built before the first, so that building them is not measured)."""
@@ -146,7 +151,7 @@ def run(
     samples: list[list[int]] = []
     for i in range(calls):
         before()
-        samples.append(review_once(reviews, requests[i], clock))
+        samples.append(review_once(reviews, requests[i], clock, memo))
     columns = [*zip(*samples, strict=True), [sum(s) for s in samples]]
     return [statistics.median(c) / 1000 for c in columns]
 
@@ -170,6 +175,12 @@ def parse_args() -> argparse.Namespace:
         type=lambda text: [k for k in text.split(",") if k],
         default=None,
         help="which settings, comma-separated (default all): " + ", ".join(SETTINGS),
+    )
+    p.add_argument(
+        "--memo",
+        choices=("on", "off", "both"),
+        default="on",
+        help="answer with the kept answers to repeated pods (as the server), without, or both",
     )
     args = p.parse_args()
     for kind in args.pods:
@@ -210,10 +221,16 @@ def main() -> None:
         "pause + evict": evict,
         "busy pause": spin,
     }
+    memos = {"on": [True], "off": [False], "both": [True, False]}[args.memo]
     settings = {
-        (f"{name}, {kind}" if len(args.pods) > 1 else name): (kind, waits[name])
+        ", ".join(
+            [name]
+            + ([kind] if len(args.pods) > 1 else [])
+            + ([f"memo {'on' if memo else 'off'}"] if len(memos) > 1 else [])
+        ): (kind, waits[name], memo)
         for name in args.settings or SETTINGS
         for kind in args.pods
+        for memo in memos
     }
     for request in pod_requests("new spec", 100):  # warm-up: imports, caches of the engine
         review_once(reviews, request, clock)
@@ -222,8 +239,8 @@ def main() -> None:
     for r in range(args.rounds):
         names = list(settings)
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            kind, wait = settings[name]
-            results[name].append(run(reviews, kind, args.calls, wait, clock))
+            kind, wait, memo = settings[name]
+            results[name].append(run(reviews, kind, args.calls, wait, clock, memo))
     print(
         f"{args.calls} reviews (/mutate and /validate in turns) per setting and round,"
         f" {args.rounds} rounds; pause {args.pause:g} ms, evict {args.evict} MiB;"

@@ -141,7 +141,7 @@ def respond(
     if key is None:
         return _fresh(endpoint, request, policy, inventory)
     answers = kept_answers(policy, inventory)
-    kept = answers.get(key)
+    kept = answers.get(key.key)
     if kept is not None:
         uid = request.uid
         return Outcome(
@@ -156,8 +156,8 @@ def respond(
             kept.patched,
         )
     outcome = _fresh(endpoint, request, policy, inventory)
-    if (answer := answer_to_keep(request, outcome)) is not None:
-        keep(answers, key, answer)
+    if (answer := answer_to_keep(key, request, outcome)) is not None:
+        keep(answers, key.key, answer)
     return outcome
 
 

@@ -81,7 +81,16 @@ class KeptAnswer:
         return {**self.response, "response": {**self.response["response"], "uid": uid}}
 
 
-def answer_key(endpoint: str, request: AdmissionRequest) -> bytes | None:
+@per_review_record
+class AnswerKey:
+    """The key of a pod's answer (``key``), and the texts it left out (``left_out``: the pod's
+    name, uid, ..., which a kept answer must not hold)."""
+
+    key: bytes
+    left_out: list[object]
+
+
+def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey | None:
     """The key of the answer to ``request`` at ``endpoint``: everything the answer is read
     from but the policy and the snapshot, as JSON; None when the answer is not to be kept
     (not a pod CREATE, a pod that names resource claims). ``request`` is decoded from JSON
@@ -100,8 +109,10 @@ def answer_key(endpoint: str, request: AdmissionRequest) -> bytes | None:
     # anything but what _unnamed leaves out never share a key (equal content in another order
     # only costs a review). orjson, not repr as the allocator's verdict key: ~2 us for a 4 KB
     # pod, not ~20.
-    unnamed, _ = _unnamed(obj, metadata, spec)
-    return orjson.dumps((endpoint, request.operation, request.namespace, unnamed))
+    unnamed, left_out = _unnamed(obj, metadata, spec)
+    return AnswerKey(
+        orjson.dumps((endpoint, request.operation, request.namespace, unnamed)), left_out
+    )
 
 
 def _unnamed(
@@ -150,8 +161,11 @@ def kept_answers(policy: Policy, inventory: Inventory) -> dict[bytes, KeptAnswer
     return table
 
 
-def answer_to_keep(request: AdmissionRequest, outcome: Outcome) -> KeptAnswer | None:
-    """``outcome``, a fresh answer to ``request``, as an answer for the other pods of its key;
+def answer_to_keep(
+    key: AnswerKey, request: AdmissionRequest, outcome: Outcome
+) -> KeptAnswer | None:
+    """``outcome``, a fresh answer to ``request`` (of ``key``), as an answer for the other pods
+    of its key;
     None when it must not be kept: an error, a skip, a search cut short, an answer whose text
     holds a text the key left out (the pod's name, uid, a volume's name) or the request's uid
     anywhere but in its place."""
@@ -167,10 +181,7 @@ def answer_to_keep(request: AdmissionRequest, outcome: Outcome) -> KeptAnswer | 
         return None
     # The patch is sent in base64: its JSON is read for the names.
     text = body + orjson.dumps(decision.patch) if outcome.patched else body
-    obj = request.object
-    assert obj is not None  # answer_key gave a key: a pod CREATE has its object, dicts
-    _, left_out = _unnamed(obj, obj["metadata"], obj["spec"])
-    for value in left_out:  # the texts among them (managedFields, a list, is never read)
+    for value in key.left_out:  # the texts among them (managedFields, a list, is never read)
         if isinstance(value, str) and value and orjson.dumps(value)[1:-1] in text:
             return None
     start = at + len(_UID_AT)
