@@ -154,6 +154,8 @@ def _unmounted(container: object, left_out: list[object]) -> object:
 def kept_answers(policy: Policy, inventory: Inventory) -> dict[bytes, KeptAnswer]:
     """The answers kept for ``policy`` on the snapshot ``inventory``, by :func:`answer_key`
     (bounded by ``webhook.policy.inventory.keep``)."""
+    # A worker's threads share the snapshot: each dict operation here and in keep() is atomic,
+    # and two threads that replace the table at once lose at most a kept answer.
     held = inventory.fit_groups.get(_ANSWERS)
     if held is None or held[0] is not policy:
         held = inventory.fit_groups[_ANSWERS] = (policy, {})
