@@ -3,8 +3,9 @@
 One module per kind of thing, each builder once:
 
 * ``pods``: a pod spec's containers (:func:`ctr`, :func:`gpu`), a :func:`pod` as a user writes
-  it (:func:`claim_pod`: one that uses a claim from a template), and a :func:`listed_pod` as
-  the API server lists it (status, owner, a sidecar);
+  it (:func:`claim_pod`: one that uses a claim from a template), a :func:`replica` of a
+  workload as the API server hands it to the webhooks (its token volume, :func:`token_mount`),
+  and a :func:`listed_pod` as the API server lists it (status, owner, a sidecar);
 * ``nodes``: a realistic :func:`gpu_node` as gpu-feature-discovery and the device plugin leave
   it (about 8 KB, :func:`gfd_node` without the bulk), :func:`cluster` of many, a plain
   :func:`node_object` as the kubelet leaves it, :func:`cpu_node`;
@@ -47,7 +48,7 @@ from tests.objects.dra import (
     sharing_config,
 )
 from tests.objects.nodes import PRODUCTS, cluster, cpu_node, gfd_node, gpu_node, node_object
-from tests.objects.pods import NOW, claim_pod, ctr, gpu, listed_pod, pod
+from tests.objects.pods import NOW, claim_pod, ctr, gpu, listed_pod, pod, replica, token_mount
 from tests.objects.reviews import (
     CASES,
     FIXTURES,
@@ -103,11 +104,13 @@ __all__ = [
     "partitionable",
     "pod",
     "pod_spec",
+    "replica",
     "resource_claim",
     "resource_slice",
     "review",
     "sharing_config",
     "time_slicing_config",
+    "token_mount",
     "uid",
     "with_gpu",
     "workload",

@@ -59,6 +59,27 @@ def ctr(
     return {"name": name, "image": "registry.example/app:1", "resources": resources, **extra}
 
 
+def token_mount(token: str) -> dict[str, Any]:
+    """The volume mount of the ServiceAccount admission's token volume ``kube-api-access-`` +
+    ``token`` (the API server draws 5 random characters per pod)."""
+    return {"name": f"kube-api-access-{token}", "mountPath": "/var/run/secrets/token"}
+
+
+def replica(name: str, *, token: str = "x7k2p", **spec: Any) -> dict[str, Any]:
+    """A pod of one workload as the API server hands it to the webhooks: one container asking
+    for one GPU, its own name and uid, and the ServiceAccount admission's token volume with a
+    name of its own (``token``); ``spec``: more spec fields."""
+    obj = pod(
+        ctr("main", limits={"nvidia.com/gpu": 1}, volumeMounts=[token_mount(token)]),
+        name=name,
+        namespace="ml",
+        volumes=[{"name": f"kube-api-access-{token}", "projected": {"sources": []}}],
+        **spec,
+    )
+    obj["metadata"]["uid"] = uid("pod", name, token)
+    return obj
+
+
 def gpu(n: Any = 1, name: str = "nvidia.com/gpu") -> dict[str, Any]:
     """A container asking for ``n`` of ``name`` in limits only."""
     return ctr(limits={name: n})

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from tests.objects import ctr, gfd_node, gpu_node, new_uid, pod, review
+from tests.objects import ctr, gfd_node, gpu_node, new_uid, pod, replica, review, token_mount
 from tests.support.properties import examples
 from webhook.admission import Outcome, handle
 from webhook.admission import handler as handler_module
@@ -64,24 +64,6 @@ def served(outcome: Outcome) -> dict[str, Any]:
     return {field: getattr(outcome, field) for field in SERVED}
 
 
-def replica(name: str, *, token: str = "x7k2p", **fields: Any) -> dict[str, Any]:
-    """A pod of one workload as the API server hands it to the webhooks: its own name and
-    uid, and the ServiceAccount admission's token volume with a name of its own."""
-    obj = pod(
-        ctr("main", limits={"nvidia.com/gpu": 1}, volumeMounts=[_mount(token)]),
-        name=name,
-        namespace="ml",
-        volumes=[{"name": f"kube-api-access-{token}", "projected": {"sources": []}}],
-        **fields,
-    )
-    obj["metadata"]["uid"] = new_uid()
-    return obj
-
-
-def _mount(token: str) -> dict[str, Any]:
-    return {"name": f"kube-api-access-{token}", "mountPath": "/var/run/secrets/token"}
-
-
 @pytest.fixture
 def judged(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The names of the objects the engine judged, in order."""
@@ -108,7 +90,7 @@ containers = st.lists(
         ctr(
             f"c{i}",
             limits={"nvidia.com/gpu": q} if gpu else {"cpu": "1"},
-            **({"volumeMounts": [_mount("t")]} if mounted else {}),
+            **({"volumeMounts": [token_mount("t")]} if mounted else {}),
         )
         for i, (q, gpu, mounted) in enumerate(cs)
     ]
@@ -181,7 +163,7 @@ class Step:
             meta["labels"] = self.labels
         mounted = [c for c in obj["spec"]["containers"] if c.get("volumeMounts")]
         for c in mounted:
-            c["volumeMounts"] = [_mount(self.token)]
+            c["volumeMounts"] = [token_mount(self.token)]
         if mounted:
             volume = {"name": f"kube-api-access-{self.token}", "projected": {"sources": []}}
             obj["spec"]["volumes"] = [volume]
