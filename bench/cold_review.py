@@ -23,7 +23,15 @@ policy, the patch or verdict, the answer encoded), ``metrics`` (``metrics.record
 cpu`` by this thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``), which leaves out the time the
 thread waited for a core.
 
-    .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64]
+    .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64] [--distinct]
+    .venv/bin/python -m bench.cold_review --count-calls [--distinct]
+
+``--distinct`` gives every review's pod a container name of its own (the GPU container's
+``trainer`` becomes ``trainer-<n>``), so that nothing kept from an earlier review (the
+allocator's verdict per pod spec, an answer kept per pod) helps: each review is of a pod seen
+for the first time. ``--count-calls`` prints, instead of times, the Python calls one review
+makes (``sys.setprofile``: calls into Python functions, and the distinct functions and
+modules they belong to), for ``/mutate`` and ``/validate``.
 
 In process there is no socket, TLS or thread hand-off: this is the review's own share of a call.
 """
@@ -34,9 +42,14 @@ import argparse
 import logging
 import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
+
+import orjson
 
 from bench.http_load import review_body
 from webhook.admission import parse_review, respond
@@ -87,18 +100,45 @@ def review_once(reviews: Any, request: bytes, clock: Callable[[], int]) -> list[
     return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6]
 
 
+def distinct_bodies(body: bytes, count: int) -> list[bytes]:
+    """``count`` copies of the review ``body``, each pod's GPU container named apart."""
+    doc = orjson.loads(body)
+    out = []
+    for n in range(count):
+        doc["request"]["object"]["spec"]["containers"][0]["name"] = f"trainer-{n}"
+        out.append(orjson.dumps(doc))
+    return out
+
+
+def count_calls(reviews: Any, request: bytes) -> tuple[int, int, int]:
+    """Python calls one review makes: calls, distinct functions, distinct modules."""
+    codes: list[Any] = []
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call":
+            codes.append(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        review_once(reviews, request, time.perf_counter_ns)
+    finally:
+        sys.setprofile(None)
+    functions = set(codes)
+    return len(codes), len(functions), len({c.co_filename for c in functions})
+
+
 def run(
     reviews: Any,
-    requests: list[bytes],
+    requests: Iterator[bytes],
     calls: int,
     before: Callable[[], None],
     clock: Callable[[], int],
 ) -> list[float]:
     """Median microseconds per stage, then of the whole, over ``calls`` reviews."""
     samples: list[list[int]] = []
-    for i in range(calls):
+    for _ in range(calls):
         before()
-        samples.append(review_once(reviews, requests[i % len(requests)], clock))
+        samples.append(review_once(reviews, next(requests), clock))
     columns = [*zip(*samples, strict=True), [sum(s) for s in samples]]
     return [statistics.median(c) / 1000 for c in columns]
 
@@ -111,6 +151,8 @@ def main() -> None:
     p.add_argument("--pause", type=float, default=40.0, help="ms before each review")
     p.add_argument("--evict", type=int, default=64, help="MiB written after the pause")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    p.add_argument("--distinct", action="store_true", help="a pod of its own for every review")
+    p.add_argument("--count-calls", action="store_true", help="print Python calls per review")
     args = p.parse_args()
     clock = time.perf_counter_ns if args.clock == "wall" else time.thread_time_ns
     configure_logging("info")
@@ -121,6 +163,20 @@ def main() -> None:
     assert reviews is not None
     body = review_body()
     requests = [request_bytes("/mutate", body), request_bytes("/validate", body)]
+    if args.distinct:
+        # warm-up, then every round and setting: each review its own pod
+        count = 100 + args.rounds * 4 * args.calls + 4
+        bodies = distinct_bodies(body, count)
+        paths = ("/mutate", "/validate")
+        requests = [request_bytes(paths[n % 2], b) for n, b in enumerate(bodies)]
+    stream = itertools.cycle(requests)
+    if args.count_calls:
+        for _ in range(10):  # warm-up: imports, caches of the engine
+            review_once(reviews, next(stream), clock)
+        for path in ("/mutate", "/validate"):
+            calls, functions, modules = count_calls(reviews, next(stream))
+            print(f"{path}: {calls} calls into {functions} functions of {modules} files")
+        return
     sweep = bytearray(args.evict << 20)
     pause = args.pause / 1000
 
@@ -141,13 +197,13 @@ def main() -> None:
         "busy pause": spin,
     }
     for _ in range(100):  # warm-up: imports, caches of the engine
-        review_once(reviews, requests[0], clock)
+        review_once(reviews, next(stream), clock)
     load = os.getloadavg()[0]
     results: dict[str, list[list[float]]] = {name: [] for name in settings}
     for r in range(args.rounds):
         names = list(settings)
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            results[name].append(run(reviews, requests, args.calls, settings[name], clock))
+            results[name].append(run(reviews, stream, args.calls, settings[name], clock))
     print(
         f"{args.calls} reviews (/mutate and /validate in turns) per setting and round,"
         f" {args.rounds} rounds; pause {args.pause:g} ms, evict {args.evict} MiB;"
