@@ -39,12 +39,12 @@ In process there is no socket, TLS or thread hand-off: this is the review's own 
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import statistics
 import sys
 import time
-import itertools
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
@@ -143,6 +143,24 @@ def run(
     return [statistics.median(c) / 1000 for c in columns]
 
 
+def review_requests(distinct: bool, count: int) -> list[bytes]:
+    """The requests to review, ``/mutate`` and ``/validate`` in turns: one pod for all, or
+    with ``distinct`` ``count`` pods each named apart."""
+    body = review_body()
+    bodies = distinct_bodies(body, count + count % 2) if distinct else [body, body]
+    paths = ("/mutate", "/validate")
+    return [request_bytes(paths[n % 2], b) for n, b in enumerate(bodies)]
+
+
+def print_calls(reviews: Any, stream: Iterator[bytes]) -> None:
+    """Print the Python calls of one ``/mutate`` and one ``/validate`` after a warm-up."""
+    for _ in range(10):  # warm-up: imports, caches of the engine
+        review_once(reviews, next(stream), time.perf_counter_ns)
+    for path in ("/mutate", "/validate"):
+        calls, functions, modules = count_calls(reviews, next(stream))
+        print(f"{path}: {calls} calls into {functions} functions of {modules} files")
+
+
 def main() -> None:
     """Measure the three settings, interleaved in rounds, and print the table."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -161,21 +179,10 @@ def main() -> None:
             handler.fd = os.open(os.devnull, os.O_WRONLY)
     reviews = direct_reviews(create_app(Settings.from_env()))
     assert reviews is not None
-    body = review_body()
-    requests = [request_bytes("/mutate", body), request_bytes("/validate", body)]
-    if args.distinct:
-        # warm-up, then every round and setting: each review its own pod
-        count = 100 + args.rounds * 4 * args.calls + 4
-        bodies = distinct_bodies(body, count)
-        paths = ("/mutate", "/validate")
-        requests = [request_bytes(paths[n % 2], b) for n, b in enumerate(bodies)]
-    stream = itertools.cycle(requests)
+    # warm-up, then every round and setting: with --distinct, each review its own pod
+    stream = itertools.cycle(review_requests(args.distinct, 100 + args.rounds * 4 * args.calls))
     if args.count_calls:
-        for _ in range(10):  # warm-up: imports, caches of the engine
-            review_once(reviews, next(stream), clock)
-        for path in ("/mutate", "/validate"):
-            calls, functions, modules = count_calls(reviews, next(stream))
-            print(f"{path}: {calls} calls into {functions} functions of {modules} files")
+        print_calls(reviews, stream)
         return
     sweep = bytearray(args.evict << 20)
     pause = args.pause / 1000

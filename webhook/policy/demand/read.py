@@ -11,6 +11,7 @@ come as their specs, keyed ``(kind, namespace, name)`` as
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from webhook.policy.demand.model import (
@@ -70,8 +71,15 @@ def _request(name: str, raw: Mapping[str, Any]) -> Request:
             if isinstance(s, MAPPING)
         ),
         tolerations=_tolerations(raw.get("tolerations")),
-        capacity=resource_list(requests) if isinstance(requests, MAPPING) else None,
+        capacity=_capacity(requests) if isinstance(requests, MAPPING) else None,
     )
+
+
+def _capacity(requests: Mapping[str, Any]) -> dict[str, Fraction]:
+    # The structured allocator's capacity arithmetic (webhook.policy.allocator.capacity) is
+    # written for Fraction values; claims that request capacity are rare, so they are not
+    # worth carrying the demand's int-or-Fraction form through it.
+    return {name: Fraction(value) for name, value in resource_list(requests).items()}
 
 
 def read_claim_spec(spec: Mapping[str, Any], label: str) -> Claim:

@@ -13,13 +13,13 @@ See docs/allocator.md, "Pod requests".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
-from webhook.policy.quantity import QuantityError, quantity_value
+from webhook.policy.quantity import Quantity, QuantityError, exact_quantity
 from webhook.policy.records import MAPPING
 
-ResourceList = dict[str, Fraction]
+#: Exact values, whole ones as ``int`` (``webhook.policy.quantity.Quantity``).
+ResourceList = dict[str, Quantity]
 
 # IsSupportedPodLevelResource (helpers.go): cpu, memory and hugepages-* only.
 _POD_LEVEL = ("cpu", "memory")
@@ -35,7 +35,7 @@ def resource_list(raw: Any) -> ResourceList:
         return out
     for name, value in raw.items():
         try:
-            out[str(name)] = quantity_value(value)
+            out[str(name)] = exact_quantity(value)
         except QuantityError:
             continue
     return out
@@ -53,13 +53,13 @@ def container_requests(container: Mapping[str, Any]) -> ResourceList:
     return requests
 
 
-def _add(into: ResourceList, new: Mapping[str, Fraction]) -> None:
+def _add(into: ResourceList, new: Mapping[str, Quantity]) -> None:
     # addResourceList (helpers.go)
     for name, value in new.items():
-        into[name] = into.get(name, Fraction(0)) + value
+        into[name] = into.get(name, 0) + value
 
 
-def _max(into: ResourceList, new: Mapping[str, Fraction]) -> None:
+def _max(into: ResourceList, new: Mapping[str, Quantity]) -> None:
     # maxResourceList (helpers.go)
     for name, value in new.items():
         if name not in into or value > into[name]:
@@ -103,7 +103,7 @@ def _is_pod_level(name: str) -> bool:
     return name in _POD_LEVEL or name.startswith(_HUGEPAGES)
 
 
-def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+def pod_requests(spec: Mapping[str, Any]) -> ResourceList:
     """``PodRequests`` (helpers.go) of a pod spec: every resource the pod requests, as the
     scheduler adds them up (``nvidia.com/gpu`` of two containers asking 1 each is 2)."""
     reqs = aggregate_container_requests(spec)
