@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from webhook.policy.demand.model import Claim, DeviceRequest, Request
+from webhook.policy.demand.requests import Container
 from webhook.policy.dra import IMPLICIT_PREFIX, DeviceClass
 from webhook.policy.quantity import Quantity
 
@@ -28,8 +29,6 @@ EXTENDED_CLAIM = "<extended-resources>"
 # then a name of up to 63 characters.
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-
-Container = tuple[str, bool, str | None, Mapping[str, Quantity]]
 
 
 def is_extended_resource_name(name: str) -> bool:
