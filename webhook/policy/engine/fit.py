@@ -26,13 +26,17 @@ from typing import Any
 from webhook.policy.allocator import DOES_NOT_FIT, UNKNOWN, Fit, Verdict, fit_anywhere
 from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
 from webhook.policy.decision import RuleResult
-from webhook.policy.demand import Demand, claim_demand, pod_demand
+from webhook.policy.demand import (
+    Demand,
+    claim_demand,
+    is_dra_extended_resource_name,
+    pod_demand,
+)
 from webhook.policy.demand.extended import EXTENDED_CLAIM
 from webhook.policy.engine.claims import gpu_requests
 from webhook.policy.engine.refusal import EXTENDED_WORDS, claims_refusal
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
-from webhook.policy.records import MAPPING
 from webhook.policy.supply import NodeGroup, Supply, group_name
 from webhook.policy.workloads import Workload, containers
 
@@ -66,12 +70,13 @@ def pod_fit(
     supply = inventory.supply
     if supply is None:
         return None
-    key = _verdict_key(spec)
+    claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
+    demand = pod_demand(spec, what, claim_specs, namespace or "")
+    key = _verdict_key(demand, supply)
     verdicts: dict[str, Verdict] = inventory.fit_groups.setdefault(_VERDICTS, {})
     if key is not None and (known := verdicts.get(key)) is not None:
         return known
-    claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
-    verdict = _judged(pod_demand(spec, what, claim_specs, namespace or ""), inventory)
+    verdict = _judged(demand, inventory)
     if key is not None and verdict.outcome != UNKNOWN:  # a search cut short is tried again
         if len(verdicts) >= _MAX_VERDICTS:
             verdicts.clear()
@@ -79,37 +84,43 @@ def pod_fit(
     return verdict
 
 
-# The fit_groups entry that holds the verdicts on pod specs, by _verdict_key: the pods of one
-# workload are judged once per snapshot (each review after a pause walked the allocator anew,
-# ~0.2 ms of a cold review: docs/performance.md, "Seventh round"). At most _MAX_VERDICTS of
-# them, so that what clients send cannot grow it without bound.
+# The fit_groups entry that holds the verdicts on demands, by _verdict_key: pods that ask for
+# the same thing are judged once per snapshot, the pods of one workload and those of others
+# alike (each review after a pause walked the allocator anew, ~0.1-0.2 ms of a cold review:
+# docs/performance.md, "Seventh round" and "Eighth round"). At most _MAX_VERDICTS of them, so
+# that what clients send cannot grow it without bound.
 _VERDICTS = "verdicts on pod specs"
 _MAX_VERDICTS = 512
-# What pod_demand reads of a pod spec besides its containers (and resourceClaims, below).
-_DEMAND_FIELDS = ("resources", "overhead", "nodeName", "nodeSelector", "affinity", "tolerations")
-_CONTAINER_LISTS = ("initContainers", "containers")
 
 
-def _verdict_key(spec: Mapping[str, Any]) -> str | None:
-    """Everything of ``spec`` the demand is read from (pod_demand; the verdict depends on
-    nothing else of the pod, not its name), as text; None for a spec that names claims,
-    whose demand also reads the claims of its namespace. The spec is decoded JSON or YAML
-    (dicts, lists, scalars), whose repr is its content: two specs that differ in what the
-    demand reads never share a key (equal content with another key only costs a search)."""
-    if spec.get("resourceClaims"):
+def _verdict_key(demand: Demand, supply: Supply) -> str | None:
+    """Everything of ``demand`` the allocator's verdict depends on, as text; None for a demand
+    with claims (they are the namespace's objects, not the pod's).
+
+    Not the label (the verdict never names the pod) and, unless a DeviceClass serves one of
+    the extended resources, not the containers: only the claim built for such resources reads
+    them (its requests per container, named in its words); the node filters and
+    ``fitsRequest`` read the requests added up. The values are decoded JSON or YAML and
+    exact quantities, whose repr is their content: two demands that differ in what the
+    allocator reads never share a key (equal content with another key only costs a search).
+    """
+    if demand.claims or demand.missing:
         return None
-    parts: list[Any] = [spec.get(field) for field in _DEMAND_FIELDS]
-    for name in _CONTAINER_LISTS:
-        raw = spec.get(name)
-        if isinstance(raw, list):  # a container's name, restartPolicy and resources
-            raw = [
-                (c.get("name"), c.get("restartPolicy"), c.get("resources"))
-                if isinstance(c, MAPPING)
-                else c
-                for c in raw
-            ]
-        parts.append(raw)
-    return repr(parts)
+    served = any(
+        supply.class_for_resource(name) is not None
+        for name in demand.resources
+        if is_dra_extended_resource_name(name)
+    )
+    return repr(
+        (
+            sorted(demand.resources.items()),
+            demand.containers if served else None,
+            demand.node_name,
+            demand.node_selector,
+            demand.required_terms,
+            demand.tolerations,
+        )
+    )
 
 
 def claims_fit(
