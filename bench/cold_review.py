@@ -23,15 +23,20 @@ policy, the patch or verdict, the answer encoded), ``metrics`` (``metrics.record
 cpu`` by this thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``), which leaves out the time the
 thread waited for a core.
 
-    .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64] [--distinct]
-    .venv/bin/python -m bench.cold_review --count-calls [--distinct]
+    .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64]
+                                          [--distinct [demand]]
+    .venv/bin/python -m bench.cold_review --count-calls [--distinct [demand]]
 
 ``--distinct`` gives every review's pod a container name of its own (the GPU container's
-``trainer`` becomes ``trainer-<n>``), so that nothing kept from an earlier review (the
-allocator's verdict per pod spec, an answer kept per pod) helps: each review is of a pod seen
-for the first time. ``--count-calls`` prints, instead of times, the Python calls one review
-makes (``sys.setprofile``: calls into Python functions, and the distinct functions and
-modules they belong to), for ``/mutate`` and ``/validate``.
+``trainer`` becomes ``trainer-<n>``), so that nothing kept per pod spec (an answer kept per
+pod) helps: each review is of a pod seen for the first time. The allocator's verdict is kept
+by what a pod asks of a node, which a container's name does not change; ``--distinct
+demand`` also gives each pod a toleration of its own (of a taint no node has: the verdict
+is the same), so that each review walks the allocator too.
+
+``--count-calls`` prints, instead of times, the Python calls one review makes
+(``sys.setprofile``: calls into Python functions, and the distinct functions and files they
+belong to), for ``/mutate`` and ``/validate``.
 
 In process there is no socket, TLS or thread hand-off: this is the review's own share of a call.
 """
@@ -100,12 +105,20 @@ def review_once(reviews: Any, request: bytes, clock: Callable[[], int]) -> list[
     return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6]
 
 
-def distinct_bodies(body: bytes, count: int) -> list[bytes]:
-    """``count`` copies of the review ``body``, each pod's GPU container named apart."""
+def distinct_bodies(body: bytes, count: int, demand: bool = False) -> list[bytes]:
+    """``count`` copies of the review ``body``, each pod's GPU container named apart; with
+    ``demand``, each pod also tolerating a taint of its own."""
     doc = orjson.loads(body)
+    spec = doc["request"]["object"]["spec"]
+    tolerations = list(spec.get("tolerations") or [])
     out = []
     for n in range(count):
-        doc["request"]["object"]["spec"]["containers"][0]["name"] = f"trainer-{n}"
+        spec["containers"][0]["name"] = f"trainer-{n}"
+        if demand:
+            spec["tolerations"] = [
+                *tolerations,
+                {"key": f"example.com/pod-{n}", "operator": "Exists"},
+            ]
         out.append(orjson.dumps(doc))
     return out
 
@@ -143,11 +156,14 @@ def run(
     return [statistics.median(c) / 1000 for c in columns]
 
 
-def review_requests(distinct: bool, count: int) -> list[bytes]:
+def review_requests(distinct: str | None, count: int) -> list[bytes]:
     """The requests to review, ``/mutate`` and ``/validate`` in turns: one pod for all, or
-    with ``distinct`` ``count`` pods each named apart."""
+    with ``distinct`` (``name`` or ``demand``) ``count`` pods each of its own."""
     body = review_body()
-    bodies = distinct_bodies(body, count + count % 2) if distinct else [body, body]
+    if distinct is None:
+        bodies = [body, body]
+    else:
+        bodies = distinct_bodies(body, count + count % 2, demand=distinct == "demand")
     paths = ("/mutate", "/validate")
     return [request_bytes(paths[n % 2], b) for n, b in enumerate(bodies)]
 
@@ -169,7 +185,13 @@ def main() -> None:
     p.add_argument("--pause", type=float, default=40.0, help="ms before each review")
     p.add_argument("--evict", type=int, default=64, help="MiB written after the pause")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
-    p.add_argument("--distinct", action="store_true", help="a pod of its own for every review")
+    p.add_argument(
+        "--distinct",
+        nargs="?",
+        const="name",
+        choices=("name", "demand"),
+        help="a pod of its own for every review (demand: asking something of its own too)",
+    )
     p.add_argument("--count-calls", action="store_true", help="print Python calls per review")
     args = p.parse_args()
     clock = time.perf_counter_ns if args.clock == "wall" else time.thread_time_ns
