@@ -93,7 +93,8 @@ def fits_request(
         allocatable = group.allocatable.get(name, 0)
         if allocatable == 0 and supply.class_for_resource(name) is not None:
             continue  # Backed by DRA: the DynamicResources filter allocates it.
-        held = usage.held(group.node, name) if usage else 0
+        # `is not EMPTY` first: the webhook's question, on an empty cluster, calls no __bool__.
+        held = usage.held(group.node, name) if usage is not EMPTY and usage else 0
         have = allocatable - held
         if have >= quantity:
             continue
@@ -211,7 +212,7 @@ def fit_anywhere(
     remaining = budget_s
     judged: dict[int, Fit] = {}
     groups = supply.groups
-    if usage:
+    if usage is not EMPTY and usage:
         keys: Sequence[int] = range(len(groups))
         firsts: Sequence[tuple[int, int]] = [(i, i) for i in keys]
     else:
