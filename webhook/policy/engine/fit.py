@@ -37,6 +37,7 @@ from webhook.policy.engine.claims import gpu_requests
 from webhook.policy.engine.refusal import EXTENDED_WORDS, claims_refusal
 from webhook.policy.inventory import Inventory
 from webhook.policy.model import Policy
+from webhook.policy.records import MAPPING
 from webhook.policy.supply import NodeGroup, Supply, group_name
 from webhook.policy.workloads import Workload, containers
 
@@ -70,27 +71,67 @@ def pod_fit(
     supply = inventory.supply
     if supply is None:
         return None
+    by_spec: dict[str, Verdict] = inventory.fit_groups.setdefault(_BY_SPEC, {})
+    spec_key = _spec_key(spec)
+    if spec_key is not None and (known := by_spec.get(spec_key)) is not None:
+        return known
     claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
     demand = pod_demand(spec, what, claim_specs, namespace or "")
+    by_demand: dict[str, Verdict] = inventory.fit_groups.setdefault(_BY_DEMAND, {})
     key = _verdict_key(demand, supply)
-    verdicts: dict[str, Verdict] = inventory.fit_groups.setdefault(_VERDICTS, {})
-    if key is not None and (known := verdicts.get(key)) is not None:
-        return known
-    verdict = _judged(demand, inventory)
-    if key is not None and verdict.outcome != UNKNOWN:  # a search cut short is tried again
-        if len(verdicts) >= _MAX_VERDICTS:
-            verdicts.clear()
-        verdicts[key] = verdict
+    verdict = by_demand.get(key) if key is not None else None
+    if verdict is None:
+        verdict = _judged(demand, inventory)
+        if verdict.outcome == UNKNOWN:  # a search cut short is tried again
+            return verdict
+        _keep(by_demand, key, verdict)
+    _keep(by_spec, spec_key, verdict)
     return verdict
 
 
-# The fit_groups entry that holds the verdicts on demands, by _verdict_key: pods that ask for
-# the same thing are judged once per snapshot, the pods of one workload and those of others
-# alike (each review after a pause walked the allocator anew, ~0.1-0.2 ms of a cold review:
-# docs/performance.md, "Seventh round" and "Eighth round"). At most _MAX_VERDICTS of them, so
-# that what clients send cannot grow it without bound.
-_VERDICTS = "verdicts on pod specs"
+# The fit_groups entries that hold the verdicts on pod specs, by _spec_key (a pod seen again:
+# the pods of one workload), and on demands, by _verdict_key (a pod spec seen for the first
+# time that asks what another asked: pods of other workloads). Each review after a pause
+# walked the allocator anew, ~0.1-0.2 ms of a cold review (docs/performance.md, "Seventh
+# round", "Eighth round"). The spec's key is read first: it is the cheaper (the demand is
+# not read). At most _MAX_VERDICTS of each, so that what clients send cannot grow them
+# without bound.
+_BY_SPEC = "verdicts on pod specs"
+_BY_DEMAND = "verdicts on demands"
 _MAX_VERDICTS = 512
+# What pod_demand reads of a pod spec besides its containers (and resourceClaims, below).
+_DEMAND_FIELDS = ("resources", "overhead", "nodeName", "nodeSelector", "affinity", "tolerations")
+_CONTAINER_LISTS = ("initContainers", "containers")
+
+
+def _keep(verdicts: dict[str, Verdict], key: str | None, verdict: Verdict) -> None:
+    if key is None:
+        return
+    if len(verdicts) >= _MAX_VERDICTS:
+        verdicts.clear()
+    verdicts[key] = verdict
+
+
+def _spec_key(spec: Mapping[str, Any]) -> str | None:
+    """Everything of ``spec`` the demand is read from (pod_demand; the verdict depends on
+    nothing else of the pod, not its name), as text; None for a spec that names claims,
+    whose demand also reads the claims of its namespace. The spec is decoded JSON or YAML
+    (dicts, lists, scalars), whose repr is its content: two specs that differ in what the
+    demand reads never share a key (equal content with another key only costs a search)."""
+    if spec.get("resourceClaims"):
+        return None
+    parts: list[Any] = [spec.get(field) for field in _DEMAND_FIELDS]
+    for name in _CONTAINER_LISTS:
+        raw = spec.get(name)
+        if isinstance(raw, list):  # a container's name, restartPolicy and resources
+            raw = [
+                (c.get("name"), c.get("restartPolicy"), c.get("resources"))
+                if isinstance(c, MAPPING)
+                else c
+                for c in raw
+            ]
+        parts.append(raw)
+    return repr(parts)
 
 
 def _verdict_key(demand: Demand, supply: Supply) -> str | None:
