@@ -24,6 +24,11 @@ cpu`` by this thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``), which leaves out 
 thread waited for a core.
 
     .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64]
+    .venv/bin/python -m bench.cold_review --count-calls --pods "new name"
+
+``--count-calls`` prints, instead of times, the Python calls one review of the first of
+``--pods`` makes (``sys.setprofile``: calls into Python functions, and the distinct functions
+and files they belong to), for ``/mutate`` and ``/validate``.
 
 In process there is no socket, TLS or thread hand-off: this is the review's own share of a call.
 
@@ -34,6 +39,9 @@ round"):
   answered from the answer kept for its spec (webhook/admission/memo.py);
 * ``new label``: every pod a label value of its own: no kept answer, but the allocator's
   verdict on its spec is kept (its key does not read labels);
+* ``new name``: every pod's GPU container a name of its own: no kept answer and no verdict kept
+  by spec, but the verdict kept by what the pod asks of a node (a container's name does not
+  change it);
 * ``new spec``: every pod a label and a toleration of its own: nothing kept, as the first pod
   of each workload.
 
@@ -49,8 +57,10 @@ import json
 import logging
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from bench.http_load import review_body
@@ -63,7 +73,7 @@ from webhook.server.response import answer_bytes
 
 STAGES = ("head", "reload check", "decode", "engine", "metrics", "log line", "answer")
 SETTINGS = ("back to back", "pause", "pause + evict", "busy pause")
-POD_KINDS = ("repeated", "new label", "new spec")
+POD_KINDS = ("repeated", "new label", "new name", "new spec")
 
 
 def request_bytes(path: str, body: bytes) -> bytes:
@@ -117,7 +127,8 @@ _SERIAL = itertools.count()
 
 def pod_requests(kind: str, calls: int) -> list[bytes]:
     """``calls`` requests, ``/mutate`` and ``/validate`` in turns, of the pods of ``kind``
-    (``--pods``): the same pod, or each a label (and a toleration) of its own."""
+    (``--pods``): the same pod, or each a label (and a toleration), or a container name, of
+    its own."""
     doc = json.loads(review_body())
     out = []
     for i in range(calls):
@@ -127,6 +138,10 @@ def pod_requests(kind: str, calls: int) -> list[bytes]:
             continue
         n = next(_SERIAL)
         pod = json.loads(json.dumps(doc))
+        if kind == "new name":
+            pod["request"]["object"]["spec"]["containers"][0]["name"] = f"trainer-{n}"
+            out.append(request_bytes(path, json.dumps(pod).encode()))
+            continue
         meta = pod["request"]["object"]["metadata"]
         meta["labels"] = {**(meta.get("labels") or {}), "bench.gpu-policy.io/pod": str(n)}
         if kind == "new spec":  # the allocator's verdict key reads the tolerations
@@ -156,6 +171,34 @@ def run(
     return [statistics.median(c) / 1000 for c in columns]
 
 
+def count_calls(reviews: Any, request: bytes) -> tuple[int, int, int]:
+    """Python calls one review makes: calls, distinct functions, distinct modules."""
+    codes: list[Any] = []
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call":
+            codes.append(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        review_once(reviews, request, time.perf_counter_ns)
+    finally:
+        sys.setprofile(None)
+    functions = set(codes)
+    return len(codes), len(functions), len({c.co_filename for c in functions})
+
+
+def print_calls(reviews: Any, kind: str) -> None:
+    """Print the Python calls of one ``/mutate`` and one ``/validate`` of the pods of ``kind``
+    after a warm-up."""
+    requests = pod_requests(kind, 12)
+    for request in requests[:10]:  # warm-up: imports, caches of the engine
+        review_once(reviews, request, time.perf_counter_ns)
+    for path, request in zip(("/mutate", "/validate"), requests[10:], strict=True):
+        calls, functions, modules = count_calls(reviews, request)
+        print(f"{path}: {calls} calls into {functions} functions of {modules} files")
+
+
 def parse_args() -> argparse.Namespace:
     """The command line, checked."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -182,6 +225,7 @@ def parse_args() -> argparse.Namespace:
         default="on",
         help="answer with the kept answers to repeated pods (as the server), without, or both",
     )
+    p.add_argument("--count-calls", action="store_true", help="print Python calls per review")
     args = p.parse_args()
     for kind in args.pods:
         if kind not in POD_KINDS:
@@ -202,6 +246,9 @@ def main() -> None:
             handler.fd = os.open(os.devnull, os.O_WRONLY)
     reviews = direct_reviews(create_app(Settings.from_env()))
     assert reviews is not None
+    if args.count_calls:
+        print_calls(reviews, args.pods[0])
+        return
     sweep = bytearray(args.evict << 20)
     pause = args.pause / 1000
 

@@ -35,6 +35,7 @@ __all__ = [
     "node_views",
     "selector_matches",
     "untolerated",
+    "untolerated_taints",
 ]
 
 _GPU_NAMES = ("nvidia.com/gpu", "nvidia.com/mig")
@@ -177,7 +178,9 @@ def node_selector_matches(
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """True when every ``nodeSelector`` entry is one of the node's labels."""
-    return all(labels.get(str(k)) == str(v) for k, v in (selector or {}).items())
+    if not selector:  # most pods select nothing: no generator for them
+        return True
+    return all(labels.get(str(k)) == str(v) for k, v in selector.items())
 
 
 def required_terms(affinity: Any) -> list[Any] | None:
@@ -218,11 +221,28 @@ def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
 
 def untolerated(node: NodeView, tolerations: Iterable[Any]) -> tuple[Taint, ...]:
     """The node's NoSchedule / NoExecute taints (and its cordon) that no toleration covers."""
-    tols = [t for t in tolerations if isinstance(t, MAPPING)]
     taints = node.taints
     if node.unschedulable:
         taints = (*taints, Taint(*UNSCHEDULABLE_TAINT))
-    return tuple(t for t in taints if not any(_tolerates(tol, t) for tol in tols))
+    return untolerated_taints(taints, tolerations)
+
+
+def untolerated_taints(taints: tuple[Taint, ...], tolerations: Iterable[Any]) -> tuple[Taint, ...]:
+    """The ``taints`` that no toleration covers (entries that are no object tolerate nothing)."""
+    if not taints:
+        return ()
+    tols = tolerations if isinstance(tolerations, (list, tuple)) else list(tolerations)
+    # Plain loops, not generator expressions: the allocator asks this of every node group on
+    # every review, and each generator is one more frame and code object a review after a
+    # pause touches (docs/performance.md, "Eighth round").
+    out = []
+    for taint in taints:
+        for tol in tols:
+            if isinstance(tol, MAPPING) and _tolerates(tol, taint):
+                break
+        else:
+            out.append(taint)
+    return tuple(out)
 
 
 def _blocking(node: NodeView, tolerations: Iterable[Any], effects: Iterable[str]) -> bool:

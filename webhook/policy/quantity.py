@@ -16,6 +16,13 @@ from fractions import Fraction
 
 from webhook.policy.text import shown
 
+#: An exact quantity as the demand adds them up: an ``int`` when the value is whole (every GPU
+#: count, most memory and CPU), else a ``Fraction``. The two compare, hash and add as one
+#: number, and a whole value as an ``int`` is added and compared in C, where a ``Fraction``
+#: runs Python code (and the ``numbers`` ABC checks) for every ``+``, ``<=`` and ``==``: a
+#: review after a pause pays for each function it runs (docs/performance.md, "Eighth round").
+Quantity = int | Fraction
+
 _QUANTITY = re.compile(
     r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$"
@@ -85,6 +92,27 @@ def _string_value(raw: str) -> Fraction:
 # the bounds on the count and the length keep what a client sends from growing the cache.
 _CACHED_LENGTH = 32
 _short_value = functools.lru_cache(maxsize=4096)(_string_value)
+
+
+def _exact(raw: str) -> Quantity:
+    value = _string_value(raw)
+    return value.numerator if value.denominator == 1 else value
+
+
+# As _short_value, but whole values as int (the same bounds keep the cache small).
+_short_exact = functools.lru_cache(maxsize=4096)(_exact)
+
+
+def exact_quantity(raw: object) -> Quantity:
+    """The exact value of a Kubernetes quantity, as :func:`quantity_value` reads it, but an
+    ``int`` when it is whole (``"2"``, ``"1Gi"``, ``"1000m"``, ``2.0``): the same number,
+    cheaper to add up and compare. Raises QuantityError for anything that is not a quantity."""
+    if type(raw) is int:  # not bool, which quantity_value refuses
+        return raw
+    if type(raw) is str and len(raw) <= _CACHED_LENGTH:
+        return _short_exact(raw)
+    value = quantity_value(raw)
+    return value.numerator if value.denominator == 1 else value
 
 
 def parse_gpu_quantity(raw: object) -> int:

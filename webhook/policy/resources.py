@@ -14,7 +14,7 @@ Forms (docs/device-plugin.md, "What the plugin advertises"):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 PREFIX = "nvidia.com/"
@@ -37,18 +37,18 @@ class ResourceForm:
 
     profile: str | None
     renamed: bool
+    #: The name without sharing: what GFD label keys are built from.
+    original: str = field(init=False, repr=False, compare=False)
+    #: The full resource name as a pod spells it.
+    name: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def original(self) -> str:
-        """The name without sharing: what GFD label keys are built from."""
-        if self.profile is None:
-            return GPU
-        return f"{PREFIX}mig-{resource_spelling(self.profile)}"
-
-    @property
-    def name(self) -> str:
-        """The full resource name as a pod spells it."""
-        return self.original + SHARED_SUFFIX if self.renamed else self.original
+    def __post_init__(self) -> None:
+        # Worked out once per form, not on every read: a review reads them a dozen times, and
+        # as properties each read was a Python call building a string (docs/performance.md,
+        # "Eighth round"); the forms themselves are few and cached (parse_resource).
+        original = GPU if self.profile is None else f"{PREFIX}mig-{resource_spelling(self.profile)}"
+        object.__setattr__(self, "original", original)
+        object.__setattr__(self, "name", original + SHARED_SUFFIX if self.renamed else original)
 
     def with_renamed(self, renamed: bool) -> ResourceForm:
         """The same device kind under the plain or the ``.shared`` name."""

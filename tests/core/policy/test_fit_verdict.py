@@ -215,6 +215,25 @@ def test_pods_judged_one_after_another_get_each_its_own_verdict() -> None:
     assert "Pod p " not in named.denial
 
 
+def test_pods_asking_alike_share_a_verdict_but_a_class_served_refusal_names_its_container(
+    dra_policy: Policy,
+) -> None:
+    """The verdict is kept by what the pod asks of a node, not by the pod: pods of other
+    workloads asking the same are judged once. But when a DeviceClass serves the extended
+    resource, the refusal names the container that asks: each pod's names its own."""
+    inventory = dra_cluster(dra_policy, o.dra_gpu(0))
+    for name in ("alpha", "beta", "alpha"):
+        refused = review(
+            o.pod(o.ctr(name, limits={"nvidia.com/gpu": 2})), policy=dra_policy, inventory=inventory
+        )
+        assert not refused.allowed
+        assert f'container "{name}" (nvidia.com/gpu: 2)' in refused.denial
+    for name in ("alpha", "beta"):
+        assert review(
+            o.pod(o.ctr(name, limits={"nvidia.com/gpu": 1})), policy=dra_policy, inventory=inventory
+        ).allowed
+
+
 def test_a_lone_claim_is_not_refused_for_taints_its_pods_may_tolerate(dra_policy: Policy) -> None:
     """The node of the only GPUs is tainted: the claim fits, its pod must tolerate the taint
     (found by the differential test: the scheduler binds such a pod with the toleration)."""

@@ -28,7 +28,7 @@ from webhook.policy.allocator.shapes import judged_once, reads_of
 from webhook.policy.allocator.structured import AllocationError, BudgetExceeded
 from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
-from webhook.policy.nodes import NodeView, selector_matches, term_matches, untolerated
+from webhook.policy.nodes import selector_matches, term_matches, untolerated_taints
 from webhook.policy.supply import NodeGroup, Supply, group_name
 
 # The scheduler's words for each filter that fails (the plugins' reasons).
@@ -47,8 +47,8 @@ def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
         return Fit(
             DOES_NOT_FIT, group.key, NODE_NAME, f"spec.nodeName is {demand.node_name}", "node"
         )
-    view = NodeView(group.node, group.labels, group.taints, {})
-    blocking = untolerated(view, demand.tolerations)
+    # A group's cordon is one of its taints already (webhook.policy.supply.model).
+    blocking = untolerated_taints(group.taints, demand.tolerations)
     if blocking:
         taint = blocking[0]
         return Fit(
@@ -93,7 +93,8 @@ def fits_request(
         allocatable = group.allocatable.get(name, 0)
         if allocatable == 0 and supply.class_for_resource(name) is not None:
             continue  # Backed by DRA: the DynamicResources filter allocates it.
-        held = usage.held(group.node, name) if usage else 0
+        # `is not EMPTY` first: the webhook's question, on an empty cluster, calls no __bool__.
+        held = usage.held(group.node, name) if usage is not EMPTY and usage else 0
         have = allocatable - held
         if have >= quantity:
             continue
@@ -211,7 +212,7 @@ def fit_anywhere(
     remaining = budget_s
     judged: dict[int, Fit] = {}
     groups = supply.groups
-    if usage:
+    if usage is not EMPTY and usage:
         keys: Sequence[int] = range(len(groups))
         firsts: Sequence[tuple[int, int]] = [(i, i) for i in keys]
     else:

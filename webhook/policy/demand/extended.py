@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from fractions import Fraction
 from functools import lru_cache
 
 from webhook.policy.demand.model import Claim, DeviceRequest, Request
+from webhook.policy.demand.requests import Container
 from webhook.policy.dra import IMPLICIT_PREFIX, DeviceClass
+from webhook.policy.quantity import Quantity
 
 #: The claim's name while it exists only in memory (``specialClaimInMemName``).
 EXTENDED_CLAIM = "<extended-resources>"
@@ -28,8 +29,6 @@ EXTENDED_CLAIM = "<extended-resources>"
 # then a name of up to 63 characters.
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-
-Container = tuple[str, bool, str | None, Mapping[str, Fraction]]
 
 
 def is_extended_resource_name(name: str) -> bool:
@@ -116,7 +115,7 @@ def create_requests(
 
 
 def extended_resource_claim(
-    resources: Mapping[str, Fraction],
+    resources: Mapping[str, Quantity],
     containers: tuple[Container, ...],
     class_for: Callable[[str], DeviceClass | None],
     allocatable: Mapping[str, int],

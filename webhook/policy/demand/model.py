@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.policy.quantity import Quantity
+
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 
@@ -95,8 +97,8 @@ class Demand:
     """
 
     label: str
-    resources: Mapping[str, Fraction] = field(default_factory=dict)
-    containers: tuple[tuple[str, bool, str | None, Mapping[str, Fraction]], ...] = ()
+    resources: Mapping[str, Quantity] = field(default_factory=dict)
+    containers: tuple[tuple[str, bool, str | None, Mapping[str, Quantity]], ...] = ()
     claims: tuple[Claim, ...] = ()
     node_name: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)

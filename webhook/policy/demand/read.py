@@ -11,6 +11,7 @@ come as their specs, keyed ``(kind, namespace, name)`` as
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from webhook.policy.demand.model import (
@@ -23,7 +24,7 @@ from webhook.policy.demand.model import (
     DeviceToleration,
     Request,
 )
-from webhook.policy.demand.requests import container_requests, pod_requests, resource_list
+from webhook.policy.demand.requests import pod_requests, read_containers, resource_list
 from webhook.policy.nodes import required_terms
 from webhook.policy.records import MAPPING
 
@@ -70,8 +71,15 @@ def _request(name: str, raw: Mapping[str, Any]) -> Request:
             if isinstance(s, MAPPING)
         ),
         tolerations=_tolerations(raw.get("tolerations")),
-        capacity=resource_list(requests) if isinstance(requests, MAPPING) else None,
+        capacity=_capacity(requests) if isinstance(requests, MAPPING) else None,
     )
+
+
+def _capacity(requests: Mapping[str, Any]) -> dict[str, Fraction]:
+    # The structured allocator's capacity arithmetic (webhook.policy.allocator.capacity) is
+    # written for Fraction values; claims that request capacity are rare, so they are not
+    # worth carrying the demand's int-or-Fraction form through it.
+    return {name: Fraction(value) for name, value in resource_list(requests).items()}
 
 
 def read_claim_spec(spec: Mapping[str, Any], label: str) -> Claim:
@@ -108,23 +116,6 @@ def read_claim_spec(spec: Mapping[str, Any], label: str) -> Claim:
     return Claim(label, tuple(requests), constraints, tuple(problems))
 
 
-def _containers(spec: Mapping[str, Any]) -> tuple[tuple[str, bool, str | None, Any], ...]:
-    out = []
-    for key, is_init in (("initContainers", True), ("containers", False)):
-        for container in _list(spec.get(key)):
-            if isinstance(container, MAPPING):
-                policy = container.get("restartPolicy")
-                out.append(
-                    (
-                        _str(container.get("name")),
-                        is_init,
-                        policy if isinstance(policy, str) else None,
-                        container_requests(container),
-                    )
-                )
-    return tuple(out)
-
-
 def pod_demand(
     spec: Mapping[str, Any], label: str, claim_specs: ClaimSpecs, namespace: str
 ) -> Demand:
@@ -157,10 +148,11 @@ def pod_demand(
     selector = spec.get("nodeSelector")
     tolerations = tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, MAPPING))
     terms = required_terms(spec.get("affinity"))
+    containers = read_containers(spec)
     return Demand(
         label=label,
-        resources=pod_requests(spec),
-        containers=_containers(spec),
+        resources=pod_requests(spec, containers),
+        containers=containers,
         claims=tuple(claims),
         node_name=_str(spec.get("nodeName")) or None,
         node_selector=(

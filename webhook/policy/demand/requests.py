@@ -12,14 +12,14 @@ See docs/allocator.md, "Pod requests".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from fractions import Fraction
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.policy.quantity import QuantityError, quantity_value
+from webhook.policy.quantity import Quantity, QuantityError, exact_quantity
 from webhook.policy.records import MAPPING
 
-ResourceList = dict[str, Fraction]
+#: Exact values, whole ones as ``int`` (``webhook.policy.quantity.Quantity``).
+ResourceList = dict[str, Quantity]
 
 # IsSupportedPodLevelResource (helpers.go): cpu, memory and hugepages-* only.
 _POD_LEVEL = ("cpu", "memory")
@@ -35,7 +35,7 @@ def resource_list(raw: Any) -> ResourceList:
         return out
     for name, value in raw.items():
         try:
-            out[str(name)] = quantity_value(value)
+            out[str(name)] = exact_quantity(value)
         except QuantityError:
             continue
     return out
@@ -53,47 +53,67 @@ def container_requests(container: Mapping[str, Any]) -> ResourceList:
     return requests
 
 
-def _add(into: ResourceList, new: Mapping[str, Fraction]) -> None:
+def _add(into: ResourceList, new: Mapping[str, Quantity]) -> None:
     # addResourceList (helpers.go)
     for name, value in new.items():
-        into[name] = into.get(name, Fraction(0)) + value
+        into[name] = into.get(name, 0) + value
 
 
-def _max(into: ResourceList, new: Mapping[str, Fraction]) -> None:
+def _max(into: ResourceList, new: Mapping[str, Quantity]) -> None:
     # maxResourceList (helpers.go)
     for name, value in new.items():
         if name not in into or value > into[name]:
             into[name] = value
 
 
-def _is_restartable(container: Mapping[str, Any]) -> bool:
-    return container.get("restartPolicy") == _ALWAYS
+#: A container as the demand reads it: its name, whether it is an init container, its
+#: ``restartPolicy`` (None unless text) and its requests (:func:`container_requests`).
+Container = tuple[str, bool, str | None, Mapping[str, Quantity]]
 
 
-def _containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    raw = spec.get(key)
-    return [c for c in raw if isinstance(c, MAPPING)] if isinstance(raw, list) else []
+def read_containers(spec: Mapping[str, Any]) -> tuple[Container, ...]:
+    """The init containers, then the containers, of a pod spec, each read once: entries that
+    are no object are left out."""
+    out = []
+    for key, is_init in (("initContainers", True), ("containers", False)):
+        raw = spec.get(key)
+        if not isinstance(raw, list):
+            continue
+        for container in raw:
+            if isinstance(container, MAPPING):
+                name = container.get("name")
+                policy = container.get("restartPolicy")
+                out.append(
+                    (
+                        name if isinstance(name, str) else "",
+                        is_init,
+                        policy if isinstance(policy, str) else None,
+                        container_requests(container),
+                    )
+                )
+    return tuple(out)
 
 
-def aggregate_container_requests(spec: Mapping[str, Any]) -> ResourceList:
+def aggregate_container_requests(containers: Sequence[Container]) -> ResourceList:
     """``AggregateContainerRequests`` (helpers.go): the containers and init containers."""
     reqs: ResourceList = {}
-    for container in _containers(spec, "containers"):
-        _add(reqs, container_requests(container))
+    for _, is_init, _, asked in containers:
+        if not is_init:
+            _add(reqs, asked)
     restartable: ResourceList = {}
     init: ResourceList = {}
     # InitContainerUse(i) = sum(restartable init containers before i) + init container i
-    for container in _containers(spec, "initContainers"):
-        container_reqs = container_requests(container)
-        if _is_restartable(container):
-            _add(reqs, container_reqs)
-            _add(restartable, container_reqs)
+    for _, is_init, policy, asked in containers:
+        if not is_init:
+            continue
+        if policy == _ALWAYS:  # a restartable (sidecar) init container
+            _add(reqs, asked)
+            _add(restartable, asked)
             container_reqs = dict(restartable)
         else:
-            tmp: ResourceList = {}
-            _add(tmp, container_reqs)
-            _add(tmp, restartable)
-            container_reqs = tmp
+            container_reqs = {}
+            _add(container_reqs, asked)
+            _add(container_reqs, restartable)
         _max(init, container_reqs)
     _max(reqs, init)
     return reqs
@@ -103,10 +123,15 @@ def _is_pod_level(name: str) -> bool:
     return name in _POD_LEVEL or name.startswith(_HUGEPAGES)
 
 
-def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+def pod_requests(
+    spec: Mapping[str, Any], containers: Sequence[Container] | None = None
+) -> ResourceList:
     """``PodRequests`` (helpers.go) of a pod spec: every resource the pod requests, as the
-    scheduler adds them up (``nvidia.com/gpu`` of two containers asking 1 each is 2)."""
-    reqs = aggregate_container_requests(spec)
+    scheduler adds them up (``nvidia.com/gpu`` of two containers asking 1 each is 2).
+    ``containers``: the spec's :func:`read_containers`, when the caller has read them."""
+    if containers is None:
+        containers = read_containers(spec)
+    reqs = aggregate_container_requests(containers)
     pod_level = spec.get("resources")
     level: ResourceList = {}
     if pod_level is not None and isinstance(pod_level, MAPPING):

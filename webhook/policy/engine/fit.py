@@ -26,7 +26,12 @@ from typing import Any
 from webhook.policy.allocator import DOES_NOT_FIT, UNKNOWN, Fit, Verdict, fit_anywhere
 from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
 from webhook.policy.decision import RuleResult
-from webhook.policy.demand import Demand, claim_demand, pod_demand
+from webhook.policy.demand import (
+    Demand,
+    claim_demand,
+    is_dra_extended_resource_name,
+    pod_demand,
+)
 from webhook.policy.demand.extended import EXTENDED_CLAIM
 from webhook.policy.engine.claims import gpu_requests
 from webhook.policy.engine.refusal import EXTENDED_WORDS, claims_refusal
@@ -66,27 +71,41 @@ def pod_fit(
     supply = inventory.supply
     if supply is None:
         return None
-    key = _verdict_key(spec)
-    verdicts: dict[str, Verdict] = inventory.fit_groups.setdefault(_VERDICTS, {})
-    if key is not None and (known := verdicts.get(key)) is not None:
+    by_spec: dict[str, Verdict] = inventory.fit_groups.setdefault(_BY_SPEC, {})
+    spec_key = _spec_key(spec)
+    if spec_key is not None and (known := by_spec.get(spec_key)) is not None:
         return known
     claim_specs = inventory.dra.claim_specs if inventory.dra is not None else {}
-    verdict = _judged(pod_demand(spec, what, claim_specs, namespace or ""), inventory)
-    if key is not None and verdict.outcome != UNKNOWN:  # a search cut short is tried again
-        keep(verdicts, key, verdict)
+    demand = pod_demand(spec, what, claim_specs, namespace or "")
+    by_demand: dict[str, Verdict] = inventory.fit_groups.setdefault(_BY_DEMAND, {})
+    key = _verdict_key(demand, supply)
+    verdict = by_demand.get(key) if key is not None else None
+    if verdict is None:
+        verdict = _judged(demand, inventory)
+        if verdict.outcome == UNKNOWN:  # a search cut short is tried again
+            return verdict
+        if key is not None:
+            keep(by_demand, key, verdict)
+    if spec_key is not None:
+        keep(by_spec, spec_key, verdict)
     return verdict
 
 
-# The fit_groups entry that holds the verdicts on pod specs, by _verdict_key: the pods of one
-# workload are judged once per snapshot (each review after a pause walked the allocator anew,
-# ~0.2 ms of a cold review: docs/performance.md, "Seventh round"). Bounded by keep().
-_VERDICTS = "verdicts on pod specs"
+# The fit_groups entries that hold the verdicts on pod specs, by _spec_key (a pod seen again:
+# the pods of one workload), and on demands, by _verdict_key (a pod spec seen for the first
+# time that asks what another asked: pods of other workloads). Each review after a pause
+# walked the allocator anew, ~0.1-0.2 ms of a cold review (docs/performance.md, "Seventh
+# round", "Eighth round"). The spec's key is read first: it is the cheaper (the demand is
+# not read). Each bounded by keep(), so that what clients send cannot grow them without
+# bound.
+_BY_SPEC = "verdicts on pod specs"
+_BY_DEMAND = "verdicts on demands"
 # What pod_demand reads of a pod spec besides its containers (and resourceClaims, below).
 _DEMAND_FIELDS = ("resources", "overhead", "nodeName", "nodeSelector", "affinity", "tolerations")
 _CONTAINER_LISTS = ("initContainers", "containers")
 
 
-def _verdict_key(spec: Mapping[str, Any]) -> str | None:
+def _spec_key(spec: Mapping[str, Any]) -> str | None:
     """Everything of ``spec`` the demand is read from (pod_demand; the verdict depends on
     nothing else of the pod, not its name), as text; None for a spec that names claims,
     whose demand also reads the claims of its namespace. The spec is decoded JSON or YAML
@@ -106,6 +125,36 @@ def _verdict_key(spec: Mapping[str, Any]) -> str | None:
             ]
         parts.append(raw)
     return repr(parts)
+
+
+def _verdict_key(demand: Demand, supply: Supply) -> str | None:
+    """Everything of ``demand`` the allocator's verdict depends on, as text; None for a demand
+    with claims (they are the namespace's objects, not the pod's).
+
+    Not the label (the verdict never names the pod) and, unless a DeviceClass serves one of
+    the extended resources, not the containers: only the claim built for such resources reads
+    them (its requests per container, named in its words); the node filters and
+    ``fitsRequest`` read the requests added up. The values are decoded JSON or YAML and
+    exact quantities, whose repr is their content: two demands that differ in what the
+    allocator reads never share a key (equal content with another key only costs a search).
+    """
+    if demand.claims or demand.missing:
+        return None
+    served = any(
+        supply.class_for_resource(name) is not None
+        for name in demand.resources
+        if is_dra_extended_resource_name(name)
+    )
+    return repr(
+        (
+            sorted(demand.resources.items()),
+            demand.containers if served else None,
+            demand.node_name,
+            demand.node_selector,
+            demand.required_terms,
+            demand.tolerations,
+        )
+    )
 
 
 def claims_fit(

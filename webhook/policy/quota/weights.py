@@ -302,7 +302,7 @@ def pod_cost(
     for name, amount in sorted(pod_requests(spec).items()):
         if name == QUOTA_RESOURCE or amount <= 0:
             continue
-        part = _extended_part(name, amount, spec, inventory, policy.quota)
+        part = _extended_part(name, Fraction(amount), spec, inventory, policy.quota)
         if part is not None:
             parts.append(part)
     claimed, unknown = _claim_parts(spec, namespace, inventory.dra, policy.dra, policy.quota)
