@@ -45,10 +45,12 @@ patch, a larger pod to validate and store), and ``ours/Go+patch`` compares the s
     .venv/bin/python -m bench.apiserver --service --go-patch --stacks threads,uvloop
 
 ``--distinct`` gives every pod created a spec of its own (a label and a toleration with a
-counter): the webhook then keeps nothing from one pod for the next, neither the answer to a
-repeated pod (webhook/admission/memo.py) nor the allocator's verdict on its spec, as for the
-first pod of each workload; without it every pod has the same spec, as the replicas of one
-workload have (docs/performance.md, "Eighth round").
+counter) and a ``generateName`` of its own, as the first pod of each workload has: the webhook
+then keeps nothing from one pod for the next, neither the answer to a repeated pod
+(webhook/admission/memo.py) nor the allocator's verdict on its spec. ``--distinct spec``
+keeps one ``generateName`` for all, as the pods of a DaemonSet (one workload, a spec per node):
+the memo then works out a key for each pod and finds nothing. Without it every pod has the
+same spec, as the replicas of one workload have (docs/performance.md, "Eighth round").
 
 ``--stacks`` adds a setup per prototype serving stack of bench/stacks.py (named after it),
 answering the same reviews with none of this server's guards (docs/performance.md, "Sixth
@@ -117,7 +119,7 @@ if TYPE_CHECKING:
 SETUPS: tuple[str, ...] = ("none", "go", "ours")  # + "before" with --before
 GO_PATCH = "go+patch"  # with --go-patch: Go answering /mutate with our patch
 CONNECTIONS: tuple[int, ...] = (1, 8)  # --clients
-DISTINCT = False  # --distinct: every pod created a spec of its own (pod_body)
+DISTINCT: str | None = None  # --distinct: "workload" or "spec", every pod its own (pod_body)
 HELM = _REPO / ".cache" / "tools" / "helm"
 CHART = _REPO / "charts" / "gpu-policy-webhook"
 # A scheduler that does not run: the default scheduler leaves these pods alone.
@@ -132,12 +134,13 @@ def namespace(setup: str) -> str:
     return "bench-" + setup.replace("+", "-")
 
 
-def pod_body(setup: str, distinct: str | None = None) -> bytes:
+def pod_body(setup: str, distinct: str | None = None, workload: bool = True) -> bytes:
     """A pod asking for one GPU, named by the API server (generateName). With ``distinct``, a
     spec of its own (``--distinct``): a label and a toleration that name it, so that the
     webhook keeps nothing from one pod for the next (neither the answer, whose key holds the
     labels, nor the allocator's verdict, whose key holds the tolerations: webhook/admission/
-    memo.py, webhook/policy/engine/fit.py). The toleration is of a taint no node has."""
+    memo.py, webhook/policy/engine/fit.py), and with ``workload`` a generateName of its own.
+    The toleration is of a taint no node has."""
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -155,6 +158,8 @@ def pod_body(setup: str, distinct: str | None = None) -> bytes:
     }
     if distinct is not None:
         pod["metadata"]["labels"] = {"bench.gpu-policy.io/pod": distinct}
+        if workload:
+            pod["metadata"]["generateName"] = f"bench-{distinct}-"
         pod["spec"]["tolerations"] = [
             {"key": f"bench.gpu-policy.io/pod-{distinct}", "operator": "Exists"}
         ]
@@ -230,7 +235,10 @@ def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) ->
     errors: dict[str, int] = {}
     for n, i in enumerate(setup_order(idx)):
         # --distinct: every pod a spec of its own, built before the clock starts
-        body = pod_body(SETUPS[i], f"{idx}-{n}-{time.time_ns()}") if DISTINCT else bodies[i]
+        if DISTINCT is not None:
+            body = pod_body(SETUPS[i], f"{idx}-{n}-{time.time_ns()}", DISTINCT == "workload")
+        else:
+            body = bodies[i]
         start = time.monotonic()
         if start >= stop_at:
             break
@@ -616,8 +624,11 @@ def main() -> None:
     )
     p.add_argument(
         "--distinct",
-        action="store_true",
-        help="every pod created a spec of its own: nothing kept by the webhook between pods",
+        nargs="?",
+        const="workload",
+        choices=("workload", "spec"),
+        help="every pod created a spec (and a workload: generateName) of its own; spec: one"
+        " generateName for all",
     )
     args = p.parse_args()
     global SETUPS, CONNECTIONS, DISTINCT  # noqa: PLW0603 - the client processes are forked after this
@@ -675,7 +686,8 @@ def main() -> None:
         f"rounds of {args.seconds:g} s per client count (after {args.warmup:g} s of warm-up); "
         f"percentiles of all rounds pooled. "
         + (
-            "Every pod a spec of its own (a label and a toleration with a counter). "
+            f"Every pod a spec of its own (a label and a toleration with a counter; --distinct"
+            f" {DISTINCT}). "
             if DISTINCT
             else "Every pod the same spec. "
         )

@@ -51,7 +51,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from webhook.admission import response
-from webhook.admission.memo import answer_key, answer_to_keep, kept_answers
+from webhook.admission.memo import answer_family, answer_key, answer_to_keep, kept_answers
 from webhook.admission.request import (
     MAX_BODY_BYTES,
     AdmissionRequest,
@@ -137,10 +137,14 @@ def respond(
     for a request decoded from JSON text (``parse_review`` of bytes or str), whose object holds
     dicts, lists and scalars alone: :func:`handle` sets it so.
     """
-    key = answer_key(endpoint, request) if memo else None
-    if key is None:
+    family = answer_family(endpoint, request) if memo else None
+    if family is None:
         return _fresh(endpoint, request, policy, inventory)
-    answers = kept_answers(policy, inventory)
+    held = kept_answers(policy, inventory)
+    if not held.seen_before(family):  # a workload's first pod: no answer to find, no key
+        return _fresh(endpoint, request, policy, inventory)
+    key = answer_key(endpoint, request)
+    answers = held.answers
     kept = answers.get(key.key)
     if kept is not None:
         uid = request.uid

@@ -10,6 +10,14 @@ object without the fields that only name it) and given again, with the new reque
 the next pod under the same key, on the same snapshot and the same Policy object
 (docs/performance.md, "Eighth round").
 
+The key is worked out only for a pod whose *family* (the endpoint, the namespace and the
+``generateName``: the pods a controller names from one owner) was seen before on the same
+snapshot and policy (:func:`answer_family`): the first pod of each workload, which has no
+answer to find, pays nothing for the memo (a key costs ~50-120 us of CPU after a pause: the
+object walked and encoded once more), the second pays the key and has its answer kept, the
+third and later are answered from it. A pod whose family repeats but its spec does not (a
+DaemonSet's, whose node affinity names its node) pays the key every time and finds nothing.
+
 Left out of the key: ``metadata.name``, ``metadata.uid``, ``metadata.creationTimestamp`` and
 ``metadata.managedFields`` (:data:`IDENTITY`), and the names of the pod's volumes and volume
 mounts. The API server gives every pod its own uid, creation time and (for a generateName) name
@@ -41,6 +49,7 @@ from webhook.admission.request import AdmissionRequest
 from webhook.policy import Inventory, Policy
 from webhook.policy.engine.fit import unproven
 from webhook.policy.engine.scope import mutate_skip
+from webhook.policy.inventory import keep
 from webhook.policy.records import per_review_record
 from webhook.policy.workloads import CONTAINER_LISTS
 
@@ -50,8 +59,8 @@ if TYPE_CHECKING:  # the handler builds its Outcomes from this module's records
 #: The metadata fields left out of the key: they name the pod (see the module's docstring).
 IDENTITY: Final = frozenset({"name", "uid", "creationTimestamp", "managedFields"})
 
-# The fit_groups entry that holds (the Policy object, its answers by key): a reload gives a
-# new Policy object, and the answers kept for the old one are dropped with it.
+# The fit_groups entry that holds the KeptAnswers of one Policy object: a reload gives a new
+# Policy object, and what was kept for the old one is dropped with it.
 _ANSWERS: Final = "answers to pod reviews"
 # What every answer starts with up to its uid's value: response.py builds the document as
 # apiVersion, kind, response, and the response with its uid first.
@@ -82,6 +91,43 @@ class KeptAnswer:
 
 
 @per_review_record
+class KeptAnswers:
+    """What is kept for one Policy object on one snapshot: the answers by key, and the pod
+    families seen (:func:`answer_family`), both bounded by ``webhook.policy.inventory.keep``."""
+
+    policy: Policy
+    answers: dict[bytes, KeptAnswer]
+    families: dict[tuple[str, str | None, str | None], bool]
+
+    def seen_before(self, family: tuple[str, str | None, str | None]) -> bool:
+        """True when a pod of ``family`` came before; the family is noted as seen either way."""
+        if family in self.families:
+            return True
+        keep(self.families, family, True)
+        return False
+
+
+def answer_family(
+    endpoint: str, request: AdmissionRequest
+) -> tuple[str, str | None, str | None] | None:
+    """The family of ``request``'s pod at ``endpoint`` (the endpoint, the namespace, the
+    ``generateName``), whose second pod on a snapshot gets a key; None when its answer is never
+    kept: not a pod CREATE, an object not decoded into dicts, a pod that names resource claims."""
+    why = mutate_skip(request.group, request.kind, request.sub_resource, request.operation)
+    if why is not None:  # not a pod CREATE: skipped by /mutate, by /validate but for CREATE
+        return None
+    obj = request.object
+    metadata = obj.get("metadata") if obj is not None else None
+    spec = obj.get("spec") if obj is not None else None
+    if not isinstance(metadata, dict) or not isinstance(spec, dict):
+        return None
+    if spec.get("resourceClaims"):
+        return None
+    generate = metadata.get("generateName")
+    return endpoint, request.namespace, generate if isinstance(generate, str) else None
+
+
+@per_review_record
 class AnswerKey:
     """The key of a pod's answer (``key``), and the texts it left out (``left_out``: the pod's
     name, uid, ..., which a kept answer must not hold)."""
@@ -90,21 +136,13 @@ class AnswerKey:
     left_out: list[object]
 
 
-def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey | None:
-    """The key of the answer to ``request`` at ``endpoint``: everything the answer is read
-    from but the policy and the snapshot, as JSON; None when the answer is not to be kept
-    (not a pod CREATE, a pod that names resource claims). ``request`` is decoded from JSON
-    text, its object dicts, lists and scalars alone."""
-    why = mutate_skip(request.group, request.kind, request.sub_resource, request.operation)
-    if why is not None:  # not a pod CREATE: skipped by /mutate, by /validate but for CREATE
-        return None
+def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey:
+    """The key of the answer to ``request`` at ``endpoint``, a request :func:`answer_family`
+    gave a family: everything the answer is read from but the policy and the snapshot, as
+    JSON. ``request`` is decoded from JSON text, its object dicts, lists and scalars alone."""
     obj = request.object
-    metadata = obj.get("metadata") if obj is not None else None
-    spec = obj.get("spec") if obj is not None else None
-    if obj is None or not isinstance(metadata, dict) or not isinstance(spec, dict):
-        return None
-    if spec.get("resourceClaims"):
-        return None
+    assert obj is not None  # answer_family: a pod CREATE, its metadata and spec dicts
+    metadata, spec = obj["metadata"], obj["spec"]
     # The object is decoded JSON text, whose JSON is its content: two objects that differ in
     # anything but what _unnamed leaves out never share a key (equal content in another order
     # only costs a review). orjson, not repr as the allocator's verdict key: ~2 us for a 4 KB
@@ -151,16 +189,16 @@ def _unmounted(container: object, left_out: list[object]) -> object:
     return {**container, "volumeMounts": [_without_name(m, left_out) for m in mounts]}
 
 
-def kept_answers(policy: Policy, inventory: Inventory) -> dict[bytes, KeptAnswer]:
-    """The answers kept for ``policy`` on the snapshot ``inventory``, by :func:`answer_key`
-    (bounded by ``webhook.policy.inventory.keep``)."""
+def kept_answers(policy: Policy, inventory: Inventory) -> KeptAnswers:
+    """What is kept for ``policy`` on the snapshot ``inventory``: its answers by
+    :func:`answer_key` and the families seen."""
     # A worker's threads share the snapshot: each dict operation here and in keep() is atomic,
-    # and two threads that replace the table at once lose at most a kept answer.
+    # and two threads that replace the record at once lose at most a kept answer.
     held = inventory.fit_groups.get(_ANSWERS)
-    if held is None or held[0] is not policy:
-        held = inventory.fit_groups[_ANSWERS] = (policy, {})
-    table: dict[bytes, KeptAnswer] = held[1]
-    return table
+    if held is None or held.policy is not policy:
+        held = inventory.fit_groups[_ANSWERS] = KeptAnswers(policy, {}, {})
+    kept: KeptAnswers = held
+    return kept
 
 
 def answer_to_keep(

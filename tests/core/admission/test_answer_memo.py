@@ -196,7 +196,7 @@ steps = st.lists(
     sequence=[
         Step(0, name, token, "ml", {}, {}, endpoint, "CREATE")
         for endpoint in ("mutate", "validate")
-        for name, token in (("train-0", "abcde"), ("train-1", "fghij"))
+        for name, token in (("train-0", "abcde"), ("train-1", "fghij"), ("train-2", "klmno"))
     ],
 )
 @example(
@@ -204,6 +204,7 @@ steps = st.lists(
     sequence=[
         Step(0, "train-0", "abcde", "ml", {}, {}, "validate", "CREATE"),
         Step(0, "train-1", "fghij", "ml", {}, {}, "validate", "CREATE"),
+        Step(0, "train-2", "klmno", "ml", {}, {}, "validate", "CREATE"),
     ],
 )
 @given(specs=st.lists(pod_specs(), min_size=1, max_size=3), sequence=steps)
@@ -237,18 +238,32 @@ def test_a_repeated_pod_is_answered_without_the_engine_with_its_own_uid(
     endpoint: str, judged: list[str]
 ) -> None:
     snapshot = fresh()
-    uids = [new_uid() for _ in range(3)]
-    replicas = [replica(f"train-{i}", token=f"tok{i}x") for i in range(3)]
+    uids = [new_uid() for _ in range(4)]
+    replicas = [replica(f"train-{i}", token=f"tok{i}x") for i in range(4)]
     outcomes = [
         handle(endpoint, body_of(r, uid=u), policy=POLICY, inventory=snapshot)  # type: ignore[arg-type]
         for r, u in zip(replicas, uids, strict=True)
     ]
-    assert judged == ["train-0"]
+    # The first pod of a family pays nothing for the memo and has nothing kept; the second
+    # has its answer kept; the third and fourth are answered from it.
+    assert judged == ["train-0", "train-1"]
     assert [json.loads(o.body)["response"]["uid"] for o in outcomes] == uids
     assert [o.response["response"]["uid"] for o in outcomes] == uids
     assert all(o.verdict == "allowed" for o in outcomes)
     assert len({o.body.replace(u.encode(), b"") for o, u in zip(outcomes, uids, strict=True)}) == 1
-    assert outcomes[0].decision is not None and outcomes[1].decision is None
+    assert outcomes[1].decision is not None and outcomes[2].decision is None
+
+
+def test_the_first_pod_of_each_family_is_judged(judged: list[str]) -> None:
+    # Pods of three workloads (generateName), the same spec otherwise, in turns: each
+    # workload's first pod is judged, its second too (its answer is then kept), the rest not.
+    snapshot = fresh()
+    for i in range(4):
+        for owner in ("a-", "b-", "c-"):
+            obj = replica(f"{owner}{i}")
+            obj["metadata"]["generateName"] = owner
+            handle("mutate", body_of(obj), policy=POLICY, inventory=snapshot)
+    assert judged == ["a-0", "b-0", "c-0", "a-1", "b-1", "c-1"]
 
 
 def _patch(outcome: Outcome) -> list[dict[str, Any]]:
@@ -263,6 +278,9 @@ def test_pods_that_differ_only_in_annotations_get_each_their_own_answer(first: s
         "plain": replica("train-1"),
     }
     order = [first, *(k for k in pods if k != first)]
+    # A pod of the same family first, so that the first of the two has its answer kept.
+    handle("validate", body_of(replica("warm")), policy=POLICY, inventory=snapshot)
+    handle("mutate", body_of(replica("warm")), policy=POLICY, inventory=snapshot)
     validated = {
         k: handle("validate", body_of(pods[k]), policy=POLICY, inventory=snapshot) for k in order
     }
@@ -285,11 +303,14 @@ def test_pods_that_differ_only_in_labels_are_each_judged(judged: list[str]) -> N
     # No rule reads a pod's labels today, so their answers are alike; the key holds them all
     # the same, so that a rule that reads them later cannot be handed another pod's answer.
     snapshot = fresh()
-    for name, value in (("train-0", "a"), ("train-1", "b"), ("train-2", "a")):
-        obj = replica(name)
+    labels = ("a", "b", "a", "b", "a")
+    for i, value in enumerate(labels):
+        obj = replica(f"train-{i}")
         obj["metadata"]["labels"] = {"app": value}
         handle("validate", body_of(obj), policy=POLICY, inventory=snapshot)
-    assert judged == ["train-0", "train-1"]
+    # train-0 is its family's first (nothing kept); train-1 and train-2 are kept, one per
+    # label; train-3 and train-4 get the answer of their own label.
+    assert judged == ["train-0", "train-1", "train-2"]
 
 
 def test_a_denial_that_names_its_pod_is_each_pods_own(judged: list[str]) -> None:
