@@ -287,13 +287,27 @@ class _ReviewEndpoint:
 
     def answer(self, content_type: str, body: bytes, started: float) -> Answer:
         """The answer to a review of ``content_type`` whose whole ``body`` was read (at most
-        ``read_limit`` bytes), received from ``started`` (``time.perf_counter()``) on."""
+        ``read_limit`` bytes), received from ``started`` (``time.perf_counter()``) on: counted
+        and logged before it is returned."""
+        answer, record = self.answer_first(content_type, body, started)
+        if record is not None:
+            record()
+        return answer
+
+    def answer_first(
+        self, content_type: str, body: bytes, started: float
+    ) -> tuple[Answer, Callable[[], None] | None]:
+        """:meth:`answer`, and what is left to do once it is sent: the review's metrics and log
+        line (None when nothing is left). The worker sends the answer first: a call's metrics
+        and log line (~60-75 us of CPU after a pause: docs/performance.md, "Eighth round") no
+        longer hold its answer back, as an access log does not in most servers. The duration
+        they record is the same, taken before the answer is sent."""
         state = self.state
         state.maybe_reload()
         if not _is_json(content_type):
             metrics.record_bad_request("unsupported-media-type")
             shown = repr(content_type[:60]) if content_type else "none"
-            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415)
+            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415), None
         snapshot = state.snapshot
         try:
             outcome = handle(
@@ -306,11 +320,14 @@ class _ReviewEndpoint:
         except RequestError as exc:
             metrics.record_bad_request(exc.reason)
             logger.info("bad request on /%s: %s: %s", self.endpoint, exc.reason, exc)
-            return _text_answer(str(exc), exc.status)
+            return _text_answer(str(exc), exc.status), None
         seconds = time.perf_counter() - started
-        metrics.record_review(outcome, seconds)
-        self.review_log.write(outcome, seconds)
-        return _answer(outcome.http_status, outcome.body, _JSON)
+
+        def record() -> None:
+            metrics.record_review(outcome, seconds)
+            self.review_log.write(outcome, seconds)
+
+        return _answer(outcome.http_status, outcome.body, _JSON), record
 
     def view(self) -> Response:
         """The Flask view of the endpoint."""
@@ -335,13 +352,39 @@ class DirectReviews:
         self, path: str, content_type: str, body: bytes
     ) -> tuple[str, list[tuple[str, str]], bytes]:
         """Status line (``"200 OK"``), headers and body of the answer to a whole review
-        request on ``path`` (one of ``paths``)."""
+        request on ``path`` (one of ``paths``), counted and logged."""
+        status, headers, answer, record = self.answer_first(path, content_type, body)
+        record()
+        return status, headers, answer
+
+    def answer_first(
+        self, path: str, content_type: str, body: bytes
+    ) -> tuple[str, list[tuple[str, str]], bytes, Callable[[], None]]:
+        """:meth:`answer`, and what to call once the answer is sent (its metrics and log line:
+        ``_ReviewEndpoint.answer_first``); that call never raises."""
         started = time.perf_counter()
+        record: Callable[[], None] | None = None
         try:
-            status, answer, headers = self.reviews[path].answer(content_type, body, started)
+            endpoint = self.reviews[path]
+            (status, answer, headers), record = endpoint.answer_first(content_type, body, started)
         except Exception as exc:
             status, answer, headers = _internal_answer(exc, "POST", path)
-        return _status_line(status), headers, answer
+        return _status_line(status), headers, answer, _guarded(record, path)
+
+
+def _guarded(record: Callable[[], None] | None, path: str) -> Callable[[], None]:
+    """``record``, which runs after its answer was sent: an exception in it is logged, never
+    raised into the connection's handling (the answer is out already)."""
+
+    def run() -> None:
+        if record is None:
+            return
+        try:
+            record()
+        except Exception:
+            logger.exception("could not count or log the review on %s", path)
+
+    return run
 
 
 @functools.cache

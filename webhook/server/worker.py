@@ -267,13 +267,15 @@ class ReviewWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type 
             or not self.keepalive
             or len(self.keepalived_conns) >= self.max_keepalived
         )
-        status, headers, body = direct.answer(head.path, head.content_type, head.body)
+        status, headers, body, record = direct.answer_first(head.path, head.content_type, head.body)
         data = answer_bytes(status, close, headers, body)
         try:
             self._send(conn.sock, data)
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             self.log.debug("closing a connection from %s: %s", conn.client, exc)
             return False
+        finally:
+            record()  # the review's metrics and log line, once its answer is out
         return not close
 
     def _send(self, tls: Any, data: bytes) -> None:
