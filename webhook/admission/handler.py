@@ -144,6 +144,8 @@ def respond(
     if not held.seen_before(family):  # a workload's first pod: no answer to find, no key
         return _fresh(endpoint, request, policy, inventory)
     key = answer_key(endpoint, request)
+    if key is None:
+        return _fresh(endpoint, request, policy, inventory)
     answers = held.answers
     kept = answers.get(key.key)
     if kept is not None:

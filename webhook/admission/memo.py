@@ -136,10 +136,12 @@ class AnswerKey:
     left_out: list[object]
 
 
-def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey:
+def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey | None:
     """The key of the answer to ``request`` at ``endpoint``, a request :func:`answer_family`
     gave a family: everything the answer is read from but the policy and the snapshot, as
-    JSON. ``request`` is decoded from JSON text, its object dicts, lists and scalars alone."""
+    JSON; None when orjson cannot write it (an object nested deeper than it writes, 254
+    levels, though the request's JSON reader took it: such a pod is answered afresh).
+    ``request`` is decoded from JSON text, its object dicts, lists and scalars alone."""
     obj = request.object
     assert obj is not None  # answer_family: a pod CREATE, its metadata and spec dicts
     metadata, spec = obj["metadata"], obj["spec"]
@@ -148,9 +150,11 @@ def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey:
     # only costs a review). orjson, not repr as the allocator's verdict key: ~2 us for a 4 KB
     # pod, not ~20.
     unnamed, left_out = _unnamed(obj, metadata, spec)
-    return AnswerKey(
-        orjson.dumps((endpoint, request.operation, request.namespace, unnamed)), left_out
-    )
+    try:
+        key = orjson.dumps((endpoint, request.operation, request.namespace, unnamed))
+    except orjson.JSONEncodeError:  # nested too deep for orjson's writer
+        return None
+    return AnswerKey(key, left_out)
 
 
 def _unnamed(
@@ -220,7 +224,10 @@ def answer_to_keep(
     if not request.uid or at < 0 or body.count(uid[1:-1]) != 1:
         return None
     # The patch is sent in base64: its JSON is read for the names.
-    text = body + orjson.dumps(decision.patch) if outcome.patched else body
+    try:
+        text = body + orjson.dumps(decision.patch) if outcome.patched else body
+    except orjson.JSONEncodeError:  # a patch value nested too deep for orjson's writer
+        return None
     for value in key.left_out:  # the texts among them (managedFields, a list, is never read)
         if isinstance(value, str) and value and orjson.dumps(value)[1:-1] in text:
             return None

@@ -331,6 +331,29 @@ def test_a_denial_that_names_its_pod_is_each_pods_own(judged: list[str]) -> None
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("endpoint", ["mutate", "validate"])
+def test_a_pod_nested_deeper_than_a_key_can_be_written_is_answered_as_without_the_memo(
+    endpoint: str,
+) -> None:
+    # The request's reader takes JSON nested up to 1024 levels, orjson writes 254: a key of
+    # such a pod cannot be written, and the pod is answered afresh, not with an error.
+    snapshot = fresh()
+    deep: Any = None
+    for _ in range(300):
+        deep = {"a": deep}
+    outcomes = []
+    for i in range(3):  # the family's second and third pods would be keyed
+        obj = replica(f"train-{i}")
+        obj["metadata"]["annotations"] = {"note": "deep"}
+        obj["spec"]["containers"][0]["env"] = [{"name": "DEEP", "value": "x", "extra": deep}]
+        body = body_of(obj)
+        got = handle(endpoint, body, policy=POLICY, inventory=snapshot)  # type: ignore[arg-type]
+        alone = handle(endpoint, body, policy=POLICY, inventory=fresh(), memo=False)  # type: ignore[arg-type]
+        assert served(got) == served(alone)
+        outcomes.append(got)
+    assert all(o.verdict == "allowed" and o.http_status == 200 for o in outcomes)
+
+
 def test_a_new_snapshot_gives_fresh_answers() -> None:
     with_t4 = assemble(
         POLICY, nodes=[*NODES, gfd_node("t4-a", "t4")], source="with a T4", fit_budget_s=60.0
