@@ -377,3 +377,34 @@ _HEAD = (
 def test_the_head_reader_leaves_anything_unusual_to_gunicorn(old: bytes, new: bytes) -> None:
     assert read_review_head(_HEAD, {"/mutate"}, LIMIT) is not None
     assert read_review_head(_HEAD.replace(old, new), {"/mutate"}, LIMIT) is None
+
+
+def test_a_review_is_counted_and_logged_only_when_its_sender_says_the_answer_is_out(
+    unseen: Through, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The worker sends the answer, then calls the record: until then no log line, no count.
+    before = _samples()
+    with caplog.at_level(logging.INFO):
+        status, _, body, record = unseen.direct.answer_first("/mutate", JSON, GPU_POD)
+        assert status == "200 OK" and json.loads(body)["response"]["allowed"] is True
+        assert not [r for r in caplog.records if "review uid=" in r.getMessage()]
+        assert _samples() == before
+        record()
+    assert [r for r in caplog.records if "review uid=" in r.getMessage()]
+    assert _samples() != before
+
+
+def test_a_record_that_fails_after_the_answer_is_logged_not_raised(
+    unseen: Through, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fails(*_: Any) -> None:
+        raise RuntimeError("metrics backend gone")
+
+    monkeypatch.setattr(metrics, "record_review", fails)
+    status, _, body, record = unseen.direct.answer_first("/mutate", JSON, GPU_POD)
+    assert status == "200 OK" and json.loads(body)["response"]["allowed"] is True
+    with caplog.at_level(logging.ERROR):
+        record()  # the answer is out: nothing may reach the connection's handling
+    assert any(
+        "could not count or log the review on /mutate" in r.getMessage() for r in caplog.records
+    )
