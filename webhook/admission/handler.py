@@ -51,8 +51,9 @@ from typing import Any, Final, Literal
 import orjson
 
 from webhook.admission import response
-from webhook.admission.memo import answer_family, answer_key, answer_to_keep, kept_answers
+from webhook.admission.memo import answer_to_keep, lookup
 from webhook.admission.request import (
+    ENCODED,
     MAX_BODY_BYTES,
     AdmissionRequest,
     parse_review,
@@ -117,7 +118,7 @@ def handle(
     hold tuples or other types that JSON text cannot, and the key is the object's JSON).
     """
     request = parse_review(body, max_bytes=max_bytes)
-    memo = memo and not isinstance(body, Mapping)
+    memo = memo and isinstance(body, ENCODED)
     return respond(endpoint, request, policy=policy, inventory=inventory, memo=memo)
 
 
@@ -137,17 +138,11 @@ def respond(
     for a request decoded from JSON text (``parse_review`` of bytes or str), whose object holds
     dicts, lists and scalars alone: :func:`handle` sets it so.
     """
-    family = answer_family(endpoint, request) if memo else None
-    if family is None:
+    found = lookup(endpoint, request, policy, inventory) if memo else None
+    if found is None:
         return _fresh(endpoint, request, policy, inventory)
-    held = kept_answers(policy, inventory)
-    if not held.seen_before(family):  # a workload's first pod: no answer to find, no key
-        return _fresh(endpoint, request, policy, inventory)
-    key = answer_key(endpoint, request)
-    if key is None:
-        return _fresh(endpoint, request, policy, inventory)
-    answers = held.answers
-    kept = answers.get(key.key)
+    held, key = found
+    kept = held.answers.get(key.key)
     if kept is not None:
         uid = request.uid
         return Outcome(
@@ -163,7 +158,7 @@ def respond(
         )
     outcome = _fresh(endpoint, request, policy, inventory)
     if (answer := answer_to_keep(key, request, outcome)) is not None:
-        keep(answers, key.key, answer)
+        keep(held.answers, key.key, answer)
     return outcome
 
 

@@ -136,6 +136,23 @@ class AnswerKey:
     left_out: list[object]
 
 
+def lookup(
+    endpoint: str, request: AdmissionRequest, policy: Policy, inventory: Inventory
+) -> tuple[KeptAnswers, AnswerKey] | None:
+    """What is kept for ``policy`` on ``inventory`` and the key of ``request``'s answer; None
+    when the request is answered afresh without a key: its answer is never kept
+    (:func:`answer_family`), its pod is the first of its family (no answer to find), or its
+    key cannot be written."""
+    family = answer_family(endpoint, request)
+    if family is None:
+        return None
+    held = kept_answers(policy, inventory)
+    if not held.seen_before(family):
+        return None
+    key = answer_key(endpoint, request)
+    return None if key is None else (held, key)
+
+
 def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey | None:
     """The key of the answer to ``request`` at ``endpoint``, a request :func:`answer_family`
     gave a family: everything the answer is read from but the policy and the snapshot, as

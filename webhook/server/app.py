@@ -290,24 +290,24 @@ class _ReviewEndpoint:
         ``read_limit`` bytes), received from ``started`` (``time.perf_counter()``) on: counted
         and logged before it is returned."""
         answer, record = self.answer_first(content_type, body, started)
-        if record is not None:
-            record()
+        record()
         return answer
 
     def answer_first(
         self, content_type: str, body: bytes, started: float
-    ) -> tuple[Answer, Callable[[], None] | None]:
+    ) -> tuple[Answer, Callable[[], None]]:
         """:meth:`answer`, and what is left to do once it is sent: the review's metrics and log
-        line (None when nothing is left). The worker sends the answer first: a call's metrics
-        and log line (~60-75 us of CPU after a pause: docs/performance.md, "Eighth round") no
-        longer hold its answer back, as an access log does not in most servers. The duration
-        they record is the same, taken before the answer is sent."""
+        line (nothing for a request refused before a review). The worker sends the answer
+        first: a call's metrics and log line (~60-75 us of CPU after a pause:
+        docs/performance.md, "Eighth round") no longer hold its answer back, as an access log
+        does not in most servers. The duration they record is the same, taken before the
+        answer is sent."""
         state = self.state
         state.maybe_reload()
         if not _is_json(content_type):
             metrics.record_bad_request("unsupported-media-type")
             shown = repr(content_type[:60]) if content_type else "none"
-            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415), None
+            return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415), _nothing
         snapshot = state.snapshot
         try:
             outcome = handle(
@@ -320,7 +320,7 @@ class _ReviewEndpoint:
         except RequestError as exc:
             metrics.record_bad_request(exc.reason)
             logger.info("bad request on /%s: %s: %s", self.endpoint, exc.reason, exc)
-            return _text_answer(str(exc), exc.status), None
+            return _text_answer(str(exc), exc.status), _nothing
         seconds = time.perf_counter() - started
 
         def record() -> None:
@@ -363,7 +363,7 @@ class DirectReviews:
         """:meth:`answer`, and what to call once the answer is sent (its metrics and log line:
         ``_ReviewEndpoint.answer_first``); that call never raises."""
         started = time.perf_counter()
-        record: Callable[[], None] | None = None
+        record = _nothing
         try:
             endpoint = self.reviews[path]
             (status, answer, headers), record = endpoint.answer_first(content_type, body, started)
@@ -372,13 +372,15 @@ class DirectReviews:
         return _status_line(status), headers, answer, _guarded(record, path)
 
 
-def _guarded(record: Callable[[], None] | None, path: str) -> Callable[[], None]:
+def _nothing() -> None:
+    """What is left to record of a request refused before any review: nothing."""
+
+
+def _guarded(record: Callable[[], None], path: str) -> Callable[[], None]:
     """``record``, which runs after its answer was sent: an exception in it is logged, never
     raised into the connection's handling (the answer is out already)."""
 
     def run() -> None:
-        if record is None:
-            return
         try:
             record()
         except Exception:
