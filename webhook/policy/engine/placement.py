@@ -159,10 +159,12 @@ def _offering(inventory: Inventory) -> str:
     return "Nodes and pools that can appear offer" if inventory.at_zero else "Nodes offer"
 
 
-def candidates(ask: Ask, intent: Intent, inventory: Inventory) -> list[Pair] | RuleResult:
+def candidates(
+    ask: Ask, intent: Intent, inventory: Inventory, dra: Served | None
+) -> list[Pair] | RuleResult:
     """The (pool, offer) pairs that can serve ``ask``, or the failure that says why none can;
-    none, and no failure, when only DRA devices can serve it (:func:`through_dra`)."""
-    dra = through_dra(ask, intent, inventory)
+    none, and no failure, when only DRA devices can serve it (``dra``: what
+    :func:`through_dra` says of ``ask``, which the caller keeps too)."""
     # The devices serving the unshared name, for the words of a failure.
     found = _candidates(ask, intent, inventory, served(inventory, ask.form.original))
     if isinstance(found, RuleResult) and dra is not None:
@@ -327,12 +329,12 @@ def per_container(asks: Sequence[Ask], intent: Intent, inventory: Inventory) -> 
     warnings about several shares."""
     out = PerContainer([], [], [], [], False)
     for ask in asks:
-        cands = candidates(ask, intent, inventory)
+        dra = through_dra(ask, intent, inventory)
+        cands = candidates(ask, intent, inventory, dra)
         if isinstance(cands, RuleResult):
             out.findings.append(cands)
             out.failed = True
             continue
-        dra = through_dra(ask, intent, inventory)
         out.found.append(cands)
         out.dra.append(dra)
         # How many devices a DeviceClass gives one node is the allocator's to count.
