@@ -51,20 +51,33 @@ Found = tuple[str, int, Mapping[str, Any], list[Entry]]
 
 
 def _entries(container: Mapping[str, Any]) -> list[Entry]:
+    """The container's GPU entries: its ``nvidia.com/`` names, requests first, then the limits
+    not requested; other ``nvidia.com/`` resources (NICs, vGPU, RDMA) are not ours to judge.
+
+    Plain loops over the two sections, no comprehension per section: every container of every
+    pod reviewed comes here, and each comprehension is one more function a review after a
+    pause runs (docs/performance.md, "Ninth round").
+    """
     resources = container.get("resources")
-    if not isinstance(resources, dict):
-        return []
+    if not resources or not isinstance(resources, dict):
+        return []  # the usual sidecar: no resources at all
     asked = resources.get("requests")
     limits = resources.get("limits")
     asked = asked if isinstance(asked, dict) else {}
     limits = limits if isinstance(limits, dict) else {}
-    names = [k for k in asked if isinstance(k, str) and k.startswith(PREFIX)]
-    names += [k for k in limits if isinstance(k, str) and k.startswith(PREFIX) and k not in asked]
-    entries = [
-        Entry(n, parse_resource(n), asked.get(n, MISSING), limits.get(n, MISSING)) for n in names
-    ]
-    # Other nvidia.com/ resources (NICs, vGPU, RDMA) are not ours to judge.
-    return [e for e in entries if e.form is not None or e.name.startswith(_GPU_PREFIXES)]
+    entries: list[Entry] = []
+    for in_limits, section in ((False, asked), (True, limits)):
+        for name in section:
+            if not isinstance(name, str) or not name.startswith(PREFIX):
+                continue  # the usual container: cpu and memory only
+            if in_limits and name in asked:
+                continue
+            form = parse_resource(name)
+            if form is not None or name.startswith(_GPU_PREFIXES):
+                entries.append(
+                    Entry(name, form, asked.get(name, MISSING), limits.get(name, MISSING))
+                )
+    return entries
 
 
 def gpu_containers(spec: Mapping[str, Any]) -> list[Found]:
@@ -78,15 +91,6 @@ def gpu_containers(spec: Mapping[str, Any]) -> list[Found]:
     """
     found = []
     for list_name, i, container in containers(spec):
-        resources = container.get("resources")
-        if not resources or not isinstance(resources, dict):
-            continue
-        if not any(
-            isinstance(section, dict)
-            and any(isinstance(k, str) and k.startswith(PREFIX) for k in section)
-            for section in (resources.get("limits"), resources.get("requests"))
-        ):
-            continue  # the usual container: cpu and memory only
         entries = _entries(container)
         if entries:
             found.append((list_name, i, container, entries))
