@@ -146,7 +146,9 @@ def pod_demand(
         label = f'claim "{_str(entry.get("name"))}" ({kind} {name})'
         claims.append(read_claim_spec(found, label))
     selector = spec.get("nodeSelector")
-    tolerations = tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, MAPPING))
+    # A list made, then frozen: a generator would resume once per toleration, and every pod
+    # has a few (the API server adds two).
+    tolerations = tuple([t for t in _list(spec.get("tolerations")) if isinstance(t, MAPPING)])
     terms = required_terms(spec.get("affinity"))
     containers = read_containers(spec)
     return Demand(
