@@ -35,6 +35,8 @@ from webhook.policy.supply import NodeGroup, Supply, group_name
 NODE_NAME = "node(s) didn't match the requested node name"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 CANNOT_ALLOCATE = "cannot allocate all claims"
+# The answer of a group no projection judged in time (Answers names it after the group).
+_LATE = Fit(UNKNOWN, "", "not judged: out of time", "", "claims")
 # The least time the explanation of a refusal gets to search parts of the demand.
 EXPLAIN_MIN_S = 0.05
 
@@ -42,7 +44,8 @@ EXPLAIN_MIN_S = 0.05
 def node_filters(demand: Demand, group: NodeGroup) -> Fit | None:
     """The NodeName, TaintToleration and NodeAffinity filters: a failing Fit, or None when
     some node of the group passes them."""
-    names = group.node_names or (group.node,)
+    # group.node, without its property call: a group with no nodes yet is named by its key.
+    names = group.node_names or (group.key,)
     if demand.node_name is not None and demand.node_name not in names:
         return Fit(
             DOES_NOT_FIT, group.key, NODE_NAME, f"spec.nodeName is {demand.node_name}", "node"
@@ -227,16 +230,21 @@ def fit_anywhere(
     names: tuple[str, ...] = supply.__dict__.get("_group_keys") or supply.__dict__.setdefault(
         "_group_keys", tuple(g.key for g in groups)
     )
-    late = Fit(UNKNOWN, "", "not judged: out of time", "", "claims")
-    answers = Answers(names, keys, judged, late)
-    fits = list(judged.values())
-    errors = [f for f in fits if f.error]
-    if errors:
-        return Verdict(DOES_NOT_FIT, None, errors[0], answers)
-    # The first group that fits is the first of the first projection that fits.
-    first = next((groups[i].key for key, i in firsts if key in judged and judged[key].fits), None)
+    answers = Answers(names, keys, judged, _LATE)
+    # One pass over the projections judged, in the groups' order: the first error fails the
+    # pod; else the first group that fits is the first of the first projection that fits.
+    first = None
+    for key, index in firsts:
+        found = judged.get(key)
+        if found is None:
+            continue
+        if found.error:
+            return Verdict(DOES_NOT_FIT, None, found, answers)
+        if first is None and found.fits:
+            first = groups[index].key
     if first is not None:
         return Verdict(FITS, first, None, answers)
+    fits = list(judged.values())
     failing = [f for f in fits if f.outcome == DOES_NOT_FIT]
     # Of the groups that fail at the same filter, the one with the most for the request at
     # fault is named: "has 2" of the node with the MIG devices tells more than "has 0".
