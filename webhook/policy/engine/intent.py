@@ -74,14 +74,17 @@ def read_intent(workload: Workload, policy: Policy) -> Intent | tuple[RuleResult
         mig = _profile(mig)
     node_selector = workload.spec.get("nodeSelector")
     node_selector = node_selector if isinstance(node_selector, dict) else {}
-    selectors = tuple(
-        (k, as_text(v))
-        for k, v in node_selector.items()
-        if isinstance(k, str) and k.startswith(PREFIX) and k.endswith(".product")
-    )
-    capabilities = tuple(
-        (k, as_text(v)) for k, v in node_selector.items() if k in CAPABILITY_LABELS
-    )
+    selectors: tuple[tuple[str, str], ...] = ()
+    capabilities: tuple[tuple[str, str], ...] = ()
+    if node_selector:  # most pods select no node: no generators to run for them
+        selectors = tuple(
+            (k, as_text(v))
+            for k, v in node_selector.items()
+            if isinstance(k, str) and k.startswith(PREFIX) and k.endswith(".product")
+        )
+        capabilities = tuple(
+            (k, as_text(v)) for k, v in node_selector.items() if k in CAPABILITY_LABELS
+        )
     if mig is None:
         # A pod pinned to a MIG product (migStrategy single) asks for that profile.
         for _, value in selectors:
@@ -159,7 +162,10 @@ def _product_expressions(term: Mapping[str, Any]) -> tuple[Expression, ...]:
 
 def affinity_terms(spec: Mapping[str, Any]) -> tuple[tuple[Expression, ...], ...]:
     """The GFD label expressions of each required affinity term; () when some term has none."""
-    out = [_product_expressions(t) for t in required_terms(spec) or [] if isinstance(t, dict)]
+    terms = required_terms(spec)
+    if not terms:
+        return ()  # the usual pod: no required node affinity, nothing to build
+    out = [_product_expressions(t) for t in terms if isinstance(t, dict)]
     # A term without GFD label expressions admits every offer: no constraint at all.
     if any(not t for t in out):
         return ()
