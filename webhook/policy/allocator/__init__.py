@@ -11,5 +11,16 @@ Public entry points: :func:`fit` (one group) and :func:`fit_anywhere` (every gro
 
 from webhook.policy.allocator.fit import fit, fit_anywhere
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Fit, Verdict
+from webhook.policy.allocator.shapes import Reads, reads_of
 
-__all__ = ["DOES_NOT_FIT", "FITS", "UNKNOWN", "Fit", "Verdict", "fit", "fit_anywhere"]
+__all__ = [
+    "DOES_NOT_FIT",
+    "FITS",
+    "UNKNOWN",
+    "Fit",
+    "Reads",
+    "Verdict",
+    "fit",
+    "fit_anywhere",
+    "reads_of",
+]

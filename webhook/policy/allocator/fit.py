@@ -24,7 +24,7 @@ from webhook.policy.allocator.explain import detailed, explain_claims
 from webhook.policy.allocator.pools import Node
 from webhook.policy.allocator.reach import group_allocator
 from webhook.policy.allocator.result import DOES_NOT_FIT, FITS, UNKNOWN, Answers, Fit, Verdict
-from webhook.policy.allocator.shapes import judged_once, reads_of
+from webhook.policy.allocator.shapes import Reads, judged_once, reads_of
 from webhook.policy.allocator.structured import AllocationError, BudgetExceeded
 from webhook.policy.allocator.usage import EMPTY, Usage
 from webhook.policy.demand import Demand, extended_resource_claim, is_dra_extended_resource_name
@@ -201,6 +201,7 @@ def fit_anywhere(
     budget_s: float = 0.05,
     prune: bool = True,
     usage: Usage = EMPTY,
+    reads: Reads | None = None,
 ) -> Verdict:
     """Does ``demand`` fit some node group of ``supply``, existing or able to appear?
 
@@ -209,6 +210,8 @@ def fit_anywhere(
     any of them fails the pod in the scheduler; once the judging has taken ``budget_s``
     seconds, the groups left are ``unknown``. ``prune`` and ``usage`` as for :func:`fit`;
     with ``usage``, groups of one shape differ by what is in use on them: each is judged.
+    ``reads``: :func:`~webhook.policy.allocator.shapes.reads_of` the demand, when the caller
+    has worked it out already (on ``supply`` or one with the same DeviceClasses).
     """
     # The budget is for judging: telling the groups apart, done once per supply, is not
     # counted.
@@ -219,7 +222,7 @@ def fit_anywhere(
         keys: Sequence[int] = range(len(groups))
         firsts: Sequence[tuple[int, int]] = [(i, i) for i in keys]
     else:
-        keys, firsts = judged_once(reads_of(demand, supply), supply)
+        keys, firsts = judged_once(reads or reads_of(demand, supply), supply)
     # Each projection is judged on the first group that has it, in the groups' order.
     for key, index in firsts:
         if remaining <= 0:

@@ -23,7 +23,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from webhook.policy.allocator import DOES_NOT_FIT, UNKNOWN, Fit, Verdict, fit_anywhere
+from webhook.policy.allocator import (
+    DOES_NOT_FIT,
+    UNKNOWN,
+    Fit,
+    Reads,
+    Verdict,
+    fit_anywhere,
+    reads_of,
+)
 from webhook.policy.claims import ClaimAsk, pod_claim_refs, read_claim
 from webhook.policy.decision import RuleResult
 from webhook.policy.demand import (
@@ -207,15 +215,6 @@ def _terms_keys(terms: Iterable[Any]) -> set[str] | None:
     return keys
 
 
-def _read_keys(demand: Demand) -> frozenset[str] | None:
-    """The node label keys the demand's node selection reads; None when it reads node names
-    (``spec.nodeName``, ``matchFields``)."""
-    if demand.node_name is not None:
-        return None
-    keys = _terms_keys(demand.required_terms or ())
-    return None if keys is None else frozenset(keys | set(demand.node_selector))
-
-
 def _merged(supply: Supply, keys: frozenset[str]) -> Supply:
     """``supply`` with the node groups that differ only in labels the demand does not read
     (``kubernetes.io/hostname``, GFD's timestamp) made one, which keeps the labels it reads:
@@ -261,12 +260,15 @@ def _slice_keys(supply: Supply) -> frozenset[str] | None:
     return frozenset(keys)
 
 
-def _supply_for(demand: Demand, inventory: Inventory) -> Supply:
+def _supply_for(reads: Reads, inventory: Inventory) -> Supply:
+    """The inventory's supply with the node groups merged that a demand reading ``reads``
+    cannot tell apart by labels (:func:`_merged`); the supply itself when the demand reads
+    node names (``spec.nodeName``, ``matchFields``)."""
     supply = inventory.supply
     assert supply is not None
-    keys = _read_keys(demand)
-    if keys is None:
+    if reads.names:
         return supply
+    keys = frozenset(reads.label_keys)
     # What the slices' node selection reads is read for every demand: network-attached
     # devices reach some nodes of one shape and not others (found by the differential test).
     # Worked out once per snapshot, not per review.
@@ -285,8 +287,12 @@ def _supply_for(demand: Demand, inventory: Inventory) -> Supply:
 
 
 def _judged(demand: Demand, inventory: Inventory) -> Verdict:
-    supply = _supply_for(demand, inventory)
-    verdict = fit_anywhere(demand, supply, budget_s=inventory.fit_budget_s)
+    assert inventory.supply is not None
+    # What the demand reads of a node group, worked out once: it picks the merged supply
+    # and the groups fit_anywhere judges (the merged supply keeps the DeviceClasses).
+    reads = reads_of(demand, inventory.supply)
+    supply = _supply_for(reads, inventory)
+    verdict = fit_anywhere(demand, supply, budget_s=inventory.fit_budget_s, reads=reads)
     closest = verdict.closest
     if closest is None or closest.stage != "resources":
         return verdict
