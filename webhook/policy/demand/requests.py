@@ -115,7 +115,8 @@ def aggregate_container_requests(containers: Sequence[Container]) -> ResourceLis
             _add(container_reqs, asked)
             _add(container_reqs, restartable)
         _max(init, container_reqs)
-    _max(reqs, init)
+    if init:  # most pods have no init container: nothing to take the maximum of
+        _max(reqs, init)
     return reqs
 
 
@@ -133,12 +134,12 @@ def pod_requests(
         containers = read_containers(spec)
     reqs = aggregate_container_requests(containers)
     pod_level = spec.get("resources")
-    level: ResourceList = {}
+    # Most pods state no pod-level resources: nothing to read or test for them.
     if pod_level is not None and isinstance(pod_level, MAPPING):
         level = resource_list(pod_level.get("requests"))
-    if any(_is_pod_level(name) for name in level):  # IsPodLevelRequestsSet
-        for name, value in level.items():
-            if _is_pod_level(name):
-                reqs[name] = value
+        if any(_is_pod_level(name) for name in level):  # IsPodLevelRequestsSet
+            for name, value in level.items():
+                if _is_pod_level(name):
+                    reqs[name] = value
     _add(reqs, resource_list(spec.get("overhead")))
     return reqs
