@@ -115,6 +115,11 @@ def with_affinity(spec: Mapping[str, Any], nodes: Sequence[str]) -> dict[str, An
     return out
 
 
+# The guard of a pod it does not concern (most pods: no claims, or no dual-published node):
+# frozen and empty, so one serves every review.
+_NO_GUARD = Guard()
+
+
 def dual_guard(
     workload: Workload,
     has_claims: bool,
@@ -126,10 +131,10 @@ def dual_guard(
     """The guard's findings and affinity for a pod spec with GPU claims (``has_claims``)."""
     supply = inventory.supply
     if not has_claims or supply is None:
-        return Guard()
+        return _NO_GUARD
     dual = dual_published(supply)
     if not dual:
-        return Guard()
+        return _NO_GUARD
     names = [d.node for d in dual]
     what = "; ".join(d.describe() for d in dual)
     if policy.dra.dual_published_nodes == "warn":
