@@ -79,11 +79,13 @@ def reads_of(demand: Demand, supply: Supply) -> Reads:
     keys |= set(demand.node_selector)
     names = names or demand.node_name is not None
     resources = tuple(sorted(r for r in demand.resources if is_dra_extended_resource_name(r)))
-    extended = [supply.class_for_resource(r) for r in resources]
-    claims = bool(demand.claims) or any(c is not None for c in extended)
-    expressions, constrained = _claim_reads(demand, supply)
-    for found in extended:
-        if found is not None:
+    # Most demands have no claim and no resource a DeviceClass serves: one loop finds that.
+    expressions, constrained = _claim_reads(demand, supply) if demand.claims else ([], set())
+    claims = bool(demand.claims)
+    for resource in resources:
+        found = supply.class_for_resource(resource)
+        if found is not None:  # the claim made for it reads the class's selectors
+            claims = True
             expressions += found.selectors
     attributes: set[str] | None = constrained
     for expression in expressions:
