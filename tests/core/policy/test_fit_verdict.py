@@ -17,6 +17,7 @@ from tests import objects as o
 from tests.support.paths import REPO
 from webhook.files import load_inventory, load_policy
 from webhook.policy import Inventory, Policy, review
+from webhook.policy.engine import fit
 from webhook.policy.nodes import Taint
 from webhook.policy.supply.assemble import DraObjects, assemble
 
@@ -346,3 +347,29 @@ def test_a_refusal_names_what_stops_the_claim(
     assert refused.failed == ("gpu-claim-devices-available",)
     for word in words:
         assert word in refused.denial
+
+
+def test_pods_asking_the_same_devices_with_other_cpu_share_a_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first pods of other workloads that ask for the same GPUs but other CPU and memory
+    are judged once (the allocator reads no native resource); one that asks for more GPUs,
+    or for another extended resource, is judged on its own, and each gets its own answer."""
+    policy = load_policy(CLUSTERS / "seed003-before" / "policy.yaml")
+    inventory = load_inventory(policy, CLUSTERS / "seed003-before" / "nodes.yaml")
+    walks: list[object] = []
+    real = fit.fit_anywhere
+    monkeypatch.setattr(fit, "fit_anywhere", lambda *a, **k: walks.append(a) or real(*a, **k))
+
+    def asking(gpus: int, cpu: str, memory: str, **more: Any) -> dict[str, Any]:
+        wanted = {"nvidia.com/gpu": gpus, "cpu": cpu, "memory": memory, **more}
+        return o.pod(o.ctr("app", limits=wanted, requests=wanted))
+
+    for cpu, memory in (("1", "1Gi"), ("4", "16Gi"), ("500m", "2Gi")):
+        assert review(asking(1, cpu, memory), policy=policy, inventory=inventory).allowed
+    assert len(walks) == 1
+    refused = review(asking(2, "1", "1Gi"), policy=policy, inventory=inventory)
+    assert not refused.allowed and "no node has that many" in refused.denial
+    assert len(walks) == 2
+    review(asking(1, "1", "1Gi", **{"example.com/nic": 1}), policy=policy, inventory=inventory)
+    assert len(walks) == 3

@@ -142,9 +142,14 @@ def _verdict_key(demand: Demand, supply: Supply) -> str | None:
     Not the label (the verdict never names the pod) and, unless a DeviceClass serves one of
     the extended resources, not the containers: only the claim built for such resources reads
     them (its requests per container, named in its words); the node filters and
-    ``fitsRequest`` read the requests added up. The values are decoded JSON or YAML and
-    exact quantities, whose repr is their content: two demands that differ in what the
-    allocator reads never share a key (equal content with another key only costs a search).
+    ``fitsRequest`` read the requests added up. Of those, only the names with a domain
+    (``nvidia.com/gpu``): ``fitsRequest``, the claim for extended resources and ``reads_of``
+    read only extended resource names, and a node group's allocatable (which names the
+    closest group) holds only names with a domain (``webhook/policy/supply/assemble.py``).
+    So the first pods of workloads that ask for the same devices with other CPU and memory
+    share a verdict. The values are decoded JSON or YAML and exact quantities, whose repr is
+    their content: two demands that differ in what the allocator reads never share a key
+    (equal content with another key only costs a search).
     """
     if demand.claims or demand.missing:
         return None
@@ -155,7 +160,7 @@ def _verdict_key(demand: Demand, supply: Supply) -> str | None:
     )
     return repr(
         (
-            sorted(demand.resources.items()),
+            sorted((name, q) for name, q in demand.resources.items() if "/" in name),
             demand.containers if served else None,
             demand.node_name,
             demand.node_selector,
