@@ -49,7 +49,11 @@ counter) and a ``generateName`` of its own, as the first pod of each workload ha
 then keeps nothing from one pod for the next, neither the answer to a repeated pod
 (webhook/admission/memo.py) nor the allocator's verdict on its spec. ``--distinct spec``
 keeps one ``generateName`` for all, as the pods of a DaemonSet (one workload, a spec per node):
-the memo then works out a key for each pod and finds nothing. Without it every pod has the
+the memo then works out a key for each pod and finds nothing. ``--distinct app`` gives each pod
+a ``generateName``, a label, a container name and a CPU request of its own but no toleration,
+as the first pods of other workloads that ask for the same GPU: no answer is kept for the
+next, but the allocator's verdict is (kept by what a pod asks of a node, which leaves CPU and
+memory out; docs/performance.md, "Ninth round"). Without it every pod has the
 same spec, as the replicas of one workload have (docs/performance.md, "Eighth round").
 
 ``--stacks`` adds a setup per prototype serving stack of bench/stacks.py (named after it),
@@ -134,13 +138,17 @@ def namespace(setup: str) -> str:
     return "bench-" + setup.replace("+", "-")
 
 
-def pod_body(setup: str, distinct: str | None = None, workload: bool = True) -> bytes:
+def pod_body(
+    setup: str, distinct: str | None = None, mode: str = "workload", serial: int = 0
+) -> bytes:
     """A pod asking for one GPU, named by the API server (generateName). With ``distinct``, a
     spec of its own (``--distinct``): a label and a toleration that name it, so that the
     webhook keeps nothing from one pod for the next (neither the answer, whose key holds the
     labels, nor the allocator's verdict, whose key holds the tolerations: webhook/admission/
-    memo.py, webhook/policy/engine/fit.py), and with ``workload`` a generateName of its own.
-    The toleration is of a taint no node has."""
+    memo.py, webhook/policy/engine/fit.py), and with ``mode`` ``workload`` a generateName of
+    its own. The toleration is of a taint no node has. ``mode`` ``app``: a generateName, a
+    label, a container name and a CPU request (``serial`` millicores) of its own and no
+    toleration, as the first pods of other workloads that ask for the same GPU."""
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -158,8 +166,13 @@ def pod_body(setup: str, distinct: str | None = None, workload: bool = True) -> 
     }
     if distinct is not None:
         pod["metadata"]["labels"] = {"bench.gpu-policy.io/pod": distinct}
-        if workload:
+        if mode in ("workload", "app"):
             pod["metadata"]["generateName"] = f"bench-{distinct}-"
+        if mode == "app":
+            container = pod["spec"]["containers"][0]
+            container["name"] = f"cuda-{distinct}"
+            container["resources"]["requests"] = {"cpu": f"{serial + 1}m"}
+            return json.dumps(pod).encode()
         pod["spec"]["tolerations"] = [
             {"key": f"bench.gpu-policy.io/pod-{distinct}", "operator": "Exists"}
         ]
@@ -236,7 +249,8 @@ def client(idx: int, api: Api, measure_from: float, stop_at: float, out: Any) ->
     for n, i in enumerate(setup_order(idx)):
         # --distinct: every pod a spec of its own, built before the clock starts
         if DISTINCT is not None:
-            body = pod_body(SETUPS[i], f"{idx}-{n}-{time.time_ns()}", DISTINCT == "workload")
+            # A CPU request of its own per client and pod (--distinct app): n * 64 + idx.
+            body = pod_body(SETUPS[i], f"{idx}-{n}-{time.time_ns()}", DISTINCT, n * 64 + idx)
         else:
             body = bodies[i]
         start = time.monotonic()
@@ -360,7 +374,9 @@ def wait_until_called(plane: ControlPlane, setup: str, timeout: float = 30) -> N
     from kubernetes import client
 
     core = client.CoreV1Api(plane.client)
-    pod = json.loads(pod_body(setup, "0" if DISTINCT else None))  # go+patch's patch fits it
+    pod = json.loads(
+        pod_body(setup, "0" if DISTINCT else None, DISTINCT or "workload")
+    )  # go+patch's patch fits it
     deadline = time.monotonic() + timeout
     while True:
         made = core.create_namespaced_pod(namespace(setup), pod, dry_run="All")
@@ -392,7 +408,9 @@ def our_mutate_answer(plane: ControlPlane) -> dict[str, Any]:
 
     made = client.CoreV1Api(plane.client).create_namespaced_pod(
         namespace("none"),
-        json.loads(pod_body("none", "0" if DISTINCT else None)),
+        # Of the same form as the pods sent (--distinct app: no toleration of its own), so that
+        # the patch Go answers with applies to them.
+        json.loads(pod_body("none", "0" if DISTINCT else None, DISTINCT or "workload")),
         dry_run="All",
         _preload_content=False,
     )
@@ -626,9 +644,10 @@ def main() -> None:
         "--distinct",
         nargs="?",
         const="workload",
-        choices=("workload", "spec"),
+        choices=("workload", "spec", "app"),
         help="every pod created a spec (and a workload: generateName) of its own; spec: one"
-        " generateName for all",
+        " generateName for all; app: no toleration of its own, but a container name and a CPU"
+        " request",
     )
     args = p.parse_args()
     global SETUPS, CONNECTIONS, DISTINCT  # noqa: PLW0603 - the client processes are forked after this
@@ -686,8 +705,13 @@ def main() -> None:
         f"rounds of {args.seconds:g} s per client count (after {args.warmup:g} s of warm-up); "
         f"percentiles of all rounds pooled. "
         + (
-            f"Every pod a spec of its own (a label and a toleration with a counter; --distinct"
-            f" {DISTINCT}). "
+            "Every pod a spec of its own ("
+            + (
+                "a label, a container name and a CPU request"
+                if DISTINCT == "app"
+                else "a label and a toleration"
+            )
+            + f" with a counter; --distinct {DISTINCT}). "
             if DISTINCT
             else "Every pod the same spec. "
         )

@@ -43,7 +43,12 @@ round"):
   by spec, but the verdict kept by what the pod asks of a node (a container's name does not
   change it);
 * ``new spec``: every pod a label and a toleration of its own: nothing kept, as the first pod
-  of each workload.
+  of each workload;
+* ``new workload``: every pod a label, a container name and a CPU request of its own, as the
+  first pods of workloads that ask for the same GPUs with other CPU and memory: no kept answer,
+  no verdict kept by spec, but the verdict kept by what the pod asks of a node (its key leaves
+  out the native resources, which the allocator does not read; docs/performance.md, "Ninth
+  round").
 
     .venv/bin/python -m bench.cold_review --pods "repeated,new spec" --settings "back to back,pause"
     .venv/bin/python -m bench.cold_review --pods "new spec" --memo both   # what a miss costs
@@ -73,7 +78,7 @@ from webhook.server.response import answer_bytes
 
 STAGES = ("head", "reload check", "decode", "engine", "metrics", "log line", "answer")
 SETTINGS = ("back to back", "pause", "pause + evict", "busy pause")
-POD_KINDS = ("repeated", "new label", "new name", "new spec")
+POD_KINDS = ("repeated", "new label", "new name", "new spec", "new workload")
 
 
 def request_bytes(path: str, body: bytes) -> bytes:
@@ -121,14 +126,14 @@ def review_once(
     return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6]
 
 
-# A counter for the pods of --pods "new label" and "new spec": never the same twice in a run.
+# A counter for the pods of --pods other than "repeated": never the same twice in a run.
 _SERIAL = itertools.count()
 
 
 def pod_requests(kind: str, calls: int) -> list[bytes]:
     """``calls`` requests, ``/mutate`` and ``/validate`` in turns, of the pods of ``kind``
-    (``--pods``): the same pod, or each a label (and a toleration), or a container name, of
-    its own."""
+    (``--pods``): the same pod, or each a label (and a toleration), or a container name (and
+    a label and a CPU request), of its own."""
     doc = json.loads(review_body())
     out = []
     for i in range(calls):
@@ -142,6 +147,10 @@ def pod_requests(kind: str, calls: int) -> list[bytes]:
             pod["request"]["object"]["spec"]["containers"][0]["name"] = f"trainer-{n}"
             out.append(request_bytes(path, json.dumps(pod).encode()))
             continue
+        if kind == "new workload":  # another app: its own name, label and CPU request
+            container = pod["request"]["object"]["spec"]["containers"][0]
+            container["name"] = f"trainer-{n}"
+            container["resources"].setdefault("requests", {})["cpu"] = f"{n + 1}m"
         meta = pod["request"]["object"]["metadata"]
         meta["labels"] = {**(meta.get("labels") or {}), "bench.gpu-policy.io/pod": str(n)}
         if kind == "new spec":  # the allocator's verdict key reads the tolerations
