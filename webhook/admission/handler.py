@@ -103,7 +103,8 @@ class Outcome:
 class Reply:
     """An answer to a review request: its HTTP status and bytes, and its :class:`Outcome` (what
     the server logs and counts), worked out when asked for. An answer kept for the request's
-    key (``memo.py``) is sent before the request is decoded: its Outcome decodes it then."""
+    key (``memo.py``) is sent without the request decoded, and its Outcome is made after, from
+    the kept one's."""
 
     __slots__ = ("_later", "_outcome", "body", "http_status")
 
@@ -121,8 +122,7 @@ class Reply:
         self._later = later
 
     def outcome(self) -> Outcome:
-        """The Outcome of the answer. For a kept answer this decodes the request, and raises
-        :class:`~webhook.admission.request.RequestError` where reading it afresh would."""
+        """The Outcome of the answer (made now for a kept answer)."""
         if self._outcome is None:
             assert self._later is not None  # __init__ is given one or the other
             self._outcome = self._later()
@@ -162,11 +162,10 @@ def reply(
 
     With ``memo``, a pod CREATE in ``bytes`` as the API server writes it is answered from the
     answer kept on ``inventory`` for its key when there is one (``webhook/admission/memo.py``),
-    before its bytes are decoded, and its fresh answer is kept when it may be: the same bytes
-    and Outcome but for ``decision``, without the engine. Raises
-    :class:`~webhook.admission.request.RequestError` when the request is malformed (for a kept
-    answer: when its Outcome is asked for); never raises for anything the engine does (see
-    :func:`respond`).
+    without its bytes decoded, and its fresh answer is kept when it may be: the same bytes and
+    Outcome but for ``decision`` and the request's object (the kept pod's, the same but for
+    what names it). Raises :class:`~webhook.admission.request.RequestError` when the request is
+    malformed; never raises for anything the engine does (see :func:`respond`).
     """
     found = None
     if memo and type(body) is bytes and len(body) <= max_bytes:
@@ -175,27 +174,26 @@ def reply(
         held, key = found
         kept = held.answers.get(key.key)
         if kept is not None:
-            uid = key.uid
+            answer = kept.body(key.uid)
 
             def later() -> Outcome:
-                request = parse_review(body, max_bytes=max_bytes)
                 return Outcome(
                     endpoint,
-                    request,
+                    kept.request_for(key),
                     kept.verdict,
-                    kept.response_for(uid),
-                    kept.body(uid),
+                    kept.response_for(key.uid),
+                    answer,
                     kept.http_status,
                     kept.failed,
                     kept.warned,
                     kept.patched,
                 )
 
-            return Reply(kept.http_status, kept.body(uid), later=later)
+            return Reply(kept.http_status, answer, later=later)
     request = parse_review(body, max_bytes=max_bytes)
     outcome = respond(endpoint, request, policy=policy, inventory=inventory)
-    if found is not None and (answer := answer_to_keep(key, request, outcome)) is not None:
-        keep(held.answers, key.key, answer)
+    if found is not None and (made := answer_to_keep(key, request, outcome)) is not None:
+        keep(held.answers, key.key, made)
     return Reply(outcome.http_status, outcome.body, outcome)
 
 

@@ -42,6 +42,7 @@ charge (``webhook/policy/quota/charge.py``) and the dual-publish guard
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -100,8 +101,10 @@ _DIGITS: Final = b"0123456789"
 @per_review_record
 class KeptAnswer:
     """An answer kept for the pods of one key: the document and its bytes around the uid, and
-    what the server logs and counts about it (``Outcome``'s fields of the same names)."""
+    what the server logs and counts about it (``Outcome``'s fields of the same names, and the
+    request of the pod it was made for)."""
 
+    request: AdmissionRequest
     verdict: Verdict
     response: Mapping[str, Any]
     head: bytes
@@ -119,6 +122,13 @@ class KeptAnswer:
         """The answer's document for the request ``uid`` (shallow copies: read-only)."""
         return {**self.response, "response": {**self.response["response"], "uid": uid}}
 
+    def request_for(self, key: AnswerKey) -> AdmissionRequest:
+        """The request of ``key``: the kept one's, with ``key``'s uid and name. Every other
+        field the server reads (kind, namespace, operation, dry run, the object's
+        generateName) is in the key; the object is the kept pod's, the same but for what names
+        it (read-only)."""
+        return dataclasses.replace(self.request, uid=key.uid, name=key.name)
+
 
 @per_review_record
 class KeptAnswers:
@@ -132,11 +142,12 @@ class KeptAnswers:
 @per_review_record
 class AnswerKey:
     """The key of a request's answer (``key``: the endpoint and the request's bytes cut where
-    a text was left out), its uid, and the texts left out (the pod's name, uid, ..., which a
-    kept answer must not hold)."""
+    a text was left out), the request's uid and name (as ``parse_review`` reads them), and the
+    texts left out (the pod's name, uid, ..., which a kept answer must not hold)."""
 
     key: tuple[bytes | str, ...]
     uid: str
+    name: str | None
     left_out: list[bytes]
 
 
@@ -148,6 +159,7 @@ def answer_key(endpoint: str, body: bytes) -> AnswerKey | None:
     # of CPU more after a pause (docs/performance.md, "Ninth round").
     cuts: list[tuple[int, int]] = []
     at = _request_head(body, cuts)
+    named = len(cuts) == 2  # the request's uid, then its name when it has one
     at = body.find(_OBJECT_AT, at) if at > 0 else -1
     at = _metadata_head(body, at + len(_OBJECT_AT), cuts) if at > 0 else -1
     spec_at = body.find(_SPEC_AT, at) if at > 0 else -1
@@ -159,7 +171,11 @@ def answer_key(endpoint: str, body: bytes) -> AnswerKey | None:
         if time_at >= 0:
             time_at = _text(body, time_at + len(_TIME_AT), cuts)
     _token(body, spec_at, cuts)
-    return _cut(endpoint, body, cuts)
+    uid = body[cuts[0][0] : cuts[0][1]]
+    name = body[cuts[1][0] : cuts[1][1]] if named else b""
+    if not uid.isascii() or not name.isascii():  # JSON text of other characters: decoded
+        return None
+    return _cut(endpoint, body, cuts, uid.decode(), name.decode() or None)
 
 
 def _request_head(body: bytes, cuts: list[tuple[int, int]]) -> int:
@@ -231,9 +247,10 @@ def _token(body: bytes, spec_at: int, cuts: list[tuple[int, int]]) -> None:
         found = body.find(mount, name_at)
 
 
-def _cut(endpoint: str, body: bytes, cuts: list[tuple[int, int]]) -> AnswerKey:
-    """The key of ``body`` cut at ``cuts`` (its first the request's uid)."""
-    uid_at, uid_end = cuts[0]
+def _cut(
+    endpoint: str, body: bytes, cuts: list[tuple[int, int]], uid: str, name: str | None
+) -> AnswerKey:
+    """The key of ``body`` cut at ``cuts``, for the request ``uid`` and ``name``."""
     cuts.sort()
     pieces: list[bytes | str] = [endpoint]
     left_out: list[bytes] = []
@@ -243,7 +260,7 @@ def _cut(endpoint: str, body: bytes, cuts: list[tuple[int, int]]) -> AnswerKey:
         left_out.append(body[start:end])
         last = end
     pieces.append(body[last:])
-    return AnswerKey(tuple(pieces), body[uid_at:uid_end].decode("ascii"), left_out)
+    return AnswerKey(tuple(pieces), uid, name, left_out)
 
 
 def lookup(
@@ -295,6 +312,7 @@ def answer_to_keep(
         return None
     start = at + len(_UID_AT)
     return KeptAnswer(
+        request,
         outcome.verdict,
         outcome.response,
         body[:start],
