@@ -53,7 +53,7 @@ the memo then works out a key for each pod and finds nothing. ``--distinct app``
 a ``generateName``, a label, a container name and a CPU request of its own but no toleration,
 as the first pods of other workloads that ask for the same GPU: no answer is kept for the
 next, but the allocator's verdict is (kept by what a pod asks of a node, which leaves CPU and
-memory out; docs/performance.md, "Ninth round"). Without it every pod has the
+memory out; docs/performance.md, "Tenth round"). Without it every pod has the
 same spec, as the replicas of one workload have (docs/performance.md, "Eighth round").
 
 ``--stacks`` adds a setup per prototype serving stack of bench/stacks.py (named after it),

@@ -147,7 +147,7 @@ def clean_warnings(warnings: Iterable[str]) -> list[str]:
     256 (what the API server would do) and those that still do not fit are left out.
     """
     # A plain loop and map(len), not nested generators resumed once per warning: each review
-    # that warns comes here (docs/performance.md, "Ninth round").
+    # that warns comes here (docs/performance.md, "Tenth round").
     kept: dict[str, None] = {}  # in order, without duplicates
     for warning in warnings:
         line = _one_line(warning)

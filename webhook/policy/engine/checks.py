@@ -56,7 +56,7 @@ def _entries(container: Mapping[str, Any]) -> list[Entry]:
 
     Plain loops over the two sections, no comprehension per section: every container of every
     pod reviewed comes here, and each comprehension is one more function a review after a
-    pause runs (docs/performance.md, "Ninth round").
+    pause runs (docs/performance.md, "Tenth round").
     """
     resources = container.get("resources")
     if not resources or not isinstance(resources, dict):

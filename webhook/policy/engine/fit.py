@@ -333,7 +333,7 @@ def unproven(results: Iterable[RuleResult]) -> bool:
     """Whether ``results`` hold the warning of a search cut short: a review whose answer
     depends on how fast the machine was, not only on the object, policy and snapshot."""
     # The warnings filtered inside the generator: it then yields only for them, not once per
-    # result (a dozen per review, most of them passes; docs/performance.md, "Ninth round").
+    # result (a dozen per review, most of them passes; docs/performance.md, "Tenth round").
     return any(UNPROVEN in r.message for r in results if r.status == "warn")
 
 
