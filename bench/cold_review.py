@@ -13,15 +13,17 @@ times the stages of the worker's direct path, one review at a time, in three set
   never sleeps (no idle state of the core), though on a loaded machine other processes still
   take the core from it now and then.
 
-The stages, as ``_ReviewEndpoint.answer`` (``webhook.server.app``) runs them: ``head``
-(``read_review_head`` on the request's bytes), ``reload check`` (``PolicyState.maybe_reload``),
-``decode`` (``parse_review``: orjson and the AdmissionRequest), ``engine`` (``respond``: the
-policy, the patch or verdict, the answer encoded), ``metrics`` (``metrics.record_review``),
-``log line`` (``ReviewLog.write``, through the server's own handler into /dev/null), ``answer``
-(``answer_bytes``). Printed: the median microseconds of each stage over ``--calls`` reviews
-(``/mutate`` and ``/validate`` in turns), and the whole; by the wall clock, or with ``--clock
-cpu`` by this thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``), which leaves out the time the
-thread waited for a core.
+The stages, as ``_ReviewEndpoint.answer_first`` (``webhook.server.app``) and the worker run
+them: ``head`` (``read_review_head`` on the request's bytes), ``reload check``
+(``PolicyState.maybe_reload``), ``review`` (``reply``: the answer kept for the request's key,
+or the request decoded, the engine's answer encoded and kept), ``answer`` (``answer_bytes``);
+then, once the answer is sent, ``outcome`` (``Reply.outcome``: a kept answer's request decoded
+for the record), ``metrics`` (``metrics.record_review``) and ``log line`` (``ReviewLog.write``,
+through the server's own handler into /dev/null). Printed: the median microseconds of each
+stage over ``--calls`` reviews (``/mutate`` and ``/validate`` in turns), of the stages up to
+the answer (``sent``) and of all (``whole``); by the wall clock, or with ``--clock cpu`` by
+this thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``), which leaves out the time the thread
+waited for a core.
 
     .venv/bin/python -m bench.cold_review [--calls 400] [--pause 40] [--evict 64]
     .venv/bin/python -m bench.cold_review --count-calls --pods "new name"
@@ -56,22 +58,26 @@ import itertools
 import json
 import logging
 import os
+import random
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from bench.http_load import review_body
-from webhook.admission import parse_review, respond
+from tests.objects import as_sent
+from webhook.admission import reply
 from webhook.server import Settings, create_app, metrics
 from webhook.server.app import direct_reviews
 from webhook.server.direct import read_review_head
 from webhook.server.logs import LineBufferedHandler, configure_logging
 from webhook.server.response import answer_bytes
 
-STAGES = ("head", "reload check", "decode", "engine", "metrics", "log line", "answer")
+STAGES = ("head", "reload check", "review", "answer", "outcome", "metrics", "log line")
+SENT = 4  # the stages up to the answer's bytes
 SETTINGS = ("back to back", "pause", "pause + evict", "busy pause")
 POD_KINDS = ("repeated", "new label", "new name", "new spec")
 
@@ -90,7 +96,7 @@ def review_once(
     reviews: Any, request: bytes, clock: Callable[[], int], memo: bool = True
 ) -> list[int]:
     """One review through the direct path's stages; nanoseconds of each by ``clock``.
-    ``memo``: answer with the kept answers as the server does (``handle``), or without."""
+    ``memo``: answer with the kept answers as the server does, or without."""
     t0 = clock()
     head = read_review_head(request, reviews.paths, 7 << 20)
     assert head is not None
@@ -99,24 +105,25 @@ def review_once(
     state = endpoint.state
     state.maybe_reload()
     t2 = clock()
-    parsed = parse_review(head.body, max_bytes=endpoint.max_bytes)
-    t3 = clock()
     snapshot = state.snapshot
-    outcome = respond(
+    replied = reply(
         endpoint.endpoint,
-        parsed,
+        head.body,
         policy=snapshot.policy,
         inventory=snapshot.inventory,
-        memo=memo,  # True: as handle() answers a body of bytes
+        max_bytes=endpoint.max_bytes,
+        memo=memo,
     )
+    t3 = clock()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(replied.body)))]
+    answer_bytes("200 OK", head.must_close, headers, replied.body)
     t4 = clock()
     seconds = (t4 - t0) / 1e9
-    metrics.record_review(outcome, seconds)
+    outcome = replied.outcome()
     t5 = clock()
-    endpoint.review_log.write(outcome, seconds)
+    metrics.record_review(outcome, seconds)
     t6 = clock()
-    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(outcome.body)))]
-    answer_bytes("200 OK", head.must_close, headers, outcome.body)
+    endpoint.review_log.write(outcome, seconds)
     t7 = clock()
     return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6]
 
@@ -125,22 +132,45 @@ def review_once(
 _SERIAL = itertools.count()
 
 
+def as_replica(doc: dict[str, Any], path: str) -> bytes:
+    """``doc``'s pod as a replica of the workload ``train-`` as the API server sends it to
+    ``path``: a uid of its own, and at ``/validate`` a name and uid of its own (at ``/mutate``
+    it has none yet), a token volume of its own, the bytes in the API server's order."""
+    text = json.dumps(doc).replace("kube-api-access-lrfbc", f"kube-api-access-{_suffix()}")
+    replica = json.loads(text)
+    request = replica["request"]
+    request["uid"] = str(uuid.uuid4())
+    meta = request["object"]["metadata"]
+    meta["generateName"] = "train-"
+    if path == "/validate":
+        meta["name"] = request["name"] = f"train-{_suffix()}"
+        meta["uid"] = str(uuid.uuid4())
+    else:
+        meta["name"] = request["name"] = ""
+    return as_sent(replica)
+
+
+def _suffix() -> str:
+    # What the API server draws for a generated name and the token volume: 5 characters.
+    return "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
+
+
 def pod_requests(kind: str, calls: int) -> list[bytes]:
     """``calls`` requests, ``/mutate`` and ``/validate`` in turns, of the pods of ``kind``
-    (``--pods``): the same pod, or each a label (and a toleration), or a container name, of
-    its own."""
+    (``--pods``): replicas of one pod, or each a label (and a toleration), or a container
+    name, of its own."""
     doc = json.loads(review_body())
     out = []
     for i in range(calls):
         path = ("/mutate", "/validate")[i % 2]
         if kind == "repeated":
-            out.append(request_bytes(path, json.dumps(doc).encode()))
+            out.append(request_bytes(path, as_replica(doc, path)))
             continue
         n = next(_SERIAL)
         pod = json.loads(json.dumps(doc))
         if kind == "new name":
             pod["request"]["object"]["spec"]["containers"][0]["name"] = f"trainer-{n}"
-            out.append(request_bytes(path, json.dumps(pod).encode()))
+            out.append(request_bytes(path, as_replica(pod, path)))
             continue
         meta = pod["request"]["object"]["metadata"]
         meta["labels"] = {**(meta.get("labels") or {}), "bench.gpu-policy.io/pod": str(n)}
@@ -148,7 +178,7 @@ def pod_requests(kind: str, calls: int) -> list[bytes]:
             spec = pod["request"]["object"]["spec"]
             toleration = {"key": f"bench.gpu-policy.io/pod-{n}", "operator": "Exists"}
             spec["tolerations"] = [*(spec.get("tolerations") or []), toleration]
-        out.append(request_bytes(path, json.dumps(pod).encode()))
+        out.append(request_bytes(path, as_replica(pod, path)))
     return out
 
 
@@ -167,7 +197,11 @@ def run(
     for i in range(calls):
         before()
         samples.append(review_once(reviews, requests[i], clock, memo))
-    columns = [*zip(*samples, strict=True), [sum(s) for s in samples]]
+    columns = [
+        *zip(*samples, strict=True),
+        [sum(s[:SENT]) for s in samples],
+        [sum(s) for s in samples],
+    ]
     return [statistics.median(c) / 1000 for c in columns]
 
 
@@ -295,8 +329,8 @@ def main() -> None:
         f" (the median of the rounds' medians); load average {load:.2f} at the start,"
         f" {os.getloadavg()[0]:.2f} at the end"
     )
-    print("| setting | " + " | ".join(STAGES) + " | whole |")
-    print("| --- |" + " ---: |" * (len(STAGES) + 1))
+    print("| setting | " + " | ".join(STAGES) + " | sent | whole |")
+    print("| --- |" + " ---: |" * (len(STAGES) + 2))
     for name, rounds in results.items():
         cells = [statistics.median(col) for col in zip(*rounds, strict=True)]
         print(f"| {name} | " + " | ".join(f"{c:,.1f}" for c in cells) + " |")

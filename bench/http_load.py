@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, request
 
 from bench.figures import percentile, write_json
+from tests.objects import as_sent
 
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
@@ -104,7 +105,8 @@ def _noop_healthz() -> Response:
 
 
 def review_body() -> bytes:
-    """The captured 1.36 pod CREATE, with a second container asking for one GPU (~3.9 KB)."""
+    """The captured 1.36 pod CREATE, with a second container asking for one GPU (~3.9 KB), in
+    the bytes the API server writes (``tests.objects.as_sent``)."""
     doc = json.loads(FIXTURE.read_text())
     pod = doc["request"]["object"]
     main = pod["spec"]["containers"][0]
@@ -126,7 +128,7 @@ def review_body() -> bytes:
     main["name"] = "sidecar"
     pod["spec"]["containers"] = [gpu, main]
     pod["metadata"]["name"] = doc["request"]["name"] = "train-0"
-    return json.dumps(doc).encode()
+    return as_sent(doc)
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,11 +48,22 @@ from tests.objects.dra import (
     sharing_config,
 )
 from tests.objects.nodes import PRODUCTS, cluster, cpu_node, gfd_node, gpu_node, node_object
-from tests.objects.pods import NOW, claim_pod, ctr, gpu, listed_pod, pod, replica, token_mount
+from tests.objects.pods import (
+    NOW,
+    claim_pod,
+    ctr,
+    gpu,
+    listed_pod,
+    pod,
+    replica,
+    token_mount,
+    token_volume,
+)
 from tests.objects.reviews import (
     CASES,
     FIXTURES,
     VERSIONS,
+    as_sent,
     fixture_ids,
     load,
     new_uid,
@@ -77,6 +88,7 @@ __all__ = [
     "TIME_SLICING_CONFIG",
     "VERSIONS",
     "allocated_claim",
+    "as_sent",
     "claim_pod",
     "claim_template",
     "cluster",
@@ -111,6 +123,7 @@ __all__ = [
     "sharing_config",
     "time_slicing_config",
     "token_mount",
+    "token_volume",
     "uid",
     "with_gpu",
     "workload",

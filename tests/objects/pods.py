@@ -62,7 +62,31 @@ def ctr(
 def token_mount(token: str) -> dict[str, Any]:
     """The volume mount of the ServiceAccount admission's token volume ``kube-api-access-`` +
     ``token`` (the API server draws 5 random characters per pod)."""
-    return {"name": f"kube-api-access-{token}", "mountPath": "/var/run/secrets/token"}
+    return {
+        "name": f"kube-api-access-{token}",
+        "readOnly": True,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+    }
+
+
+def token_volume(token: str) -> dict[str, Any]:
+    """The ServiceAccount admission's token volume ``kube-api-access-`` + ``token``, as it
+    adds it to every pod that mounts a ServiceAccount token (its sources as on 1.36)."""
+    return {
+        "name": f"kube-api-access-{token}",
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {
+                    "configMap": {
+                        "name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    }
+                },
+            ],
+            "defaultMode": 420,
+        },
+    }
 
 
 def replica(name: str, *, token: str = "x7k2p", **spec: Any) -> dict[str, Any]:
@@ -73,7 +97,7 @@ def replica(name: str, *, token: str = "x7k2p", **spec: Any) -> dict[str, Any]:
         ctr("main", limits={"nvidia.com/gpu": 1}, volumeMounts=[token_mount(token)]),
         name=name,
         namespace="ml",
-        volumes=[{"name": f"kube-api-access-{token}", "projected": {"sources": []}}],
+        volumes=[token_volume(token)],
         **spec,
     )
     obj["metadata"]["uid"] = uid("pod", name, token)

@@ -11,6 +11,9 @@ it): the web layer hands this package the request body and sends back ``Outcome.
         ...  # HTTP e.status (400 or 413) with str(e)
     ...  # HTTP outcome.http_status with outcome.body
 
+The server calls ``reply`` instead, whose answer may come before its Outcome (an answer kept
+for a repeated pod is sent before the request is decoded: ``memo``).
+
 ``request`` reads the AdmissionReview, ``handler`` answers it for each endpoint, and
 ``response`` builds the four answers (allowed, denied, patched, errored). Which requests reach
 the engine at all is decided in ``webhook.policy.engine.scope``, beside ``review()``'s own rules.
@@ -20,9 +23,11 @@ from webhook.admission.handler import (
     ENDPOINTS,
     Endpoint,
     Outcome,
+    Reply,
     Verdict,
     handle,
     mutate,
+    reply,
     respond,
     validate,
 )
@@ -43,6 +48,7 @@ __all__ = [
     "AdmissionRequest",
     "Endpoint",
     "Outcome",
+    "Reply",
     "RequestError",
     "Verdict",
     "clean_warnings",
@@ -50,6 +56,7 @@ __all__ = [
     "handle",
     "mutate",
     "parse_review",
+    "reply",
     "respond",
     "validate",
 ]

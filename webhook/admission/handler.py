@@ -30,9 +30,9 @@ mutation changed (``mutations``); the API server stores them as ``<webhook name>
 A dry run (``kubectl --dry-run=server``, server-side apply dry runs) gets exactly the answer
 the real request would get: the webhook has no side effects (``sideEffects: None``).
 
-A pod whose spec repeats (the replicas of one workload) gets the answer kept for the pods of
-its spec on the same snapshot and policy, with its own uid (``memo.py``): the same bytes and
-outcome as a fresh answer, without the engine's walk.
+A pod whose request repeats but for what names it (the replicas of one workload) gets the
+answer kept for its key on the same snapshot and policy, with its own uid (``memo.py``): the
+same bytes and outcome as a fresh answer, without decoding it first or the engine's walk.
 
 An exception inside the engine is a bug, not a verdict on the object. The answer is still a
 well-formed AdmissionReview (the request's uid, ``allowed: false``, ``status.code`` 500 and a
@@ -45,7 +45,7 @@ carries the exception so that the web layer can log the traceback and count it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import orjson
@@ -53,7 +53,6 @@ import orjson
 from webhook.admission import response
 from webhook.admission.memo import answer_to_keep, lookup
 from webhook.admission.request import (
-    ENCODED,
     MAX_BODY_BYTES,
     AdmissionRequest,
     parse_review,
@@ -101,6 +100,35 @@ class Outcome:
         return self.verdict == "allowed"
 
 
+class Reply:
+    """An answer to a review request: its HTTP status and bytes, and its :class:`Outcome` (what
+    the server logs and counts), worked out when asked for. An answer kept for the request's
+    key (``memo.py``) is sent without the request decoded, and its Outcome is made after, from
+    the kept one's."""
+
+    __slots__ = ("_later", "_outcome", "body", "http_status")
+
+    def __init__(
+        self,
+        http_status: int,
+        body: bytes,
+        outcome: Outcome | None = None,
+        later: Callable[[], Outcome] | None = None,
+    ) -> None:
+        """The answer's ``http_status`` and ``body``; its ``outcome``, or how to make it."""
+        self.http_status = http_status
+        self.body = body
+        self._outcome = outcome
+        self._later = later
+
+    def outcome(self) -> Outcome:
+        """The Outcome of the answer (made now for a kept answer)."""
+        if self._outcome is None:
+            assert self._later is not None  # __init__ is given one or the other
+            self._outcome = self._later()
+        return self._outcome
+
+
 def handle(
     endpoint: Endpoint,
     body: bytes | bytearray | memoryview | str | Mapping[str, Any],
@@ -110,16 +138,63 @@ def handle(
     max_bytes: int = MAX_BODY_BYTES,
     memo: bool = True,
 ) -> Outcome:
-    """Parse an AdmissionReview request and answer it for ``endpoint``.
+    """Parse an AdmissionReview request and answer it for ``endpoint``: :func:`reply`'s
+    Outcome.
 
     Raises :class:`~webhook.admission.request.RequestError` when the request is malformed;
-    never raises for anything the engine does (see :func:`respond`). ``memo``: as
-    :func:`respond`'s, for a body of JSON text (a decoded Mapping is never memoized: it may
-    hold tuples or other types that JSON text cannot, and the key is the object's JSON).
+    never raises for anything the engine does (see :func:`respond`).
     """
+    return reply(
+        endpoint, body, policy=policy, inventory=inventory, max_bytes=max_bytes, memo=memo
+    ).outcome()
+
+
+def reply(
+    endpoint: Endpoint,
+    body: bytes | bytearray | memoryview | str | Mapping[str, Any],
+    *,
+    policy: Policy,
+    inventory: Inventory,
+    max_bytes: int = MAX_BODY_BYTES,
+    memo: bool = True,
+) -> Reply:
+    """The answer to an AdmissionReview request for ``endpoint``.
+
+    With ``memo``, a pod CREATE in ``bytes`` as the API server writes it is answered from the
+    answer kept on ``inventory`` for its key when there is one (``webhook/admission/memo.py``),
+    without its bytes decoded, and its fresh answer is kept when it may be: the same bytes and
+    Outcome but for ``decision`` and the request's object (the kept pod's, the same but for
+    what names it). Raises :class:`~webhook.admission.request.RequestError` when the request is
+    malformed; never raises for anything the engine does (see :func:`respond`).
+    """
+    found = None
+    if memo and type(body) is bytes and len(body) <= max_bytes:
+        found = lookup(endpoint, body, policy, inventory)
+    if found is not None:
+        held, key = found
+        kept = held.answers.get(key.key)
+        if kept is not None:
+            answer = kept.body(key.uid)
+
+            def later() -> Outcome:
+                return Outcome(
+                    endpoint,
+                    kept.request_for(key),
+                    kept.verdict,
+                    kept.response_for(key.uid),
+                    answer,
+                    kept.http_status,
+                    kept.failed,
+                    kept.warned,
+                    kept.patched,
+                )
+
+            return Reply(kept.http_status, answer, later=later)
     request = parse_review(body, max_bytes=max_bytes)
-    memo = memo and isinstance(body, ENCODED)
-    return respond(endpoint, request, policy=policy, inventory=inventory, memo=memo)
+    outcome = respond(endpoint, request, policy=policy, inventory=inventory)
+    if found is not None and (made := answer_to_keep(key, request, outcome)) is not None:
+        keep(held.answers, key.key, made)
+    return Reply(outcome.http_status, outcome.body, outcome)
 
 
 def respond(
@@ -128,43 +203,8 @@ def respond(
     *,
     policy: Policy,
     inventory: Inventory,
-    memo: bool = False,
 ) -> Outcome:
-    """Answer a parsed request for ``endpoint`` (``"mutate"`` or ``"validate"``).
-
-    With ``memo``, a pod CREATE is answered from the answers kept on ``inventory`` for the
-    pods of its spec when there is one (``webhook/admission/memo.py``), and its answer is kept
-    when it may be: the same bytes and outcome but for ``decision``, without the engine. Only
-    for a request decoded from JSON text (``parse_review`` of bytes or str), whose object holds
-    dicts, lists and scalars alone: :func:`handle` sets it so.
-    """
-    found = lookup(endpoint, request, policy, inventory) if memo else None
-    if found is None:
-        return _fresh(endpoint, request, policy, inventory)
-    held, key = found
-    kept = held.answers.get(key.key)
-    if kept is not None:
-        uid = request.uid
-        return Outcome(
-            endpoint,
-            request,
-            kept.verdict,
-            kept.response_for(uid),
-            kept.body(uid),
-            kept.http_status,
-            kept.failed,
-            kept.warned,
-            kept.patched,
-        )
-    outcome = _fresh(endpoint, request, policy, inventory)
-    if (answer := answer_to_keep(key, request, outcome)) is not None:
-        keep(held.answers, key.key, answer)
-    return outcome
-
-
-def _fresh(
-    endpoint: Endpoint, request: AdmissionRequest, policy: Policy, inventory: Inventory
-) -> Outcome:
+    """Answer a parsed request for ``endpoint`` (``"mutate"`` or ``"validate"``), afresh."""
     if endpoint == "mutate":
         return mutate(request, policy=policy, inventory=inventory)
     if endpoint == "validate":

@@ -1,34 +1,36 @@
-"""The answers to repeated pod reviews, kept per snapshot: a repeated pod costs its decoding, a
-key and the answer's bytes, not the engine.
+"""The answers to repeated pod reviews, kept per snapshot: a repeated pod costs a few searches
+of its request's bytes and the answer's bytes, not its decoding nor the engine.
 
 The API server sends the pods of one workload (a ReplicaSet's, a Job's replicas) one after
 another, and they differ only in what names them. Their answer does not: ``review()`` reads
 the object, the policy, the snapshot (the inventory), the operation and the namespace, and the
-handler reads besides only the request's kind, sub-resource and uid. So an answer to a pod
-CREATE is kept under :func:`answer_key` (the endpoint, the operation, the namespace and the
-object without the fields that only name it) and given again, with the new request's uid, to
-the next pod under the same key, on the same snapshot and the same Policy object
-(docs/performance.md, "Eighth round").
+handler reads besides only the request's kind, sub-resource and uid. So the answer to a pod
+CREATE is kept under :func:`answer_key` (the endpoint and the request's bytes but for the texts
+that only name the pod) and given again, with the new request's uid, to the next pod whose
+request has the same key, on the same snapshot and the same Policy object
+(docs/performance.md, "Eighth round" and "Ninth round"). A workload's first pod has its answer
+kept; the next ones get it, before their request is even decoded (``handler.reply``).
 
-The key is worked out only for a pod whose *family* (the endpoint, the namespace and the
-``generateName``: the pods a controller names from one owner) was seen before on the same
-snapshot and policy (:func:`answer_family`): the first pod of each workload, which has no
-answer to find, pays nothing for the memo (a key costs ~50-120 us of CPU after a pause: the
-object walked and encoded once more), the second pays the key and has its answer kept, the
-third and later are answered from it. A pod whose family repeats but its spec does not (a
-DaemonSet's, whose node affinity names its node) pays the key every time and finds nothing.
+The key is read from the request's bytes, before they are decoded. The API server writes an
+AdmissionReview with Go's JSON encoder: compact, each struct's fields in their declared order,
+so a pod CREATE's request always starts the same way (:func:`_request_head`) and its pod's
+metadata too (:func:`_metadata_head`). Left out of the key, each at the place the bytes are
+read there: the request's ``uid`` and ``name``; the pod's ``metadata.name``, ``metadata.uid``,
+``metadata.creationTimestamp`` and the times of its ``managedFields``; and the name of the
+ServiceAccount admission's token volume (``kube-api-access-<5 random characters>``) in that
+volume and in the mounts of it. The API server gives every pod its own uid, creation time and
+(for a generateName) name before the validating webhooks are called, its managed fields (with a
+time, to the second) before the mutating ones, and its ServiceAccount admission a token volume
+of a random name (docs/performance.md, "Eighth round", cites the code). The engine reads the
+name only to word its messages (``Subject.what``); nothing in ``webhook/policy`` or here reads
+the others, nor a volume. An answer whose text (its bytes, and its patch's JSON) holds one of
+the texts left out (a denial message that names the pod, say) is not kept.
 
-Left out of the key: ``metadata.name``, ``metadata.uid``, ``metadata.creationTimestamp`` and
-``metadata.managedFields`` (:data:`IDENTITY`), and the names of the pod's volumes and volume
-mounts. The API server gives every pod its own uid, creation time and (for a generateName) name
-before the validating webhooks are called, its managed fields (with a time, to the second)
-before the mutating ones, and its ServiceAccount admission a token volume of a random name
-(docs/performance.md, "Eighth round", cites the code). The engine reads the name only to word
-its messages (``Subject.what``); nothing in ``webhook/policy`` or here reads the others, nor a
-volume. An answer whose text (its bytes, and its patch's JSON) holds one of the texts left out
-(a denial message that names the pod, say) is not kept. ``generateName`` stays in the key
-(messages name a pod by it when it has no name yet, as at the mutating webhook), as do the
-labels, the annotations, ``ownerReferences`` and the rest of the spec.
+Every other byte is in the key (labels, annotations, ``generateName``, ``ownerReferences``, the
+spec, the request's user and options), cut at the places left out: two requests with one key
+are the same bytes but for those texts, each a whole JSON string without an escape (a uid's, a
+name's, a time's). A request not read so (from another writer, or of another shape) gets no key
+and is answered afresh: the memo only ever costs it those searches.
 
 Not kept either: a pod that names resource claims (its review reads the namespace's claims,
 as the allocator's kept verdicts leave them out: ``webhook/policy/engine/fit.py``), an answer
@@ -40,6 +42,7 @@ charge (``webhook/policy/quota/charge.py``) and the dual-publish guard
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -48,16 +51,10 @@ import orjson
 from webhook.admission.request import AdmissionRequest
 from webhook.policy import Inventory, Policy
 from webhook.policy.engine.fit import unproven
-from webhook.policy.engine.scope import mutate_skip
-from webhook.policy.inventory import keep
 from webhook.policy.records import per_review_record
-from webhook.policy.workloads import CONTAINER_LISTS
 
 if TYPE_CHECKING:  # the handler builds its Outcomes from this module's records
     from webhook.admission.handler import Outcome, Verdict
-
-#: The metadata fields left out of the key: they name the pod (see the module's docstring).
-IDENTITY: Final = frozenset({"name", "uid", "creationTimestamp", "managedFields"})
 
 # The fit_groups entry that holds the KeptAnswers of one Policy object: a reload gives a new
 # Policy object, and what was kept for the old one is dropped with it.
@@ -66,12 +63,48 @@ _ANSWERS: Final = "answers to pod reviews"
 # apiVersion, kind, response, and the response with its uid first.
 _UID_AT: Final = b'"response":{"uid":'
 
+# The bytes of a pod CREATE's AdmissionReview as the API server writes it (admission/v1
+# AdmissionReview and AdmissionRequest, their fields in order; ``subResource`` and
+# ``requestSubResource`` omitted when empty, ``name`` when the pod has only a generateName),
+# around the texts read between them.
+_REQUEST_UID: Final = (
+    b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"'
+)
+_POD: Final = (
+    b',"kind":{"group":"","version":"v1","kind":"Pod"},'
+    b'"resource":{"group":"","version":"v1","resource":"pods"},'
+    b'"requestKind":{"group":"","version":"v1","kind":"Pod"},'
+    b'"requestResource":{"group":"","version":"v1","resource":"pods"},'
+)
+_CREATE: Final = b',"operation":"CREATE","userInfo":{'
+# The request's object, after its user: UserInfo holds strings, lists of strings and a map of
+# lists of strings, so these bytes (no JSON string holds an unescaped quote) start the object.
+_OBJECT_AT: Final = b'},"object":{"kind":"Pod","apiVersion":"v1","metadata":{'
+# The end of the metadata: no key in ObjectMeta or in the maps, lists and managed fields it
+# holds is "spec" (the managed fields' keys are prefixed: "f:spec").
+_SPEC_AT: Final = b'},"spec":{'
+# managedFields is ObjectMeta's last field; its entries' "time" keys are the only ones there.
+_MANAGED_AT: Final = b',"managedFields":['
+_TIME_AT: Final = b'"time":"'
+# The ServiceAccount admission's token volume (a Volume: its name, then its source; the name
+# is "kube-api-access-" and 5 characters) and the mounts of it (a VolumeMount: name, readOnly,
+# mountPath).
+_TOKEN_AT: Final = b'{"name":"kube-api-access-'
+_TOKEN_NAME: Final = len("kube-api-access-") + 5
+_TOKEN_SOURCE: Final = b'","projected":{"sources":[{"serviceAccountToken":'
+_MOUNT_HEAD: Final = b'{"name":"'
+_MOUNT_TAIL: Final = b'","readOnly":true,"mountPath":"'
+_CLAIMS: Final = b'"resourceClaims":['
+_DIGITS: Final = b"0123456789"
+
 
 @per_review_record
 class KeptAnswer:
     """An answer kept for the pods of one key: the document and its bytes around the uid, and
-    what the server logs and counts about it (``Outcome``'s fields of the same names)."""
+    what the server logs and counts about it (``Outcome``'s fields of the same names, and the
+    request of the pod it was made for)."""
 
+    request: AdmissionRequest
     verdict: Verdict
     response: Mapping[str, Any]
     head: bytes
@@ -89,135 +122,164 @@ class KeptAnswer:
         """The answer's document for the request ``uid`` (shallow copies: read-only)."""
         return {**self.response, "response": {**self.response["response"], "uid": uid}}
 
+    def request_for(self, key: AnswerKey) -> AdmissionRequest:
+        """The request of ``key``: the kept one's, with ``key``'s uid and name. Every other
+        field the server reads (kind, namespace, operation, dry run, the object's
+        generateName) is in the key; the object is the kept pod's, the same but for what names
+        it (read-only)."""
+        return dataclasses.replace(self.request, uid=key.uid, name=key.name)
+
 
 @per_review_record
 class KeptAnswers:
-    """What is kept for one Policy object on one snapshot: the answers by key, and the pod
-    families seen (:func:`answer_family`), both bounded by ``webhook.policy.inventory.keep``."""
+    """What is kept for one Policy object on one snapshot: the answers by key, bounded by
+    ``webhook.policy.inventory.keep``."""
 
     policy: Policy
-    answers: dict[bytes, KeptAnswer]
-    families: dict[tuple[str, str | None, str | None], bool]
-
-    def seen_before(self, family: tuple[str, str | None, str | None]) -> bool:
-        """True when a pod of ``family`` came before; the family is noted as seen either way."""
-        if family in self.families:
-            return True
-        keep(self.families, family, True)
-        return False
-
-
-def answer_family(
-    endpoint: str, request: AdmissionRequest
-) -> tuple[str, str | None, str | None] | None:
-    """The family of ``request``'s pod at ``endpoint`` (the endpoint, the namespace, the
-    ``generateName``), whose second pod on a snapshot gets a key; None when its answer is never
-    kept: not a pod CREATE, an object not decoded into dicts, a pod that names resource claims."""
-    why = mutate_skip(request.group, request.kind, request.sub_resource, request.operation)
-    if why is not None:  # not a pod CREATE: skipped by /mutate, by /validate but for CREATE
-        return None
-    obj = request.object
-    metadata = obj.get("metadata") if obj is not None else None
-    spec = obj.get("spec") if obj is not None else None
-    if not isinstance(metadata, dict) or not isinstance(spec, dict):
-        return None
-    if spec.get("resourceClaims"):
-        return None
-    generate = metadata.get("generateName")
-    return endpoint, request.namespace, generate if isinstance(generate, str) else None
+    answers: dict[tuple[bytes | str, ...], KeptAnswer]
 
 
 @per_review_record
 class AnswerKey:
-    """The key of a pod's answer (``key``), and the texts it left out (``left_out``: the pod's
-    name, uid, ..., which a kept answer must not hold)."""
+    """The key of a request's answer (``key``: the endpoint and the request's bytes cut where
+    a text was left out), the request's uid and name (as ``parse_review`` reads them), and the
+    texts left out (the pod's name, uid, ..., which a kept answer must not hold)."""
 
-    key: bytes
-    left_out: list[object]
+    key: tuple[bytes | str, ...]
+    uid: str
+    name: str | None
+    left_out: list[bytes]
+
+
+def answer_key(endpoint: str, body: bytes) -> AnswerKey | None:
+    """The key of the answer at ``endpoint`` to the request in ``body``, read from its bytes
+    (the module's docstring); None when they are not a pod CREATE as the API server writes it,
+    or its pod names resource claims."""
+    # Plain byte comparisons and searches: a first version's regular expressions took ~15 us
+    # of CPU more after a pause (docs/performance.md, "Ninth round").
+    cuts: list[tuple[int, int]] = []
+    at = _request_head(body, cuts)
+    named = len(cuts) == 2  # the request's uid, then its name when it has one
+    at = body.find(_OBJECT_AT, at) if at > 0 else -1
+    at = _metadata_head(body, at + len(_OBJECT_AT), cuts) if at > 0 else -1
+    spec_at = body.find(_SPEC_AT, at) if at > 0 else -1
+    if spec_at < 0 or body.find(_CLAIMS, spec_at) >= 0:
+        return None
+    time_at = body.find(_MANAGED_AT, at, spec_at)
+    while time_at >= 0:
+        time_at = body.find(_TIME_AT, time_at, spec_at)
+        if time_at >= 0:
+            time_at = _text(body, time_at + len(_TIME_AT), cuts)
+    _token(body, spec_at, cuts)
+    uid = body[cuts[0][0] : cuts[0][1]]
+    name = body[cuts[1][0] : cuts[1][1]] if named else b""
+    if not uid.isascii() or not name.isascii():  # JSON text of other characters: decoded
+        return None
+    return _cut(endpoint, body, cuts, uid.decode(), name.decode() or None)
+
+
+def _request_head(body: bytes, cuts: list[tuple[int, int]]) -> int:
+    """Where the request's user starts, its uid and name noted in ``cuts`` (the uid first);
+    -1 when ``body`` does not start as a pod CREATE's AdmissionReview."""
+    if not body.startswith(_REQUEST_UID):
+        return -1
+    at = _text(body, len(_REQUEST_UID), cuts)
+    if at < 0 or not body.startswith(_POD, at):
+        return -1
+    at += len(_POD)
+    if body.startswith(b'"name":"', at):
+        at = _text(body, at + 8, cuts) + 1  # and the comma
+    if at <= 0 or not body.startswith(b'"namespace":"', at):
+        return -1
+    at = _text(body, at + 13)
+    return at + len(_CREATE) if at > 0 and body.startswith(_CREATE, at) else -1
+
+
+def _metadata_head(body: bytes, at: int, cuts: list[tuple[int, int]]) -> int:
+    """Where the head of the metadata starting at ``at`` ends (name, generateName, namespace,
+    uid, generation, creationTimestamp: ObjectMeta's first fields, empty ones omitted), its
+    name, uid and creation time noted in ``cuts``; -1 when it is not read so."""
+    if body.startswith(b'"name":"', at):
+        at = _text(body, at + 8, cuts) + 1  # and the comma
+    if at > 0 and body.startswith(b'"generateName":"', at):
+        at = _text(body, at + 16) + 1
+    if at <= 0 or not body.startswith(b'"namespace":"', at):
+        return -1
+    at = _text(body, at + 13)
+    if at > 0 and body.startswith(b',"uid":"', at):
+        at = _text(body, at + 8, cuts)
+    if at > 0 and body.startswith(b',"generation":', at):
+        digits = body[at + 14 : at + 34]
+        at += 14 + len(digits) - len(digits.lstrip(_DIGITS))
+    if at > 0 and body.startswith(b',"creationTimestamp":"', at):
+        at = _text(body, at + 22, cuts)
+    return at
+
+
+def _text(body: bytes, at: int, cuts: list[tuple[int, int]] | None = None) -> int:
+    """Where the JSON string whose content starts at ``at`` ends (after its quote), its
+    content noted in ``cuts``; -1 when it holds an escape (so its end is not the next quote)."""
+    end = body.find(b'"', at)
+    if end < 0 or body.find(b"\\", at, end) >= 0:
+        return -1
+    if cuts is not None:
+        cuts.append((at, end))
+    return end + 1
+
+
+def _token(body: bytes, spec_at: int, cuts: list[tuple[int, int]]) -> None:
+    """Note in ``cuts`` the name of the pod's token volume (the first volume of that name and
+    source) in the volume and in the mounts of it."""
+    at = body.find(_TOKEN_AT, spec_at)
+    if at < 0:
+        return
+    name_at = at + len(_MOUNT_HEAD)
+    end = name_at + _TOKEN_NAME
+    name = body[name_at:end]
+    if b'"' in name or b"\\" in name or not body.startswith(_TOKEN_SOURCE, end):
+        return
+    cuts.append((name_at, end))
+    mount = _MOUNT_HEAD + name + _MOUNT_TAIL
+    found = body.find(mount, spec_at)
+    while found >= 0:
+        name_at = found + len(_MOUNT_HEAD)
+        cuts.append((name_at, name_at + len(name)))
+        found = body.find(mount, name_at)
+
+
+def _cut(
+    endpoint: str, body: bytes, cuts: list[tuple[int, int]], uid: str, name: str | None
+) -> AnswerKey:
+    """The key of ``body`` cut at ``cuts``, for the request ``uid`` and ``name``."""
+    cuts.sort()
+    pieces: list[bytes | str] = [endpoint]
+    left_out: list[bytes] = []
+    last = 0
+    for start, end in cuts:
+        pieces.append(body[last:start])
+        left_out.append(body[start:end])
+        last = end
+    pieces.append(body[last:])
+    return AnswerKey(tuple(pieces), uid, name, left_out)
 
 
 def lookup(
-    endpoint: str, request: AdmissionRequest, policy: Policy, inventory: Inventory
+    endpoint: str, body: bytes, policy: Policy, inventory: Inventory
 ) -> tuple[KeptAnswers, AnswerKey] | None:
-    """What is kept for ``policy`` on ``inventory`` and the key of ``request``'s answer; None
-    when the request is answered afresh without a key: its answer is never kept
-    (:func:`answer_family`), its pod is the first of its family (no answer to find), or its
-    key cannot be written."""
-    family = answer_family(endpoint, request)
-    if family is None:
-        return None
-    held = kept_answers(policy, inventory)
-    if not held.seen_before(family):
-        return None
-    key = answer_key(endpoint, request)
-    return None if key is None else (held, key)
-
-
-def answer_key(endpoint: str, request: AdmissionRequest) -> AnswerKey | None:
-    """The key of the answer to ``request`` at ``endpoint``, a request :func:`answer_family`
-    gave a family: everything the answer is read from but the policy and the snapshot, as
-    JSON; None when orjson cannot write it (an object nested deeper than it writes, 254
-    levels, though the request's JSON reader took it: such a pod is answered afresh).
-    ``request`` is decoded from JSON text, its object dicts, lists and scalars alone."""
-    obj = request.object
-    assert obj is not None  # answer_family: a pod CREATE, its metadata and spec dicts
-    metadata, spec = obj["metadata"], obj["spec"]
-    # The object is decoded JSON text, whose JSON is its content: two objects that differ in
-    # anything but what _unnamed leaves out never share a key (equal content in another order
-    # only costs a review). orjson, not repr as the allocator's verdict key: ~2 us for a 4 KB
-    # pod, not ~20.
-    unnamed, left_out = _unnamed(obj, metadata, spec)
-    try:
-        key = orjson.dumps((endpoint, request.operation, request.namespace, unnamed))
-    except orjson.JSONEncodeError:  # nested too deep for orjson's writer
-        return None
-    return AnswerKey(key, left_out)
-
-
-def _unnamed(
-    obj: Mapping[str, Any], metadata: Mapping[str, Any], spec: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[object]]:
-    """``obj`` without what only names the pod, and what was left out: its metadata but
-    :data:`IDENTITY`, and the names of its volumes and volume mounts (the API server's
-    ServiceAccount admission gives every pod a token volume of a random name,
-    ``kube-api-access-<5 characters>``; nothing in ``webhook/policy`` reads a volume)."""
-    left_out: list[object] = [metadata.get(k) for k in IDENTITY]
-    out = {**obj, "metadata": {k: v for k, v in metadata.items() if k not in IDENTITY}}
-    volumes = spec.get("volumes")
-    if not isinstance(volumes, list) or not volumes:
-        return out, left_out
-    bare = dict(spec)
-    bare["volumes"] = [_without_name(v, left_out) for v in volumes]
-    for name in CONTAINER_LISTS:
-        containers = spec.get(name)
-        if isinstance(containers, list):
-            bare[name] = [_unmounted(c, left_out) for c in containers]
-    out["spec"] = bare
-    return out, left_out
-
-
-def _without_name(item: object, left_out: list[object]) -> object:
-    if not isinstance(item, dict) or "name" not in item:
-        return item
-    left_out.append(item["name"])
-    return {**item, "name": None}
-
-
-def _unmounted(container: object, left_out: list[object]) -> object:
-    mounts = container.get("volumeMounts") if isinstance(container, dict) else None
-    if not isinstance(container, dict) or not isinstance(mounts, list):
-        return container
-    return {**container, "volumeMounts": [_without_name(m, left_out) for m in mounts]}
+    """What is kept for ``policy`` on ``inventory`` and the key of the answer to ``body`` at
+    ``endpoint``; None when that answer is never kept (:func:`answer_key`)."""
+    key = answer_key(endpoint, body)
+    return None if key is None else (kept_answers(policy, inventory), key)
 
 
 def kept_answers(policy: Policy, inventory: Inventory) -> KeptAnswers:
     """What is kept for ``policy`` on the snapshot ``inventory``: its answers by
-    :func:`answer_key` and the families seen."""
+    :func:`answer_key`."""
     # A worker's threads share the snapshot: each dict operation here and in keep() is atomic,
     # and two threads that replace the record at once lose at most a kept answer.
     held = inventory.fit_groups.get(_ANSWERS)
     if held is None or held.policy is not policy:
-        held = inventory.fit_groups[_ANSWERS] = KeptAnswers(policy, {}, {})
+        held = inventory.fit_groups[_ANSWERS] = KeptAnswers(policy, {})
     kept: KeptAnswers = held
     return kept
 
@@ -238,18 +300,19 @@ def answer_to_keep(
     body = outcome.body
     uid = orjson.dumps(request.uid)
     at = body.find(_UID_AT + uid)
-    if not request.uid or at < 0 or body.count(uid[1:-1]) != 1:
+    if at < 0 or body.count(uid[1:-1]) != 1:
         return None
     # The patch is sent in base64: its JSON is read for the names.
     try:
         text = body + orjson.dumps(decision.patch) if outcome.patched else body
     except orjson.JSONEncodeError:  # a patch value nested too deep for orjson's writer
         return None
-    for value in key.left_out:  # the texts among them (managedFields, a list, is never read)
-        if isinstance(value, str) and value and orjson.dumps(value)[1:-1] in text:
-            return None
+    # The texts left out need no escaping in JSON: as they are in the request, so in an answer.
+    if any(value in text for value in key.left_out if value != uid[1:-1]):
+        return None
     start = at + len(_UID_AT)
     return KeptAnswer(
+        request,
         outcome.verdict,
         outcome.response,
         body[:start],

@@ -57,9 +57,9 @@ class RequestError(ValueError):
 
 # What a JSON object decodes to: MAPPING (webhook.policy.records), dict first.
 _OBJECT = MAPPING
-#: What parse_review decodes (JSON text): told by type, before _OBJECT's ABC check would run
-#: on the bytes.
-ENCODED: Final = (bytes, bytearray, memoryview, str)
+# What parse_review decodes (JSON text): told by type, before _OBJECT's ABC check would run
+# on the bytes.
+_ENCODED: Final = (bytes, bytearray, memoryview, str)
 
 
 @per_review_record
@@ -281,7 +281,7 @@ def parse_review(
     The checks run in the order of those fields, so a request with several faults is always
     told about the same one.
     """
-    if isinstance(body, ENCODED) or not isinstance(body, _OBJECT):
+    if isinstance(body, _ENCODED) or not isinstance(body, _OBJECT):
         doc = decode(body, max_bytes=max_bytes)
     else:
         doc = body

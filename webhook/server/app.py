@@ -33,7 +33,7 @@ from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_input_stream
 
-from webhook.admission import Endpoint, RequestError, handle
+from webhook.admission import Endpoint, RequestError, reply
 from webhook.contract import (
     HEALTHZ_PATH,
     METRICS_PATH,
@@ -310,7 +310,7 @@ class _ReviewEndpoint:
             return _text_answer(f"Content-Type must be {_JSON}, got {shown}", 415), _nothing
         snapshot = state.snapshot
         try:
-            outcome = handle(
+            replied = reply(
                 self.endpoint,
                 body,
                 policy=snapshot.policy,
@@ -324,10 +324,13 @@ class _ReviewEndpoint:
         seconds = time.perf_counter() - started
 
         def record() -> None:
+            # An answer kept for the request's key was sent before the request was decoded:
+            # its Outcome decodes it now, after the answer (webhook/admission/memo.py).
+            outcome = replied.outcome()
             metrics.record_review(outcome, seconds)
             self.review_log.write(outcome, seconds)
 
-        return _answer(outcome.http_status, outcome.body, _JSON), record
+        return _answer(replied.http_status, replied.body, _JSON), record
 
     def view(self) -> Response:
         """The Flask view of the endpoint."""

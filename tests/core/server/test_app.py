@@ -173,7 +173,7 @@ def test_bug_in_the_web_layer_is_a_one_line_500(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("web bug")
 
-    monkeypatch.setattr(app_module, "handle", broken)
+    monkeypatch.setattr(app_module, "reply", broken)
     resp = post(client, "/mutate", load("v1.36.2", "mutate", "pod-create"))
     assert resp.status_code == 500
     assert assert_one_line_text(resp) == "internal error (RuntimeError)\n"

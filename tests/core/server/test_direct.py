@@ -298,7 +298,7 @@ def broken(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
         if where == "engine":
             monkeypatch.setattr(handler_module, "review", fail)
         else:
-            monkeypatch.setattr(app_module, "handle", fail)
+            monkeypatch.setattr(app_module, "reply", fail)
 
     yield breaker
 
