@@ -118,102 +118,96 @@ def review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
-# The fields of the structs whose order the webhook's memo reads (webhook/admission/memo.py),
-# in the order Go declares them: k8s.io/api admission/v1 AdmissionReview and AdmissionRequest,
-# core/v1 Pod, PodSpec, Volume, ProjectedVolumeSource and VolumeMount, meta/v1 ObjectMeta,
+# The structs whose field order the webhook's memo reads (webhook/admission/memo.py): their
+# fields in the order Go declares them, and the structs of their fields (a list: of each
+# item). k8s.io/api admission/v1 AdmissionReview and AdmissionRequest, core/v1 Pod, PodSpec,
+# Volume, ProjectedVolumeSource, Container and VolumeMount; apimachinery meta/v1 ObjectMeta,
 # GroupVersionKind and GroupVersionResource.
-_ORDERS = {
-    "review": ("kind", "apiVersion", "request", "response"),
+_STRUCTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "review": (("kind", "apiVersion", "request", "response"), {"request": "request"}),
     "request": (
-        "uid",
-        "kind",
-        "resource",
-        "subResource",
-        "requestKind",
-        "requestResource",
-        "requestSubResource",
-        "name",
-        "namespace",
-        "operation",
-        "userInfo",
-        "object",
-        "oldObject",
-        "dryRun",
-        "options",
+        (
+            "uid",
+            "kind",
+            "resource",
+            "subResource",
+            "requestKind",
+            "requestResource",
+            "requestSubResource",
+            "name",
+            "namespace",
+            "operation",
+            "userInfo",
+            "object",
+            "oldObject",
+            "dryRun",
+            "options",
+        ),
+        {
+            **dict.fromkeys(("kind", "resource", "requestKind", "requestResource"), "kind"),
+            **dict.fromkeys(("object", "oldObject"), "object"),
+        },
     ),
-    "kind": ("group", "version", "kind", "resource"),
-    "object": ("kind", "apiVersion", "metadata", "spec", "status"),
+    "kind": (("group", "version", "kind", "resource"), {}),
+    "object": (
+        ("kind", "apiVersion", "metadata", "spec", "status"),
+        {"metadata": "metadata", "spec": "spec"},
+    ),
     "metadata": (
-        "name",
-        "generateName",
-        "namespace",
-        "selfLink",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "labels",
-        "annotations",
-        "ownerReferences",
-        "finalizers",
-        "managedFields",
+        (
+            "name",
+            "generateName",
+            "namespace",
+            "selfLink",
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "labels",
+            "annotations",
+            "ownerReferences",
+            "finalizers",
+            "managedFields",
+        ),
+        {},
     ),
-    "spec": ("volumes", "initContainers", "containers", "ephemeralContainers"),
-    "volume": ("name",),
-    "projected": ("sources", "defaultMode"),
-    "mount": ("name", "readOnly", "recursiveReadOnly", "mountPath"),
+    "spec": (
+        ("volumes", "initContainers", "containers", "ephemeralContainers"),
+        {
+            "volumes": "volume",
+            **dict.fromkeys(("initContainers", "containers", "ephemeralContainers"), "container"),
+        },
+    ),
+    "volume": (("name",), {"projected": "projected"}),
+    "projected": (("sources", "defaultMode"), {}),
+    "container": ((), {"volumeMounts": "mount"}),
+    "mount": (("name", "readOnly", "recursiveReadOnly", "mountPath"), {}),
 }
 
 
-def _in_order(fields: dict[str, Any], order: str) -> dict[str, Any]:
-    """``fields`` with those of ``order`` first, in Go's order, then the others as they were;
-    an empty ``name`` left out (its ``omitempty``)."""
-    first = {k: fields[k] for k in _ORDERS[order] if k in fields}
+def _in_order(value: Any, struct: str) -> Any:
+    """``value`` (a ``struct``, or a list of them) with its fields in Go's order first, then
+    the others as they were, an empty ``name`` left out (its ``omitempty``); its fields'
+    structs the same. Anything but a dict is left as it is."""
+    if isinstance(value, list):
+        return [_in_order(item, struct) for item in value]
+    if not isinstance(value, dict):
+        return value
+    order, fields = _STRUCTS[struct]
+    first = {k: value[k] for k in order if k in value}
     if first.get("name") == "":
         del first["name"]
-    return {**first, **{k: v for k, v in fields.items() if k not in _ORDERS[order]}}
-
-
-def _volume_in_order(volume: Any) -> Any:
-    if not isinstance(volume, dict):
-        return volume
-    volume = _in_order(volume, "volume")
-    if isinstance(volume.get("projected"), dict):
-        volume["projected"] = _in_order(volume["projected"], "projected")
-    return volume
-
-
-def _pod_in_order(obj: Any) -> Any:
-    if not isinstance(obj, dict):
-        return obj
-    obj = _in_order(obj, "object")
-    if isinstance(obj.get("metadata"), dict):
-        obj["metadata"] = _in_order(obj["metadata"], "metadata")
-    spec = obj.get("spec")
-    if isinstance(spec, dict):
-        spec = obj["spec"] = _in_order(spec, "spec")
-        if isinstance(spec.get("volumes"), list):
-            spec["volumes"] = [_volume_in_order(v) for v in spec["volumes"]]
-        for key in ("initContainers", "containers", "ephemeralContainers"):
-            for c in spec.get(key) or ():
-                if isinstance(c, dict) and isinstance(c.get("volumeMounts"), list):
-                    c["volumeMounts"] = [_in_order(m, "mount") for m in c["volumeMounts"]]
-    return obj
+    out = {**first, **{k: v for k, v in value.items() if k not in order}}
+    for key, inner in fields.items():
+        if key in out:
+            out[key] = _in_order(out[key], inner)
+    return out
 
 
 def as_sent(doc: dict[str, Any]) -> bytes:
     """The bytes of the AdmissionReview ``doc`` as kube-apiserver sends them: compact JSON,
-    each struct's fields in Go's order (the order the memo's patterns read), empty names
-    left out. Only the structs of ``_ORDERS`` are put in order; the rest stays as built."""
-    doc = copy.deepcopy(doc)
-    request = _in_order(doc["request"], "request")
-    for key in ("kind", "resource", "requestKind", "requestResource"):
-        if isinstance(request.get(key), dict):
-            request[key] = _in_order(request[key], "kind")
-    for key in ("object", "oldObject"):
-        if key in request:
-            request[key] = _pod_in_order(request[key])
-    doc = _in_order({**doc, "request": request}, "review")
-    return json.dumps(doc, separators=(",", ":")).encode()
+    each struct's fields in Go's order (the order the memo reads), empty names left out. Only
+    the structs of ``_STRUCTS`` are put in order; the rest stays as built."""
+    return json.dumps(_in_order(doc, "review"), separators=(",", ":")).encode()
