@@ -51,7 +51,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from webhook.admission import response
-from webhook.admission.memo import answer_to_keep, lookup
+from webhook.admission.memo import AnswerKey, KeptAnswer, answer_to_keep, lookup
 from webhook.admission.request import (
     MAX_BODY_BYTES,
     AdmissionRequest,
@@ -122,7 +122,8 @@ class Reply:
         self._later = later
 
     def outcome(self) -> Outcome:
-        """The Outcome of the answer (made now for a kept answer)."""
+        """The Outcome of the answer: made now for a kept answer; a fresh one is kept now for
+        the next pods of its key (``reply``)."""
         if self._outcome is None:
             assert self._later is not None  # __init__ is given one or the other
             self._outcome = self._later()
@@ -162,39 +163,53 @@ def reply(
 
     With ``memo``, a pod CREATE in ``bytes`` as the API server writes it is answered from the
     answer kept on ``inventory`` for its key when there is one (``webhook/admission/memo.py``),
-    without its bytes decoded, and its fresh answer is kept when it may be: the same bytes and
-    Outcome but for ``decision`` and the request's object (the kept pod's, the same but for
-    what names it). Raises :class:`~webhook.admission.request.RequestError` when the request is
-    malformed; never raises for anything the engine does (see :func:`respond`).
+    without its bytes decoded, and its fresh answer is kept when it may be, once the Outcome is
+    asked for (after the answer is sent, by the server): the same bytes and Outcome but for
+    ``decision`` and the request's object (the kept pod's, the same but for what names it).
+    Raises :class:`~webhook.admission.request.RequestError` when the request is malformed;
+    never raises for anything the engine does (see :func:`respond`).
     """
     found = None
     if memo and type(body) is bytes and len(body) <= max_bytes:
         found = lookup(endpoint, body, policy, inventory)
     if found is not None:
-        held, key = found
-        kept = held.answers.get(key.key)
-        if kept is not None:
-            answer = kept.body(key.uid)
-
-            def later() -> Outcome:
-                return Outcome(
-                    endpoint,
-                    kept.request_for(key),
-                    kept.verdict,
-                    kept.response_for(key.uid),
-                    answer,
-                    kept.http_status,
-                    kept.failed,
-                    kept.warned,
-                    kept.patched,
-                )
-
-            return Reply(kept.http_status, answer, later=later)
+        given = found[0].answers.get(found[1].key)
+        if given is not None:
+            return _kept_reply(endpoint, given, found[1])
     request = parse_review(body, max_bytes=max_bytes)
     outcome = respond(endpoint, request, policy=policy, inventory=inventory)
-    if found is not None and (made := answer_to_keep(key, request, outcome)) is not None:
-        keep(held.answers, key.key, made)
-    return Reply(outcome.http_status, outcome.body, outcome)
+    if found is None:
+        return Reply(outcome.http_status, outcome.body, outcome)
+    held, key = found
+
+    def kept() -> Outcome:
+        # Keeping the answer for the next pods of its key waits until it is sent: the server
+        # asks for the Outcome after its write.
+        if (made := answer_to_keep(key, request, outcome)) is not None:
+            keep(held.answers, key.key, made)
+        return outcome
+
+    return Reply(outcome.http_status, outcome.body, later=kept)
+
+
+def _kept_reply(endpoint: Endpoint, kept: KeptAnswer, key: AnswerKey) -> Reply:
+    """The answer ``kept`` for the request of ``key``: its bytes now, its Outcome later."""
+    answer = kept.body(key.uid)
+
+    def later() -> Outcome:
+        return Outcome(
+            endpoint,
+            kept.request_for(key),
+            kept.verdict,
+            kept.response_for(key.uid),
+            answer,
+            kept.http_status,
+            kept.failed,
+            kept.warned,
+            kept.patched,
+        )
+
+    return Reply(kept.http_status, answer, later=later)
 
 
 def respond(
