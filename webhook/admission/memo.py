@@ -8,8 +8,10 @@ handler reads besides only the request's kind, sub-resource and uid. So the answ
 CREATE is kept under :func:`answer_key` (the endpoint and the request's bytes but for the texts
 that only name the pod) and given again, with the new request's uid, to the next pod whose
 request has the same key, on the same snapshot and the same Policy object
-(docs/performance.md, "Eighth round" and "Ninth round"). A workload's first pod has its answer
-kept; the next ones get it, before their request is even decoded (``handler.reply``).
+(docs/performance.md, "Eighth round" and "Ninth round"). The key is read only from a pod
+family's second pod on (:func:`answer_key`: the first pod of each workload has no answer to
+find), whose answer is kept; the third and later pods get it, without their request decoded
+(``handler.reply``).
 
 The key is read from the request's bytes, before they are decoded. The API server writes an
 AdmissionReview with Go's JSON encoder: compact, each struct's fields in their declared order,
@@ -51,6 +53,7 @@ import orjson
 from webhook.admission.request import AdmissionRequest
 from webhook.policy import Inventory, Policy
 from webhook.policy.engine.fit import unproven
+from webhook.policy.inventory import keep
 from webhook.policy.records import per_review_record
 
 if TYPE_CHECKING:  # the handler builds its Outcomes from this module's records
@@ -132,11 +135,19 @@ class KeptAnswer:
 
 @per_review_record
 class KeptAnswers:
-    """What is kept for one Policy object on one snapshot: the answers by key, bounded by
-    ``webhook.policy.inventory.keep``."""
+    """What is kept for one Policy object on one snapshot: the answers by key and the pod
+    families seen (:func:`answer_key`), both bounded by ``webhook.policy.inventory.keep``."""
 
     policy: Policy
     answers: dict[tuple[bytes | str, ...], KeptAnswer]
+    families: dict[tuple[str, bytes], bool]
+
+    def seen_before(self, family: tuple[str, bytes]) -> bool:
+        """True when a pod of ``family`` came before; the family is noted as seen either way."""
+        if family in self.families:
+            return True
+        keep(self.families, family, True)
+        return False
 
 
 @per_review_record
@@ -151,17 +162,23 @@ class AnswerKey:
     left_out: list[bytes]
 
 
-def answer_key(endpoint: str, body: bytes) -> AnswerKey | None:
+def answer_key(endpoint: str, body: bytes, held: KeptAnswers | None = None) -> AnswerKey | None:
     """The key of the answer at ``endpoint`` to the request in ``body``, read from its bytes
     (the module's docstring); None when they are not a pod CREATE as the API server writes it,
-    or its pod names resource claims."""
+    or its pod names resource claims. With ``held``, None too for the first pod of its family
+    there (the endpoint and the ``generateName``: the pods a controller names from one
+    owner), which is noted: a workload's first pod, which has no answer to find, pays only
+    the heads read, and its answer is not kept; the second pays the key and has its answer
+    kept; the third and later are answered from it."""
     # Plain byte comparisons and searches: a first version's regular expressions took ~15 us
     # of CPU more after a pause (docs/performance.md, "Ninth round").
     cuts: list[tuple[int, int]] = []
     at = _request_head(body, cuts)
     named = len(cuts) == 2  # the request's uid, then its name when it has one
     at = body.find(_OBJECT_AT, at) if at > 0 else -1
-    at = _metadata_head(body, at + len(_OBJECT_AT), cuts) if at > 0 else -1
+    at, family = _metadata_head(body, at + len(_OBJECT_AT), cuts) if at > 0 else (-1, b"")
+    if at > 0 and held is not None and not held.seen_before((endpoint, family)):
+        return None
     spec_at = body.find(_SPEC_AT, at) if at > 0 else -1
     if spec_at < 0 or body.find(_CLAIMS, spec_at) >= 0:
         return None
@@ -195,16 +212,20 @@ def _request_head(body: bytes, cuts: list[tuple[int, int]]) -> int:
     return at + len(_CREATE) if at > 0 and body.startswith(_CREATE, at) else -1
 
 
-def _metadata_head(body: bytes, at: int, cuts: list[tuple[int, int]]) -> int:
+def _metadata_head(body: bytes, at: int, cuts: list[tuple[int, int]]) -> tuple[int, bytes]:
     """Where the head of the metadata starting at ``at`` ends (name, generateName, namespace,
     uid, generation, creationTimestamp: ObjectMeta's first fields, empty ones omitted), its
-    name, uid and creation time noted in ``cuts``; -1 when it is not read so."""
+    name, uid and creation time noted in ``cuts``, and its generateName's bytes (empty when it
+    has none); -1 when it is not read so."""
+    generate = b""
     if body.startswith(b'"name":"', at):
         at = _text(body, at + 8, cuts) + 1  # and the comma
     if at > 0 and body.startswith(b'"generateName":"', at):
-        at = _text(body, at + 16) + 1
+        start = at + 16
+        at = _text(body, start) + 1
+        generate = body[start : at - 2]
     if at <= 0 or not body.startswith(b'"namespace":"', at):
-        return -1
+        return -1, generate
     at = _text(body, at + 13)
     if at > 0 and body.startswith(b',"uid":"', at):
         at = _text(body, at + 8, cuts)
@@ -213,7 +234,7 @@ def _metadata_head(body: bytes, at: int, cuts: list[tuple[int, int]]) -> int:
         at += 14 + len(digits) - len(digits.lstrip(_DIGITS))
     if at > 0 and body.startswith(b',"creationTimestamp":"', at):
         at = _text(body, at + 22, cuts)
-    return at
+    return at, generate
 
 
 def _text(body: bytes, at: int, cuts: list[tuple[int, int]] | None = None) -> int:
@@ -267,9 +288,11 @@ def lookup(
     endpoint: str, body: bytes, policy: Policy, inventory: Inventory
 ) -> tuple[KeptAnswers, AnswerKey] | None:
     """What is kept for ``policy`` on ``inventory`` and the key of the answer to ``body`` at
-    ``endpoint``; None when that answer is never kept (:func:`answer_key`)."""
-    key = answer_key(endpoint, body)
-    return None if key is None else (kept_answers(policy, inventory), key)
+    ``endpoint``; None when that answer is never kept, or the pod is the first of its family
+    there (:func:`answer_key`)."""
+    held = kept_answers(policy, inventory)
+    key = answer_key(endpoint, body, held)
+    return None if key is None else (held, key)
 
 
 def kept_answers(policy: Policy, inventory: Inventory) -> KeptAnswers:
@@ -279,7 +302,7 @@ def kept_answers(policy: Policy, inventory: Inventory) -> KeptAnswers:
     # and two threads that replace the record at once lose at most a kept answer.
     held = inventory.fit_groups.get(_ANSWERS)
     if held is None or held.policy is not policy:
-        held = inventory.fit_groups[_ANSWERS] = KeptAnswers(policy, {})
+        held = inventory.fit_groups[_ANSWERS] = KeptAnswers(policy, {}, {})
     kept: KeptAnswers = held
     return kept
 

@@ -25,8 +25,8 @@ from webhook.admission import handler as handler_module
 from webhook.certs.issue import write_certs
 from webhook.server import Settings, create_app
 
-# The ReplicaSet controller creates pods in batches of 1, 2, 4, ... (slow start): the later
-# batches come after the first replica was judged at each endpoint and its answers kept.
+# The ReplicaSet controller creates pods in batches of 1, 2, 4, ... (slow start): with 6, the
+# last batch comes after two replicas were judged at each endpoint, whose answers were kept.
 REPLICAS = 6
 
 
@@ -94,6 +94,7 @@ def test_the_replicas_of_a_replicaset_are_answered_from_kept_answers(
     # Every replica was mutated (the webhook's toleration), and each has its own name.
     assert all(any(t.key == "nvidia.com/gpu" for t in p.spec.tolerations) for p in pods)
     assert len({p.metadata.name for p in pods}) == REPLICAS
-    # The engine judged the first replica, once at each webhook (the app's snapshot is the
-    # bundled example policy's pools, which nothing changes here); every later one got its answer.
-    assert reviewed == ["Pod", "Pod"]
+    # The engine judged the first replicas' pods (a family's first pod is not kept, the two of
+    # the second batch may come at once); the last batch got their answers.
+    assert set(reviewed) == {"Pod"}
+    assert len(reviewed) <= 2 * 3

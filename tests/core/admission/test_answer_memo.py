@@ -275,26 +275,27 @@ def test_a_repeated_pod_is_answered_without_the_engine_with_its_own_uid(
         handle(endpoint, body_of(r, uid=u), policy=POLICY, inventory=snapshot)  # type: ignore[arg-type]
         for r, u in zip(replicas, uids, strict=True)
     ]
-    # The first pod is judged and its answer kept; the others are answered from it.
-    assert judged == ["train-0"]
+    # The first pod of a family pays nothing for the memo and has nothing kept; the second
+    # has its answer kept; the third and fourth are answered from it.
+    assert judged == ["train-0", "train-1"]
     assert [json.loads(o.body)["response"]["uid"] for o in outcomes] == uids
     assert [o.response["response"]["uid"] for o in outcomes] == uids
     assert all(o.verdict == "allowed" for o in outcomes)
     assert len({o.body.replace(u.encode(), b"") for o, u in zip(outcomes, uids, strict=True)}) == 1
-    assert outcomes[0].decision is not None
-    assert all(o.decision is None for o in outcomes[1:])
+    assert outcomes[1].decision is not None
+    assert all(o.decision is None for o in outcomes[2:])
 
 
 def test_the_first_pod_of_each_workload_is_judged(judged: list[str]) -> None:
     # Pods of three workloads (generateName), the same spec otherwise, in turns: each
-    # workload's first pod is judged, the rest get its answer.
+    # workload's first pod is judged, its second too (its answer is then kept), the rest not.
     snapshot = fresh()
     for i in range(4):
         for owner in ("a-", "b-", "c-"):
             obj = replica(f"{owner}{i}")
             obj["metadata"]["generateName"] = owner
             handle("mutate", body_of(obj), policy=POLICY, inventory=snapshot)
-    assert judged == ["a-0", "b-0", "c-0"]
+    assert judged == ["a-0", "b-0", "c-0", "a-1", "b-1", "c-1"]
 
 
 def _patch(outcome: Outcome) -> list[dict[str, Any]]:
@@ -309,6 +310,9 @@ def test_pods_that_differ_only_in_annotations_get_each_their_own_answer(first: s
         "plain": replica("train-1"),
     }
     order = [first, *(k for k in pods if k != first)]
+    # A pod of the same family first, so that the first of the two has its answer kept.
+    handle("validate", body_of(replica("warm")), policy=POLICY, inventory=snapshot)
+    handle("mutate", body_of(replica("warm")), policy=POLICY, inventory=snapshot)
     validated = {
         k: handle("validate", body_of(pods[k]), policy=POLICY, inventory=snapshot) for k in order
     }
@@ -336,8 +340,9 @@ def test_pods_that_differ_only_in_labels_are_each_judged(judged: list[str]) -> N
         obj = replica(f"train-{i}")
         obj["metadata"]["labels"] = {"app": value}
         handle("validate", body_of(obj), policy=POLICY, inventory=snapshot)
-    # train-0 and train-1 are judged, one per label; the others get the answer of their own.
-    assert judged == ["train-0", "train-1"]
+    # train-0 is its family's first (nothing kept); train-1 and train-2 are kept, one per
+    # label; train-3 and train-4 get the answer of their own label.
+    assert judged == ["train-0", "train-1", "train-2"]
 
 
 def test_a_denial_that_names_its_pod_is_each_pods_own(judged: list[str]) -> None:
@@ -360,19 +365,29 @@ def test_a_denial_that_names_its_pod_is_each_pods_own(judged: list[str]) -> None
 REPLICAS = FIXTURES / "v1.36.2" / "replicas"
 
 
+def _replicas(endpoint: str) -> tuple[bytes, bytes, bytes]:
+    """The two captured replicas' requests at ``endpoint``, and the second's again with a
+    request uid of its own (a third replica's request, but for its pod's names)."""
+    first, second = ((REPLICAS / f"{endpoint}-{i}.json").read_bytes() for i in (1, 2))
+    uid = json.loads(second)["request"]["uid"]
+    return first, second, second.replace(uid.encode(), new_uid().encode())
+
+
 @pytest.mark.parametrize("endpoint", ["mutate", "validate"])
 def test_two_replicas_as_the_api_server_sent_them_share_an_answer(
     endpoint: str, judged: list[str]
 ) -> None:
-    first, second = tuple((REPLICAS / f"{endpoint}-{i}.json").read_bytes() for i in (1, 2))
+    first, second, third = _replicas(endpoint)
     keys = [answer_key(endpoint, b) for b in (first, second)]
     assert keys[0] is not None and keys[1] is not None and keys[0].key == keys[1].key
     snapshot = fresh()
-    got = [handle(endpoint, b, policy=POLICY, inventory=snapshot) for b in (first, second)]  # type: ignore[arg-type]
-    assert len(judged) == 1  # the second replica got the first one's answer
-    alone = handle(endpoint, second, policy=POLICY, inventory=fresh(), memo=False)  # type: ignore[arg-type]
-    assert served(got[1]) == served(alone)
-    assert json.loads(got[1].body)["response"]["uid"] == json.loads(second)["request"]["uid"]
+    got = [handle(endpoint, b, policy=POLICY, inventory=snapshot) for b in (first, second, third)]  # type: ignore[arg-type]
+    # The family's first pod is judged and not kept, the second is judged and kept, the
+    # third gets its answer.
+    assert len(judged) == 2
+    alone = handle(endpoint, third, policy=POLICY, inventory=fresh(), memo=False)  # type: ignore[arg-type]
+    assert served(got[2]) == served(alone)
+    assert json.loads(got[2].body)["response"]["uid"] == json.loads(third)["request"]["uid"]
     # Any other byte changed, a label's value here, gives a key of its own.
     other = second.replace(b'"labels":{"app":"held"}', b'"labels":{"app":"hold"}')
     changed = answer_key(endpoint, other)
@@ -382,9 +397,10 @@ def test_two_replicas_as_the_api_server_sent_them_share_an_answer(
 def test_a_kept_answer_is_given_without_its_request_decoded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    first, second = tuple((REPLICAS / f"validate-{i}.json").read_bytes() for i in (1, 2))
+    first, second, third = _replicas("validate")
     snapshot = fresh()
-    handle("validate", first, policy=POLICY, inventory=snapshot)
+    for body in (first, second):
+        handle("validate", body, policy=POLICY, inventory=snapshot)
     decoded: list[object] = []
     real = handler_module.parse_review
 
@@ -393,8 +409,8 @@ def test_a_kept_answer_is_given_without_its_request_decoded(
         return real(body, **kwargs)
 
     monkeypatch.setattr(handler_module, "parse_review", counted)
-    answer = reply("validate", second, policy=POLICY, inventory=snapshot)
-    request = json.loads(second)["request"]
+    answer = reply("validate", third, policy=POLICY, inventory=snapshot)
+    request = json.loads(third)["request"]
     assert answer.http_status == 200
     assert json.loads(answer.body)["response"]["uid"] == request["uid"]
     # What the server logs and counts, made after the answer: this pod's uid and name.
@@ -402,7 +418,7 @@ def test_a_kept_answer_is_given_without_its_request_decoded(
     assert decoded == []
     assert outcome.body == answer.body
     assert (outcome.request.uid, outcome.request.name) == (request["uid"], request["name"])
-    assert logged(outcome) == logged(handle("validate", second, policy=POLICY, inventory=fresh()))
+    assert logged(outcome) == logged(handle("validate", third, policy=POLICY, inventory=fresh()))
 
 
 # --------------------------------------------------------------------------------------------
