@@ -172,15 +172,17 @@ def reply(
     found = None
     if memo and type(body) is bytes and len(body) <= max_bytes:
         found = lookup(endpoint, body, policy, inventory)
-    if found is not None:
-        given = found[0].answers.get(found[1].key)
-        if given is not None:
-            return _kept_reply(endpoint, given, found[1])
-    request = parse_review(body, max_bytes=max_bytes)
-    outcome = respond(endpoint, request, policy=policy, inventory=inventory)
     if found is None:
+        outcome = respond(
+            endpoint, parse_review(body, max_bytes=max_bytes), policy=policy, inventory=inventory
+        )
         return Reply(outcome.http_status, outcome.body, outcome)
     held, key = found
+    given = held.answers.get(key.key)
+    if given is not None:
+        return _kept_reply(endpoint, given, key)
+    request = parse_review(body, max_bytes=max_bytes)
+    outcome = respond(endpoint, request, policy=policy, inventory=inventory)
 
     def kept() -> Outcome:
         # Keeping the answer for the next pods of its key waits until it is sent: the server

@@ -92,10 +92,10 @@ _TIME_AT: Final = b'"time":"'
 # The ServiceAccount admission's token volume (a Volume: its name, then its source; the name
 # is "kube-api-access-" and 5 characters) and the mounts of it (a VolumeMount: name, readOnly,
 # mountPath).
-_TOKEN_AT: Final = b'{"name":"kube-api-access-'
+_NAMED: Final = b'{"name":"'  # an object whose first field is its name: a Volume, a mount
+_TOKEN_AT: Final = _NAMED + b"kube-api-access-"
 _TOKEN_NAME: Final = len("kube-api-access-") + 5
 _TOKEN_SOURCE: Final = b'","projected":{"sources":[{"serviceAccountToken":'
-_MOUNT_HEAD: Final = b'{"name":"'
 _MOUNT_TAIL: Final = b'","readOnly":true,"mountPath":"'
 _CLAIMS: Final = b'"resourceClaims":['
 _DIGITS: Final = b"0123456789"
@@ -154,7 +154,8 @@ class KeptAnswers:
 class AnswerKey:
     """The key of a request's answer (``key``: the endpoint and the request's bytes cut where
     a text was left out), the request's uid and name (as ``parse_review`` reads them), and the
-    texts left out (the pod's name, uid, ..., which a kept answer must not hold)."""
+    texts left out but the uid, which a kept answer has spliced in (the pod's name, uid, ...,
+    which a kept answer must not hold)."""
 
     key: tuple[bytes | str, ...]
     uid: str
@@ -221,9 +222,9 @@ def _metadata_head(body: bytes, at: int, cuts: list[tuple[int, int]]) -> tuple[i
     if body.startswith(b'"name":"', at):
         at = _text(body, at + 8, cuts) + 1  # and the comma
     if at > 0 and body.startswith(b'"generateName":"', at):
-        start = at + 16
-        at = _text(body, start) + 1
-        generate = body[start : at - 2]
+        after = _text(body, at + 16)
+        generate = body[at + 16 : after - 1] if after > 0 else b""
+        at = after + 1  # and the comma
     if at <= 0 or not body.startswith(b'"namespace":"', at):
         return -1, generate
     at = _text(body, at + 13)
@@ -254,16 +255,16 @@ def _token(body: bytes, spec_at: int, cuts: list[tuple[int, int]]) -> None:
     at = body.find(_TOKEN_AT, spec_at)
     if at < 0:
         return
-    name_at = at + len(_MOUNT_HEAD)
+    name_at = at + len(_NAMED)
     end = name_at + _TOKEN_NAME
     name = body[name_at:end]
     if b'"' in name or b"\\" in name or not body.startswith(_TOKEN_SOURCE, end):
         return
     cuts.append((name_at, end))
-    mount = _MOUNT_HEAD + name + _MOUNT_TAIL
+    mount = _NAMED + name + _MOUNT_TAIL
     found = body.find(mount, spec_at)
     while found >= 0:
-        name_at = found + len(_MOUNT_HEAD)
+        name_at = found + len(_NAMED)
         cuts.append((name_at, name_at + len(name)))
         found = body.find(mount, name_at)
 
@@ -271,7 +272,8 @@ def _token(body: bytes, spec_at: int, cuts: list[tuple[int, int]]) -> None:
 def _cut(
     endpoint: str, body: bytes, cuts: list[tuple[int, int]], uid: str, name: str | None
 ) -> AnswerKey:
-    """The key of ``body`` cut at ``cuts``, for the request ``uid`` and ``name``."""
+    """The key of ``body`` cut at ``cuts`` (the first, the request's uid, is the first in
+    ``body`` too), for the request ``uid`` and ``name``."""
     cuts.sort()
     pieces: list[bytes | str] = [endpoint]
     left_out: list[bytes] = []
@@ -281,7 +283,7 @@ def _cut(
         left_out.append(body[start:end])
         last = end
     pieces.append(body[last:])
-    return AnswerKey(tuple(pieces), uid, name, left_out)
+    return AnswerKey(tuple(pieces), uid, name, left_out[1:])
 
 
 def lookup(
@@ -297,7 +299,7 @@ def lookup(
 
 def kept_answers(policy: Policy, inventory: Inventory) -> KeptAnswers:
     """What is kept for ``policy`` on the snapshot ``inventory``: its answers by
-    :func:`answer_key`."""
+    :func:`answer_key`, and the pod families seen."""
     # A worker's threads share the snapshot: each dict operation here and in keep() is atomic,
     # and two threads that replace the record at once lose at most a kept answer.
     held = inventory.fit_groups.get(_ANSWERS)
@@ -331,7 +333,7 @@ def answer_to_keep(
     except orjson.JSONEncodeError:  # a patch value nested too deep for orjson's writer
         return None
     # The texts left out need no escaping in JSON: as they are in the request, so in an answer.
-    if any(value in text for value in key.left_out if value != uid[1:-1]):
+    if any(value in text for value in key.left_out):
         return None
     start = at + len(_UID_AT)
     return KeptAnswer(

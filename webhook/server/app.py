@@ -324,8 +324,8 @@ class _ReviewEndpoint:
         seconds = time.perf_counter() - started
 
         def record() -> None:
-            # An answer kept for the request's key was sent before the request was decoded:
-            # its Outcome decodes it now, after the answer (webhook/admission/memo.py).
+            # After the write: the Outcome of an answer kept for the request's key is made
+            # now, and a fresh answer is kept now for its key (webhook/admission/handler.py).
             outcome = replied.outcome()
             metrics.record_review(outcome, seconds)
             self.review_log.write(outcome, seconds)
